@@ -1,0 +1,96 @@
+// GPT-2 byte-level BPE, exactly as tiktoken `gpt2` / Hugging Face / Megatron's GPT2BPETokenizer.
+//
+//   PILEPREP_ASSIGN_OR_RETURN(auto tok, Gpt2Tokenizer::FromFiles(vocab, merges, {}));
+//   Gpt2Tokenizer::Cache cache(*tok);          // one per thread
+//   std::vector<uint32_t> ids;
+//   tok->Encode("Hello world", cache, &ids);   // appends {15496, 995}
+//
+// Rules are those of docs/gpt2.md: hand-written pre-tokenizer (Unicode 16.0 classes, the `\s+(?!\S)`
+// give-back rule), byte-level BPE where the lowest merge rank wins (leftmost on ties), and literal
+// `<|endoftext|>` mapped to its id unless `Options::endoftext_is_special` is false.
+//
+// Thread model: a Gpt2Tokenizer is immutable after construction and may be shared by any number of
+// threads. A Cache is mutable per-thread state (the pre-token cache); never share one between threads.
+// Results never depend on the cache.
+#ifndef PILEPREP_GPT2_TOKENIZER_H_
+#define PILEPREP_GPT2_TOKENIZER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace pileprep {
+
+class Gpt2Tokenizer {
+ public:
+  struct Options {
+    // Literal "<|endoftext|>" in text becomes the single EOD id (current Megatron, NeMo, Hugging Face).
+    // false: it is ordinary text (legacy Megatron, tiktoken's encode_ordinary).
+    bool endoftext_is_special = true;
+    // Entries in each per-thread pre-token cache (rounded up to a power of two).
+    size_t cache_entries = size_t{1} << 16;
+  };
+
+  // Loads `encoder.json` (token -> id) and `vocab.bpe` (merges in rank order). Errors name the file and
+  // the line or entry that is wrong.
+  static absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> FromFiles(const std::string& vocab_path,
+                                                                  const std::string& merges_path,
+                                                                  Options options);
+  static absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> FromBuffers(std::string_view vocab_json,
+                                                                    std::string_view merges_txt,
+                                                                    Options options);
+  // Finds tokenizers/gpt2/{encoder.json,vocab.bpe} shipped with pileprep: $PILEPREP_TOKENIZER_DIR, then
+  // next to the executable (../share/pileprep/tokenizers), then the source tree.
+  static absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> FromDefaultFiles(Options options);
+
+  // Per-thread pre-token cache. Holds no pointer into text passed to Encode.
+  class Cache {
+   public:
+    explicit Cache(const Gpt2Tokenizer& tokenizer);
+    ~Cache();
+    Cache(const Cache&) = delete;
+    Cache& operator=(const Cache&) = delete;
+
+   private:
+    friend class Gpt2Tokenizer;
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+  };
+
+  ~Gpt2Tokenizer();
+
+  // Appends the ids of valid UTF-8 `text` to `ids`. (The JSON stage guarantees valid UTF-8; invalid
+  // bytes are still tokenized as bytes, never a crash.)
+  void Encode(std::string_view text, Cache& cache, std::vector<uint32_t>* ids) const;
+
+  // Appends the BPE ids of one pre-token, with no cache and no special-token handling. For tests.
+  void EncodePiece(std::string_view piece, std::vector<uint32_t>* ids) const;
+
+  // Concatenated bytes of the tokens (no UTF-8 repair). Unknown ids are skipped.
+  std::string Decode(const std::vector<uint32_t>& ids) const;
+
+  size_t vocab_size() const { return vocab_size_; }
+  uint32_t eod_id() const { return eod_id_; }
+  const Options& options() const { return options_; }
+
+ private:
+  Gpt2Tokenizer() = default;
+  struct Tables;
+  // BPE of one piece into `ids` using `scratch` buffers; the cache is not consulted.
+  static void MergePiece(const Tables& tables, std::string_view piece, Cache::Impl& scratch,
+                         std::vector<uint32_t>* ids);
+  void EncodeOrdinary(std::string_view text, Cache::Impl& cache, std::vector<uint32_t>* ids) const;
+  std::unique_ptr<Tables> tables_;
+  Options options_;
+  size_t vocab_size_ = 0;
+  uint32_t eod_id_ = 0;
+};
+
+}  // namespace pileprep
+
+#endif  // PILEPREP_GPT2_TOKENIZER_H_

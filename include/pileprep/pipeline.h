@@ -1,0 +1,112 @@
+// The preparation pipeline: bytes (zstd or plain JSON lines) -> documents -> GPT-2 ids -> .bin/.idx.
+//
+//   PILEPREP_ASSIGN_OR_RETURN(auto source, OpenFileSource("00.jsonl.zst"));
+//   PipelineOptions options;                       // every knob and its default
+//   ShardStats stats;
+//   PILEPREP_RETURN_IF_ERROR(RunPipeline(*source, InputFormat::kZstd, *tokenizer,
+//                                        {"out/my-gpt3_00_text_document"}, options, &stats));
+//
+// Stages, joined by an order-preserving oneTBB parallel_pipeline with a bounded number of batches in
+// flight (memory is a small multiple of threads x batch size, plus the largest document):
+//   1. serial, in order: read the source, decompress, cut the stream into batches of whole lines;
+//   2. parallel: parse each line's JSON (JsonRecordParser) and tokenize it (Gpt2Tokenizer), one parser
+//      and one pre-token cache per worker thread;
+//   3. serial, in order: append documents (ids + EOD) to one IndexedDatasetWriter per JSON key, count bad
+//      records with their line numbers, report progress.
+// Output bytes never depend on the thread count or on how the source chunks its bytes.
+//
+// Thread model: RunPipeline blocks the calling thread and uses up to `options.threads` threads. The
+// tokenizer is shared read-only. A ProgressObserver is called from one thread at a time.
+#ifndef PILEPREP_PIPELINE_H_
+#define PILEPREP_PIPELINE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "pileprep/gpt2_tokenizer.h"
+#include "pileprep/indexed_dataset.h"
+#include "pileprep/jsonl.h"
+#include "pileprep/zstd_stream.h"
+
+namespace pileprep {
+
+// A stream of input bytes: a local file here; an HTTP download implements the same interface.
+class ByteSource {
+ public:
+  virtual ~ByteSource() = default;
+  // Reads up to `capacity` bytes into `buffer`; 0 means end of input. Errors name the source.
+  virtual absl::StatusOr<size_t> Read(char* buffer, size_t capacity) = 0;
+  // Total size in bytes when known in advance (for progress and ETA), else -1.
+  virtual int64_t size_hint() const { return -1; }
+  // A short name for messages: the file name or URL (never with credentials).
+  virtual const std::string& name() const = 0;
+};
+
+// Opens a local file as a ByteSource.
+absl::StatusOr<std::unique_ptr<ByteSource>> OpenFileSource(const std::string& path);
+
+enum class InputFormat {
+  kZstd,   // zstd-compressed JSON lines (.jsonl.zst)
+  kPlain,  // uncompressed JSON lines (.jsonl)
+};
+// kZstd when `path` ends in ".zst", else kPlain.
+InputFormat InputFormatForPath(const std::string& path);
+
+struct PipelineOptions {
+  int threads = 0;                          // 0: all cores
+  size_t batch_bytes = size_t{1} << 20;     // decompressed bytes per unit of parallel work
+  size_t read_bytes = size_t{1} << 16;      // bytes read from the source per call
+  int max_batches_in_flight = 0;            // 0: 2 x threads + 2
+  bool append_eod = true;                   // Megatron's --append-eod
+  size_t max_bad_record_reports = 100;      // bad records kept with line numbers (all are counted)
+  JsonlOptions jsonl;                       // keys and the bad-record limit
+  ZstdDecoderOptions zstd;                  // window limit (source_name is filled in per source)
+  IndexedDatasetWriterOptions writer;       // dtype is chosen from the tokenizer's vocabulary size
+};
+
+struct BadRecord {
+  uint64_t line = 0;
+  BadRecordKind kind{};
+  std::string detail;
+};
+
+// What a run did. Filled in as the run goes (progress) and complete at the end.
+struct ShardStats {
+  uint64_t bytes_in = 0;             // bytes read from the source (compressed, for .zst)
+  uint64_t bytes_decompressed = 0;   // JSON-lines bytes
+  uint64_t lines = 0;
+  uint64_t documents = 0;            // good records (documents written, empty ones included)
+  uint64_t empty_documents = 0;      // documents with no tokens (no sequence written)
+  uint64_t tokens = 0;               // ids written, EOD included, over all keys
+  uint64_t bad_records = 0;
+  std::vector<BadRecord> bad_record_samples;  // the first max_bad_record_reports of them
+  uint64_t replaced_invalid_utf8 = 0;         // U+FFFD substituted for raw invalid bytes
+  uint64_t replaced_lone_surrogates = 0;      // U+FFFD substituted for lone \ud800-style escapes
+  bool published = false;                     // outputs are in place under their final names
+  double seconds = 0;
+};
+
+// Receives progress from the in-order stage after each batch. Must be cheap; may be called often.
+class ProgressObserver {
+ public:
+  virtual ~ProgressObserver() = default;
+  virtual void OnProgress(const ShardStats& so_far, int64_t source_size_hint) = 0;
+};
+
+// Processes one input. `output_prefixes` holds one prefix per JSON key (options.jsonl.json_keys order);
+// each gets {prefix}.bin/.idx, published only when the whole input succeeded and holds tokens.
+// Errors name the source and the line or byte offset: container damage (zstd), read errors, too many bad
+// records (options.jsonl.max_bad_records), write errors. On error nothing is published; `stats` still
+// tells how far the run got (bad records seen, bytes read).
+absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Tokenizer& tokenizer,
+                         const std::vector<std::string>& output_prefixes,
+                         const PipelineOptions& options, ShardStats* stats,
+                         ProgressObserver* observer = nullptr);
+
+}  // namespace pileprep
+
+#endif  // PILEPREP_PIPELINE_H_

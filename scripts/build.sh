@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Installs what is missing (scripts/setup.sh), then configures and builds into build/.
+# The CLI lands at build/bin/pileprep. Extra arguments go to CMake's configure step.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+BUILD_DIR=${PILEPREP_BUILD_DIR:-build}
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-Release}" \
+  -DPython_EXECUTABLE=/usr/bin/python3 "$@" >/dev/null
+cmake --build "$BUILD_DIR" -j "$(nproc)"

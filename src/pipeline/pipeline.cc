@@ -1,0 +1,317 @@
+#include "pileprep/pipeline.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "oneapi/tbb/enumerable_thread_specific.h"
+#include "oneapi/tbb/info.h"
+#include "oneapi/tbb/parallel_pipeline.h"
+#include "oneapi/tbb/task_arena.h"
+#include "pileprep/status_macros.h"
+
+namespace pileprep {
+namespace {
+
+class FileSource final : public ByteSource {
+ public:
+  FileSource(int fd, std::string name, int64_t size) : fd_(fd), name_(std::move(name)), size_(size) {}
+  ~FileSource() override { ::close(fd_); }
+  absl::StatusOr<size_t> Read(char* buffer, size_t capacity) override {
+    while (true) {
+      const ssize_t n = ::read(fd_, buffer, capacity);
+      if (n >= 0) return static_cast<size_t>(n);
+      if (errno == EINTR) continue;
+      return absl::DataLossError(absl::StrCat(name_, ": read error: ", std::strerror(errno)));
+    }
+  }
+  int64_t size_hint() const override { return size_; }
+  const std::string& name() const override { return name_; }
+
+ private:
+  int fd_;
+  std::string name_;
+  int64_t size_;
+};
+
+// One unit of parallel work: whole lines of JSON, then what the workers made of them.
+struct Batch {
+  std::string data;  // whole lines (the last batch may end without '\n')
+  // Filled by the parallel stage.
+  uint64_t num_lines = 0;
+  std::vector<uint32_t> tokens;       // all documents' ids, key-major within each document
+  std::vector<uint32_t> doc_lengths;  // num_keys entries per good document
+  struct Bad {
+    uint64_t line_in_batch;  // 1-based
+    BadRecordKind kind;
+    std::string detail;
+  };
+  std::vector<Bad> bad;
+  uint64_t replaced_invalid_utf8 = 0;
+  uint64_t replaced_lone_surrogates = 0;
+};
+
+struct Worker {
+  Worker(const Gpt2Tokenizer& tokenizer, const JsonlOptions& jsonl)
+      : parser(jsonl), cache(tokenizer) {}
+  JsonRecordParser parser;
+  Gpt2Tokenizer::Cache cache;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ByteSource>> OpenFileSource(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+    return absl::PermissionDeniedError(absl::StrCat(path, ": cannot open: ", std::strerror(err)));
+  }
+  struct stat st;
+  int64_t size = -1;
+  if (::fstat(fd, &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      ::close(fd);
+      return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory, not a file"));
+    }
+    if (S_ISREG(st.st_mode)) size = st.st_size;
+  }
+#ifdef POSIX_FADV_SEQUENTIAL
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+#endif
+  return std::make_unique<FileSource>(fd, path, size);
+}
+
+InputFormat InputFormatForPath(const std::string& path) {
+  return path.size() >= 4 && path.compare(path.size() - 4, 4, ".zst") == 0 ? InputFormat::kZstd
+                                                                          : InputFormat::kPlain;
+}
+
+absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Tokenizer& tokenizer,
+                         const std::vector<std::string>& output_prefixes,
+                         const PipelineOptions& options, ShardStats* stats_out,
+                         ProgressObserver* observer) {
+  const auto start = std::chrono::steady_clock::now();
+  ShardStats& stats = *stats_out;
+  stats = ShardStats{};
+  const size_t num_keys = options.jsonl.json_keys.size();
+  if (num_keys == 0 || output_prefixes.size() != num_keys) {
+    return absl::InvalidArgumentError("one output prefix is needed per JSON key");
+  }
+
+  // Writers first: an unwritable output directory fails before any work.
+  IndexedDatasetWriterOptions writer_options = options.writer;
+  writer_options.dtype = DTypeForVocabSize(tokenizer.vocab_size());
+  std::vector<std::unique_ptr<IndexedDatasetWriter>> writers;
+  for (const std::string& prefix : output_prefixes) {
+    PILEPREP_ASSIGN_OR_RETURN(auto w, IndexedDatasetWriter::Create(prefix, writer_options));
+    writers.push_back(std::move(w));
+  }
+
+  const int threads =
+      options.threads > 0 ? options.threads : std::max(1, tbb::info::default_concurrency());
+  const int in_flight =
+      options.max_batches_in_flight > 0 ? options.max_batches_in_flight : 2 * threads + 2;
+
+  ZstdDecoderOptions zstd_options = options.zstd;
+  zstd_options.source_name = source.name();
+  std::optional<ZstdDecoder> decoder;
+  if (format == InputFormat::kZstd) decoder.emplace(zstd_options);
+
+  tbb::enumerable_thread_specific<Worker> workers(
+      [&] { return Worker(tokenizer, options.jsonl); });
+
+  // State of the serial input stage.
+  std::string carry;  // bytes after the last '\n' of the previous batch
+  std::vector<char> read_buffer(options.read_bytes);
+  bool input_done = false;
+  // First error wins; every stage stops doing work once it is set.
+  std::mutex error_mu;
+  absl::Status error;
+  std::atomic<bool> failed{false};
+  auto fail = [&](absl::Status s) {
+    std::lock_guard<std::mutex> lock(error_mu);
+    if (error.ok()) error = std::move(s);
+    failed.store(true, std::memory_order_relaxed);
+  };
+
+  auto read_batch = [&](tbb::flow_control& fc) -> Batch* {
+    if (input_done || failed.load(std::memory_order_relaxed)) {
+      fc.stop();
+      return nullptr;
+    }
+    auto batch = std::make_unique<Batch>();
+    batch->data.reserve(options.batch_bytes + options.read_bytes * 16);
+    batch->data.append(carry);
+    carry.clear();
+    auto append = [&](std::string_view bytes) -> absl::Status {
+      batch->data.append(bytes);
+      return absl::OkStatus();
+    };
+    // Read until the batch is full and holds a line end, or the input ends. A single line longer than
+    // batch_bytes makes one batch of its own, as large as that line.
+    size_t scan_from = 0;
+    while (true) {
+      if (batch->data.size() >= options.batch_bytes &&
+          batch->data.find('\n', scan_from) != std::string::npos) {
+        break;
+      }
+      scan_from = batch->data.size();
+      absl::StatusOr<size_t> n = source.Read(read_buffer.data(), read_buffer.size());
+      if (!n.ok()) {
+        fail(n.status());
+        fc.stop();
+        return nullptr;
+      }
+      if (*n == 0) {
+        if (decoder) {
+          if (absl::Status s = decoder->Finish(); !s.ok()) {
+            fail(std::move(s));
+            fc.stop();
+            return nullptr;
+          }
+        }
+        input_done = true;
+        break;
+      }
+      stats.bytes_in += *n;
+      const std::string_view chunk(read_buffer.data(), *n);
+      if (decoder) {
+        if (absl::Status s = decoder->Feed(chunk, append); !s.ok()) {
+          fail(std::move(s));
+          fc.stop();
+          return nullptr;
+        }
+      } else {
+        batch->data.append(chunk);
+      }
+    }
+    if (!input_done) {
+      const size_t last_nl = batch->data.rfind('\n');
+      carry.assign(batch->data, last_nl + 1);
+      batch->data.resize(last_nl + 1);
+    }
+    stats.bytes_decompressed += batch->data.size();
+    if (batch->data.empty() && input_done) {
+      fc.stop();
+      return nullptr;
+    }
+    return batch.release();
+  };
+
+  auto process_batch = [&](Batch* batch) -> Batch* {
+    if (batch == nullptr || failed.load(std::memory_order_relaxed)) return batch;
+    Worker& w = workers.local();
+    const uint64_t utf8_before = w.parser.replaced_invalid_utf8();
+    const uint64_t surrogates_before = w.parser.replaced_lone_surrogates();
+    uint64_t line_no = 0;
+    batch->tokens.reserve(batch->data.size() / 3);
+    ForEachLine(batch->data, [&](std::string_view line) {
+      ++line_no;
+      JsonRecordParser::Result r = w.parser.Parse(line);
+      if (!r.ok) {
+        batch->bad.push_back({line_no, r.kind, std::move(r.detail)});
+        return;
+      }
+      for (std::string_view text : w.parser.texts()) {
+        const size_t before = batch->tokens.size();
+        tokenizer.Encode(text, w.cache, &batch->tokens);
+        size_t len = batch->tokens.size() - before;
+        if (len > 0 && options.append_eod) {
+          batch->tokens.push_back(tokenizer.eod_id());
+          ++len;
+        }
+        batch->doc_lengths.push_back(static_cast<uint32_t>(len));
+      }
+    });
+    batch->num_lines = line_no;
+    batch->replaced_invalid_utf8 = w.parser.replaced_invalid_utf8() - utf8_before;
+    batch->replaced_lone_surrogates = w.parser.replaced_lone_surrogates() - surrogates_before;
+    return batch;
+  };
+
+  auto write_batch = [&](Batch* raw) {
+    std::unique_ptr<Batch> batch(raw);
+    if (batch == nullptr || failed.load(std::memory_order_relaxed)) return;
+    for (const Batch::Bad& bad : batch->bad) {
+      ++stats.bad_records;
+      if (stats.bad_record_samples.size() < options.max_bad_record_reports) {
+        stats.bad_record_samples.push_back({stats.lines + bad.line_in_batch, bad.kind, bad.detail});
+      }
+    }
+    if (options.jsonl.max_bad_records >= 0 &&
+        stats.bad_records > static_cast<uint64_t>(options.jsonl.max_bad_records)) {
+      std::string first;
+      if (!stats.bad_record_samples.empty()) {
+        const BadRecord& b = stats.bad_record_samples.front();
+        first = absl::StrCat(" (first at line ", b.line, ": ", std::string(BadRecordKindName(b.kind)),
+                             b.detail.empty() ? "" : ": ", b.detail, ")");
+      }
+      fail(absl::DataLossError(absl::StrCat(
+          source.name(), ": more than ", options.jsonl.max_bad_records, " bad records", first,
+          "; is this JSON lines with a \"", options.jsonl.json_keys.front(),
+          "\" field? Raise --max-bad-records to accept more")));
+      return;
+    }
+    stats.lines += batch->num_lines;
+    stats.replaced_invalid_utf8 += batch->replaced_invalid_utf8;
+    stats.replaced_lone_surrogates += batch->replaced_lone_surrogates;
+    size_t offset = 0;
+    for (size_t d = 0; d < batch->doc_lengths.size(); d += num_keys) {
+      bool empty = true;
+      for (size_t k = 0; k < num_keys; ++k) {
+        const uint32_t len = batch->doc_lengths[d + k];
+        absl::Status s = writers[k]->AddDocument(
+            absl::MakeConstSpan(batch->tokens.data() + offset, len));
+        if (!s.ok()) {
+          fail(std::move(s));
+          return;
+        }
+        offset += len;
+        stats.tokens += len;
+        if (len > 0) empty = false;
+      }
+      ++stats.documents;
+      if (empty) ++stats.empty_documents;
+    }
+    if (observer != nullptr) {
+      stats.seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      observer->OnProgress(stats, source.size_hint());
+    }
+  };
+
+  tbb::task_arena arena(threads);
+  arena.execute([&] {
+    tbb::parallel_pipeline(
+        static_cast<size_t>(in_flight),
+        tbb::make_filter<void, Batch*>(tbb::filter_mode::serial_in_order, read_batch) &
+            tbb::make_filter<Batch*, Batch*>(tbb::filter_mode::parallel, process_batch) &
+            tbb::make_filter<Batch*, void>(tbb::filter_mode::serial_in_order, write_batch));
+  });
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (failed.load()) {
+    for (auto& w : writers) w->Abort();
+    return error;
+  }
+  bool published = false;
+  for (auto& w : writers) {
+    PILEPREP_ASSIGN_OR_RETURN(IndexedDatasetWriter::Result r, w->Finish());
+    published = published || r.published;
+  }
+  stats.published = published;
+  return absl::OkStatus();
+}
+
+}  // namespace pileprep

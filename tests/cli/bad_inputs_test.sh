@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Every malformed or unusual shard in tests/data/bad gets the outcome its README lists:
+#   error - exit 1, a message naming the file, nothing published and no temporaries left;
+#   skip  - exit 0, the bad records counted with line numbers, the rest written exactly;
+#   ok    - exit 0, every document written exactly.
+# Expected counts and sha256 prefixes are Megatron's writer and GPT-2 tokenizer under the same policies.
+set -uo pipefail
+PILEPREP=$1
+BAD=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail=0
+
+# file outcome docs tokens bin_sha16 idx_sha16 bad_records
+while read -r file outcome docs tokens bin idx bad; do
+  [[ -z "$file" || "$file" == \#* ]] && continue
+  out="$work/${file%%.*}"
+  mkdir -p "$out"
+  "$PILEPREP" preprocess --input "$BAD/$file" --output-prefix "$out/x" --append-eod --workers 2 \
+    >"$out.stdout" 2>"$out.stderr"
+  rc=$?
+  what="$file ($outcome)"
+  if [[ $outcome == error ]]; then
+    if [[ $rc -ne 1 ]]; then echo "FAIL: $what: exit $rc, want 1"; fail=1; fi
+    if ! grep -q "$file" "$out.stderr"; then echo "FAIL: $what: message does not name the file"; cat "$out.stderr"; fail=1; fi
+    if [[ -n "$(ls -A "$out")" ]]; then echo "FAIL: $what: left files: $(ls "$out")"; fail=1; fi
+    echo "ok: $what: $(grep -m1 error: "$out.stderr")"
+    continue
+  fi
+  if [[ $rc -ne 0 ]]; then echo "FAIL: $what: exit $rc"; cat "$out.stderr"; fail=1; continue; fi
+  got_bin=$(sha256sum "$out/x_text_document.bin" | cut -c1-16)
+  got_idx=$(sha256sum "$out/x_text_document.idx" | cut -c1-16)
+  if [[ $got_bin != "$bin" || $got_idx != "$idx" ]]; then
+    echo "FAIL: $what: sha256 bin $got_bin idx $got_idx, want $bin $idx"; fail=1
+  fi
+  if ! grep -q "^$file: $docs documents, $tokens tokens" "$out.stderr"; then
+    echo "FAIL: $what: want $docs documents, $tokens tokens; got: $(grep documents "$out.stderr")"; fail=1
+  fi
+  if [[ $bad -gt 0 ]]; then
+    if ! grep -q "^$file: $bad bad records skipped" "$out.stderr" || ! grep -q "^  line [0-9]*: " "$out.stderr"; then
+      echo "FAIL: $what: want $bad bad records reported with line numbers"; cat "$out.stderr"; fail=1
+    fi
+  elif grep -q "bad records" "$out.stderr"; then
+    echo "FAIL: $what: unexpected bad records"; cat "$out.stderr"; fail=1
+  fi
+  if [[ -n "$(ls "$out" | grep -v -e '^x_text_document.bin$' -e '^x_text_document.idx$')" ]]; then
+    echo "FAIL: $what: stray files: $(ls "$out")"; fail=1
+  fi
+  echo "ok: $what"
+done <<'TABLE'
+# file                          outcome docs tokens  bin              idx              bad
+truncated.jsonl.zst             error   -    -       -                -                0
+bitflip.jsonl.zst               error   -    -       -                -                0
+not-zstd-plain.jsonl.zst        error   -    -       -                -                0
+multi-frame.jsonl.zst           ok      60   10697   63a88aa6c6c13878 128ce15aa306a3f8 0
+skippable-frames.jsonl.zst      ok      60   10697   63a88aa6c6c13878 128ce15aa306a3f8 0
+invalid-json.jsonl.zst          skip    5    245     90ddad63100429ef f6f00ce763cb9938 24
+missing-text.jsonl.zst          skip    3    188     33ab16912a8a44a9 7e1f740a3457bacb 12
+text-not-string.jsonl.zst       skip    4    233     eca9a56c23667eb2 c4be06e90d544d23 9
+invalid-utf8.jsonl.zst          skip    17   303     f030c212a763107f ada9bcb85b9fbb44 1
+lone-surrogates.jsonl.zst       ok      11   213     106c306268ceaff8 9c6645544812287d 0
+json-escapes.jsonl.zst          ok      13   206     1a8cd89a2cb410ce 353482ecfadf43db 0
+crlf.jsonl.zst                  ok      20   1139    521357eaf7bed497 52a05e9e8d61cad8 0
+crlf-lf-twin.jsonl.zst          ok      20   1139    521357eaf7bed497 52a05e9e8d61cad8 0
+blank-lines.jsonl.zst           skip    10   554     a09cd2b2cd229668 ba1c10c0c8399275 14
+no-final-newline.jsonl.zst      ok      10   530     cf7b9fbf29a06db4 4087c0bdee1ad87f 0
+empty-and-tiny-texts.jsonl.zst  ok      14   46      4b5d102dc6cc7cf5 1abe2675f8ec0656 0
+long-lines.jsonl.zst            ok      3    8672631 3160c691134e2e2d edf4b4f22a3ba34c 0
+TABLE
+exit $fail

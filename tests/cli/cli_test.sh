@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The CLI's contract: exact messages, exit codes, and the missing-shard behaviour.
+set -uo pipefail
+PILEPREP=$1
+root=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail=0
+
+expect() {  # name want_rc want_stderr_substring -- command...
+  local name=$1 want_rc=$2 want=$3; shift 4
+  "$@" >"$work/out" 2>"$work/err"
+  local rc=$?
+  if [[ $rc -ne $want_rc ]]; then
+    echo "FAIL: $name: exit $rc, want $want_rc"; cat "$work/err"; fail=1; return
+  fi
+  if [[ -n "$want" ]] && ! grep -qF -- "$want" "$work/err" "$work/out"; then
+    echo "FAIL: $name: output lacks: $want"; cat "$work/out" "$work/err"; fail=1; return
+  fi
+  echo "ok: $name"
+}
+
+expect "version" 0 "pileprep 0." -- "$PILEPREP" --version
+expect "help lists the shard job" 0 "Usage: pileprep [--url SRC]" -- "$PILEPREP" --help
+for flag in url files output-dir output-prefix threads vocab-file merge-file max-bad-records \
+            zstd-window-log-max endoftext-as-text quiet; do
+  expect "help explains --$flag" 0 "  --$flag" -- "$PILEPREP" --help
+done
+expect "help lists exit codes" 0 "Exit status:" -- "$PILEPREP" --help
+for flag in input output-prefix json-keys append-eod workers tokenizer-type vocab-file merge-file; do
+  expect "preprocess help explains --$flag" 0 "  --$flag" -- "$PILEPREP" preprocess --help
+done
+expect "unknown flag is a usage error" 2 "pileprep: error: unknown flag --bogus (see --help)" -- \
+  "$PILEPREP" --bogus
+expect "bad --files is a usage error" 2 \
+  'pileprep: error: --files: cannot read "x" in "1,x"; use numbers 0-9999 and inclusive ranges, e.g. 0-29 or 0,3,5-7' -- \
+  "$PILEPREP" --files 1,x --url "$root/data/samples"
+expect "reversed range is a usage error" 2 'cannot read "5-3"' -- "$PILEPREP" --files 5-3
+expect "unsupported scheme is refused" 2 'unsupported scheme "ftp"' -- "$PILEPREP" --url ftp://x/
+expect "prefix with a slash is refused" 2 "--output-prefix must be a plain name" -- \
+  "$PILEPREP" --url "$root/data/samples" --output-prefix a/b --output-dir "$work/o"
+expect "bad thread count" 2 "--threads 0: expected a whole number from 1 to 4096" -- \
+  "$PILEPREP" --threads 0
+expect "vocab without merges" 2 "--vocab-file and --merge-file go together" -- \
+  "$PILEPREP" --vocab-file x --url "$root/data/samples"
+expect "missing vocabulary file" 2 "nope.json: cannot open" -- \
+  "$PILEPREP" --vocab-file "$work/nope.json" --merge-file "$work/nope.bpe" --url "$root/data/samples" --output-dir "$work/o"
+expect "preprocess needs input" 2 "preprocess needs --input FILE and --output-prefix P" -- \
+  "$PILEPREP" preprocess --output-prefix "$work/p"
+
+# A missing shard fails by name, publishes nothing for itself, and the others still complete.
+expect "missing shard fails, others complete" 1 "05.jsonl.zst: no such file" -- \
+  "$PILEPREP" --url "$root/data/samples" --files 0,5,1 --output-dir "$work/m" -q
+for n in 00 01; do
+  for ext in bin idx; do
+    [[ -s "$work/m/my-gpt3_${n}_text_document.$ext" ]] || { echo "FAIL: shard $n.$ext missing"; fail=1; }
+  done
+done
+if ls "$work/m" | grep -q -e _05_ -e pileprep-tmp; then echo "FAIL: stray files: $(ls "$work/m")"; fail=1; fi
+grep -q "FAILED" "$work/err" || { echo "FAIL: summary does not mark the failed shard"; fail=1; }
+grep -q "1 of 3 shard(s) FAILED" "$work/err" || { echo "FAIL: no failure count"; cat "$work/err"; fail=1; }
+
+# A corrupt shard among good ones: same.
+mkdir -p "$work/src"
+cp "$root/data/samples/00.jsonl.zst" "$work/src/00.jsonl.zst"
+head -c 5000 "$root/data/samples/01.jsonl.zst" > "$work/src/01.jsonl.zst"
+expect "truncated shard fails by name" 1 "01.jsonl.zst" -- \
+  "$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$work/c" -q
+[[ -s "$work/c/my-gpt3_00_text_document.bin" ]] || { echo "FAIL: good shard not published"; fail=1; }
+if ls "$work/c" | grep -q -e _01_ -e pileprep-tmp; then echo "FAIL: stray: $(ls "$work/c")"; fail=1; fi
+
+# Summary table at the end.
+expect "summary table" 0 "shard            status" -- \
+  "$PILEPREP" --url "$root/data/samples" --files 1 --output-dir "$work/s"
+exit $fail

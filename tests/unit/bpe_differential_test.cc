@@ -1,0 +1,200 @@
+// pileprep::Gpt2Tokenizer against the plain encoder.py-style reference (tests/testing/reference_bpe.h):
+// single pieces (including long ones that take the fast merge path) and whole texts.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "pileprep/gpt2_tokenizer.h"
+#include "testing/random_text.h"
+#include "testing/re2_pretokenizer.h"
+#include "testing/reference_bpe.h"
+
+namespace pileprep {
+namespace {
+
+using ::pileprep::testing::RandomText;
+using ::pileprep::testing::ReferenceBpe;
+
+constexpr char kVocab[] = PILEPREP_SOURCE_DIR "/tokenizers/gpt2/encoder.json";
+constexpr char kMerges[] = PILEPREP_SOURCE_DIR "/tokenizers/gpt2/vocab.bpe";
+
+class BpeDifferential : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto ref = ReferenceBpe::Load(PILEPREP_SOURCE_DIR "/tokenizers/gpt2");
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    reference_ = new ReferenceBpe(*std::move(ref));
+    Gpt2Tokenizer::Options options;
+    options.endoftext_is_special = false;
+    auto tok = Gpt2Tokenizer::FromFiles(kVocab, kMerges, options);
+    ASSERT_TRUE(tok.ok()) << tok.status();
+    tokenizer_ = tok->release();
+  }
+  static void TearDownTestSuite() {
+    delete reference_;
+    delete tokenizer_;
+    reference_ = nullptr;
+    tokenizer_ = nullptr;
+  }
+
+  static std::vector<uint32_t> FastPiece(std::string_view piece) {
+    std::vector<uint32_t> ids = {7};  // EncodePiece appends: keep a sentinel in front
+    tokenizer_->EncodePiece(piece, &ids);
+    ids.erase(ids.begin());
+    return ids;
+  }
+  static std::vector<uint32_t> FastText(std::string_view text, Gpt2Tokenizer::Cache& cache) {
+    std::vector<uint32_t> ids;
+    tokenizer_->Encode(text, cache, &ids);
+    return ids;
+  }
+
+  static ReferenceBpe* reference_;
+  static Gpt2Tokenizer* tokenizer_;
+};
+
+ReferenceBpe* BpeDifferential::reference_ = nullptr;
+Gpt2Tokenizer* BpeDifferential::tokenizer_ = nullptr;
+
+std::string Head(std::string_view s) {
+  std::string out(s.substr(0, 120));
+  if (s.size() > 120) out += "...";
+  return out;
+}
+
+TEST_F(BpeDifferential, ReferenceLoadsTheWholeVocabulary) {
+  EXPECT_EQ(reference_->vocab_size(), 50257u);
+  EXPECT_EQ(reference_->num_merges(), 50000u);
+  EXPECT_EQ(reference_->Encode("Hello world"), (std::vector<uint32_t>{15496, 995}));
+  EXPECT_EQ(reference_->EncodePiece(" \xE3\x80\x80"), (std::vector<uint32_t>{220, 5099, 222}));
+}
+
+TEST_F(BpeDifferential, EverySingleByte) {
+  for (int b = 0; b < 256; ++b) {
+    const std::string piece(1, static_cast<char>(b));
+    EXPECT_EQ(FastPiece(piece), reference_->EncodePiece(piece)) << b;
+  }
+}
+
+TEST_F(BpeDifferential, PiecesOfRandomTextMatchReference) {
+  RandomText gen(/*seed=*/314159);
+  int checked = 0;
+  for (int i = 0; i < 3000; ++i) {
+    for (const std::string& piece : testing::Re2Pretokenize(gen.Next(/*max_atoms=*/16))) {
+      ASSERT_EQ(FastPiece(piece), reference_->EncodePiece(piece)) << "piece: " << Head(piece);
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 10000);
+}
+
+TEST_F(BpeDifferential, RandomByteStringsAsPieces) {
+  // Any bytes, including invalid UTF-8: both sides work on bytes only.
+  RandomText gen(/*seed=*/2718);
+  for (int i = 0; i < 3000; ++i) {
+    std::string piece;
+    const int n = 1 + static_cast<int>(gen.Uniform(i % 10 == 0 ? 200 : 40));
+    const bool printable = gen.Uniform(2) == 0;
+    for (int k = 0; k < n; ++k) {
+      piece += static_cast<char>(printable ? 0x20 + gen.Uniform(95) : gen.Uniform(256));
+    }
+    ASSERT_EQ(FastPiece(piece), reference_->EncodePiece(piece)) << "case " << i;
+  }
+}
+
+TEST_F(BpeDifferential, LongPiecesTakeTheFastMergeAndStillMatch) {
+  RandomText gen(/*seed=*/161803);
+  std::vector<std::string> pieces = {
+      std::string(10000, 'a'),
+      std::string(10001, 'a'),
+      " " + std::string(9999, 'a'),
+      std::string(10000, '0'),
+      std::string(10000, '9'),
+      std::string(4096, ' '),
+      std::string(5000, '-'),
+      std::string(3000, '='),
+      std::string(2000, '\n'),
+  };
+  {
+    std::string digits;
+    for (int i = 0; i < 10000; ++i) digits += static_cast<char>('0' + gen.Uniform(10));
+    pieces.push_back(digits);
+    std::string abab;
+    for (int i = 0; i < 5000; ++i) abab += "ab";
+    pieces.push_back(abab);
+    std::string mixed;
+    for (int i = 0; i < 3000; ++i) mixed += (i % 7 == 0) ? "aab" : "a";
+    pieces.push_back(mixed);
+    pieces.push_back(std::string(33, 'x'));  // just past the short-piece path
+    pieces.push_back(std::string(32, 'x'));
+  }
+  // Base64 of random bytes, as one piece (as it would be inside a data: URI after pre-tokenization
+  // splits off nothing but "+" and "/" runs; the merge has to cope with the whole string anyway).
+  static constexpr char kBase64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  for (int len : {64, 100, 1000, 4000, 10000}) {
+    std::string b64;
+    for (int i = 0; i < len; ++i) b64 += kBase64[gen.Uniform(64)];
+    pieces.push_back(b64);
+    std::string letters;
+    for (int i = 0; i < len; ++i) letters += kBase64[gen.Uniform(52)];
+    pieces.push_back(letters);
+  }
+  // Minified-code-like runs of punctuation and letters.
+  {
+    std::string code;
+    static constexpr char kCode[] = "(){}[];,.=+-*/<>!&|?:abcdefxyz_$";
+    for (int i = 0; i < 6000; ++i) code += kCode[gen.Uniform(sizeof(kCode) - 1)];
+    pieces.push_back(code);
+  }
+  for (const std::string& piece : pieces) {
+    EXPECT_EQ(FastPiece(piece), reference_->EncodePiece(piece))
+        << piece.size() << " bytes: " << Head(piece);
+  }
+}
+
+TEST_F(BpeDifferential, RandomTextMatchesReferenceWithAndWithoutCacheHits) {
+  Gpt2Tokenizer::Cache cache(*tokenizer_);
+  RandomText gen(/*seed=*/42);
+  std::vector<std::string> texts;
+  for (int i = 0; i < 4000; ++i) texts.push_back(gen.Next(/*max_atoms=*/24));
+  int failures = 0;
+  for (int round = 0; round < 2; ++round) {  // round 2 is served largely from the cache
+    for (size_t i = 0; i < texts.size() && failures < 10; ++i) {
+      const std::vector<uint32_t> want = reference_->Encode(texts[i]);
+      const std::vector<uint32_t> got = FastText(texts[i], cache);
+      if (got != want) ++failures;
+      EXPECT_EQ(got, want) << "round " << round << " case " << i << ": " << Head(texts[i]);
+    }
+  }
+}
+
+TEST_F(BpeDifferential, TinyCacheGivesTheSameIds) {
+  // A two-entry cache collides constantly; results must not depend on it.
+  Gpt2Tokenizer::Options options;
+  options.endoftext_is_special = false;
+  options.cache_entries = 2;
+  auto tiny = Gpt2Tokenizer::FromFiles(kVocab, kMerges, options);
+  ASSERT_TRUE(tiny.ok()) << tiny.status();
+  Gpt2Tokenizer::Cache cache(**tiny);
+  RandomText gen(/*seed=*/43);
+  for (int i = 0; i < 1500; ++i) {
+    const std::string text = gen.Next(/*max_atoms=*/24);
+    std::vector<uint32_t> got;
+    (*tiny)->Encode(text, cache, &got);
+    ASSERT_EQ(got, reference_->Encode(text)) << "case " << i << ": " << Head(text);
+  }
+}
+
+TEST_F(BpeDifferential, EndOfTextIsOrdinaryTextWhenNotSpecial) {
+  Gpt2Tokenizer::Cache cache(*tokenizer_);
+  for (const char* text : {"<|endoftext|>", "a<|endoftext|>b", " <|endoftext|> ", "<|endoftext"}) {
+    EXPECT_EQ(FastText(text, cache), reference_->Encode(text)) << text;
+  }
+  EXPECT_EQ(FastText("<|endoftext|>", cache), (std::vector<uint32_t>{27, 91, 437, 1659, 5239, 91, 29}));
+}
+
+}  // namespace
+}  // namespace pileprep

@@ -1,0 +1,110 @@
+#include "pileprep/gpt2_tokenizer.h"
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace pileprep {
+namespace {
+
+using ::testing::ElementsAre;
+
+const std::string kDir = PILEPREP_SOURCE_DIR "/tokenizers/gpt2/";
+
+std::unique_ptr<Gpt2Tokenizer> Load(Gpt2Tokenizer::Options options = {}) {
+  auto tok = Gpt2Tokenizer::FromFiles(kDir + "encoder.json", kDir + "vocab.bpe", options);
+  EXPECT_TRUE(tok.ok()) << tok.status();
+  return std::move(tok).value();
+}
+
+std::vector<uint32_t> Encode(const Gpt2Tokenizer& tok, std::string_view text) {
+  Gpt2Tokenizer::Cache cache(tok);
+  std::vector<uint32_t> ids;
+  tok.Encode(text, cache, &ids);
+  return ids;
+}
+
+TEST(Gpt2Tokenizer, LoadsShippedVocabulary) {
+  auto tok = Load();
+  EXPECT_EQ(tok->vocab_size(), 50257u);
+  EXPECT_EQ(tok->eod_id(), 50256u);
+}
+
+TEST(Gpt2Tokenizer, EncodesKnownIds) {
+  auto tok = Load();
+  EXPECT_THAT(Encode(*tok, "Hello world"), ElementsAre(15496, 995));
+  EXPECT_THAT(Encode(*tok, "\u3000\u3000a"), ElementsAre(23249, 23249, 64));
+  EXPECT_THAT(Encode(*tok, "\xef\xbf\xbd"), ElementsAre(4210));  // U+FFFD
+  EXPECT_TRUE(Encode(*tok, "").empty());
+}
+
+TEST(Gpt2Tokenizer, LiteralEndOfTextIsOneIdByDefault) {
+  auto tok = Load();
+  EXPECT_THAT(Encode(*tok, "a<|endoftext|>b"), ElementsAre(64, 50256, 65));
+  EXPECT_THAT(Encode(*tok, "<|endoftext|><|endoftext|>"), ElementsAre(50256, 50256));
+}
+
+TEST(Gpt2Tokenizer, LiteralEndOfTextCanBeOrdinaryText) {
+  auto tok = Load({.endoftext_is_special = false});
+  const std::vector<uint32_t> ids = Encode(*tok, "<|endoftext|>");
+  EXPECT_GT(ids.size(), 1u);
+  EXPECT_EQ(tok->Decode(ids), "<|endoftext|>");
+}
+
+TEST(Gpt2Tokenizer, CacheNeverChangesResults) {
+  auto tok = Load({.cache_entries = 2});  // constant collisions and evictions
+  auto big = Load();
+  const std::string text =
+      "The quick brown fox jumps over the lazy dog. The quick brown fox! 12345 ünïcödé "
+      "日本語のテキスト and emoji 🦊🦊 again the quick brown fox";
+  Gpt2Tokenizer::Cache c1(*tok), c2(*big);
+  for (int round = 0; round < 3; ++round) {
+    std::vector<uint32_t> a, b;
+    tok->Encode(text, c1, &a);
+    big->Encode(text, c2, &b);
+    EXPECT_EQ(a, b);
+    EXPECT_EQ(tok->Decode(a), text);
+  }
+}
+
+TEST(Gpt2Tokenizer, RoundTripsBytes) {
+  auto tok = Load();
+  std::string all;
+  for (int b = 1; b < 256; ++b) all.push_back(static_cast<char>(b));
+  EXPECT_EQ(tok->Decode(Encode(*tok, all)), all);
+}
+
+// A naive merge is quadratic on one long piece; each of these must stay linear-ish.
+TEST(Gpt2Tokenizer, LongSinglePiecesAreNotQuadratic) {
+  auto tok = Load();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"letters", std::string(1 << 20, 'a')},
+      {"digits", std::string(1 << 20, '7')},
+      {"spaces", std::string(1 << 20, ' ')},
+      {"punctuation", std::string(1 << 20, '=')},
+  };
+  for (const auto& [name, text] : cases) {
+    const auto start = std::chrono::steady_clock::now();
+    const std::vector<uint32_t> ids = Encode(*tok, text);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_LT(s, 5.0) << name;  // generous for sanitizer builds; quadratic would take hours
+    EXPECT_EQ(tok->Decode(ids), text) << name;
+  }
+}
+
+TEST(Gpt2Tokenizer, RejectsMalformedMerges) {
+  auto bad = Gpt2Tokenizer::FromBuffers(R"({"a": 0})", "#version: 0.2\na b c\n", {});
+  EXPECT_FALSE(bad.ok());
+}
+
+TEST(Gpt2Tokenizer, FindsShippedFilesWithoutFlags) {
+  auto tok = Gpt2Tokenizer::FromDefaultFiles({});
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  EXPECT_EQ((*tok)->vocab_size(), 50257u);
+}
+
+}  // namespace
+}  // namespace pileprep

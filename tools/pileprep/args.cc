@@ -1,0 +1,139 @@
+#include "args.h"
+
+#include <charconv>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+
+namespace pileprep::cli {
+
+void Args::Add(std::string name, Kind kind, std::string value_name, std::string help,
+               std::string default_text, bool hidden) {
+  flags_.push_back(Flag{std::move(name), kind, std::move(value_name), std::move(help),
+                        std::move(default_text), hidden, false, {}});
+}
+
+Args::Flag* Args::Find(const std::string& name) {
+  for (Flag& f : flags_) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+const Args::Flag* Args::Find(const std::string& name) const {
+  return const_cast<Args*>(this)->Find(name);
+}
+
+absl::Status Args::Parse(int argc, char** argv, int first) {
+  for (int i = first; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) {
+      if (arg == "-h") arg = "--help";
+      else if (arg == "-q") arg = "--quiet";
+      else if (arg == "-v") arg = "--verbose";
+      else {
+        positional_.push_back(arg);
+        continue;
+      }
+    }
+    std::string name = arg.substr(2);
+    std::string inline_value;
+    bool has_inline = false;
+    if (const size_t eq = name.find('='); eq != std::string::npos) {
+      inline_value = name.substr(eq + 1);
+      name.resize(eq);
+      has_inline = true;
+    }
+    // Megatron spells flags with dashes; accept underscores too (--json_keys).
+    for (char& c : name) {
+      if (c == '_') c = '-';
+    }
+    Flag* f = Find(name);
+    if (f == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name, " (see --help)"));
+    }
+    f->seen = true;
+    switch (f->kind) {
+      case Kind::kSwitch:
+        if (has_inline) {
+          return absl::InvalidArgumentError(absl::StrCat("--", name, " takes no value"));
+        }
+        break;
+      case Kind::kValue:
+        if (has_inline) {
+          f->values = {inline_value};
+        } else if (i + 1 < argc) {
+          f->values = {argv[++i]};
+        } else {
+          return absl::InvalidArgumentError(
+              absl::StrCat("--", name, " needs a value: --", name, " ", f->value_name));
+        }
+        break;
+      case Kind::kMulti:
+        f->values.clear();
+        if (has_inline) {
+          for (auto v : absl::StrSplit(inline_value, ',', absl::SkipEmpty())) {
+            f->values.emplace_back(v);
+          }
+        }
+        while (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) {
+          f->values.push_back(argv[++i]);
+        }
+        if (f->values.empty()) {
+          return absl::InvalidArgumentError(absl::StrCat("--", name, " needs at least one value"));
+        }
+        break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+bool Args::Has(const std::string& name) const {
+  const Flag* f = Find(name);
+  return f != nullptr && f->seen;
+}
+
+std::string Args::Get(const std::string& name, const std::string& fallback) const {
+  const Flag* f = Find(name);
+  return f != nullptr && f->seen && !f->values.empty() ? f->values.back() : fallback;
+}
+
+const std::vector<std::string>& Args::GetAll(const std::string& name) const {
+  static const std::vector<std::string> kEmpty;
+  const Flag* f = Find(name);
+  return f != nullptr ? f->values : kEmpty;
+}
+
+absl::Status Args::GetInt(const std::string& name, long long min, long long max,
+                          long long* out) const {
+  if (!Has(name)) return absl::OkStatus();
+  const std::string v = Get(name);
+  long long x = 0;
+  const auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec != std::errc() || ptr != v.data() + v.size() || x < min || x > max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, " ", v, ": expected a whole number from ", min, " to ", max));
+  }
+  *out = x;
+  return absl::OkStatus();
+}
+
+std::string Args::Help() const {
+  std::string out;
+  for (const Flag& f : flags_) {
+    if (f.hidden) continue;
+    std::string left = "  --" + f.name;
+    if (f.kind == Kind::kValue) absl::StrAppend(&left, " ", f.value_name);
+    if (f.kind == Kind::kMulti) absl::StrAppend(&left, " ", f.value_name, "...");
+    std::string help = f.help;
+    if (!f.default_text.empty()) absl::StrAppend(&help, " (default: ", f.default_text, ")");
+    if (left.size() < 30) {
+      absl::StrAppendFormat(&out, "%-30s%s\n", left, help);
+    } else {
+      absl::StrAppendFormat(&out, "%s\n%30s%s\n", left, "", help);
+    }
+  }
+  return out;
+}
+
+}  // namespace pileprep::cli
