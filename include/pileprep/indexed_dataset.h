@@ -7,7 +7,7 @@
 //   PILEPREP_ASSIGN_OR_RETURN(auto writer, IndexedDatasetWriter::Create("out/00_text_document"));
 //   for (...) PILEPREP_RETURN_IF_ERROR(writer->AddDocument(ids));   // ids end with EOD (50256)
 //   PILEPREP_ASSIGN_OR_RETURN(IndexedDatasetWriter::Result r, writer->Finish());
-//   // r.published: out/00_text_document.bin and .idx now exist (false: zero tokens, nothing written)
+//   // r.published: out/00_text_document.{bin,idx} exist (false: zero tokens, nothing written)
 //
 // Reading the index (the .bin is plain little-endian tokens; see the loader for mmap access):
 //
@@ -27,8 +27,9 @@
 
 namespace pileprep {
 
-// Token storage type. The values are the dtype codes of the .idx header. Megatron knows codes 1..8, but
-// only these two hold tokens (6 and 7 are read differently by NeMo and Megatron: never written).
+// Token storage type. The values are the dtype codes of the .idx header. Megatron knows codes 1..8,
+// but only these two hold tokens (6 and 7 are read differently by NeMo and Megatron: never
+// written).
 enum class TokenDType : uint8_t { kInt32 = 4, kUint16 = 8 };
 
 // Megatron's rule, shared by every writer: uint16 if vocab_size < 65500, else int32.
@@ -41,7 +42,7 @@ size_t DTypeSize(TokenDType dtype);
 // "uint16" / "int32", for messages.
 const char* DTypeName(TokenDType dtype);
 
-// Suffixes of the temporary files, which live beside the final ones as `{prefix}.bin` + kTempSuffix etc.
+// Suffix of the temporary files beside the final ones: `{prefix}.bin.pileprep-tmp` etc.
 inline constexpr char kIndexedDatasetTempSuffix[] = ".pileprep-tmp";
 
 struct IndexedDatasetWriterOptions {
@@ -49,7 +50,8 @@ struct IndexedDatasetWriterOptions {
   TokenDType dtype = TokenDType::kUint16;
   // Write buffer of the .bin (writes are large and sequential). At least 8 bytes.
   size_t buffer_bytes = 4 << 20;
-  // Write buffer of each spill file (sequence lengths, document indices) and of the .idx. At least 8 bytes.
+  // Write buffer of each spill file (sequence lengths, document indices) and of the .idx. At least
+  // 8 bytes.
   size_t spill_buffer_bytes = 1 << 20;
   // fsync the .bin and .idx before renaming them into place, and the directory after.
   bool sync = true;
@@ -58,37 +60,38 @@ struct IndexedDatasetWriterOptions {
 // Writes `{prefix}.bin` and `{prefix}.idx`, exactly as Megatron's IndexedDatasetBuilder with
 // add_document(tokens, lengths) per document followed by finalize().
 //
-// Memory is independent of the number of documents: sequence lengths and document indices are streamed
-// to spill files beside the outputs, and the .idx is assembled from them, a buffer at a time, at Finish().
-// Everything is written under temporary names in the same directory as the final ones (a rename within
-// one directory never crosses filesystems; shared workspaces are Lustre/NFS):
+// Memory is independent of the number of documents: sequence lengths and document indices are
+// streamed to spill files beside the outputs, and the .idx is assembled from them, a buffer at a
+// time, at Finish(). Everything is written under temporary names in the same directory as the final
+// ones (a rename within one directory never crosses filesystems; shared workspaces are Lustre/NFS):
 //   {prefix}.bin.pileprep-tmp  {prefix}.idx.pileprep-tmp  {prefix}.lengths.pileprep-tmp
 //   {prefix}.docidx.pileprep-tmp
 // Existing temporaries of that name (a crashed run) are overwritten.
 //
 // Publishing (Finish): flush; fsync the .bin and .idx; remove the spill files; remove an existing
-// `{prefix}.idx`; rename the .bin, then the .idx, into place; fsync the directory. Each final file is
-// replaced atomically (a reader that has the old .bin open or mapped keeps the old bytes), and a .idx
-// under the final name always describes the .bin beside it: between the two renames a reader finds no
-// .idx rather than an old one.
+// `{prefix}.idx`; rename the .bin, then the .idx, into place; fsync the directory. Each final file
+// is replaced atomically (a reader that has the old .bin open or mapped keeps the old bytes), and a
+// .idx under the final name always describes the .bin beside it: between the two renames a reader
+// finds no .idx rather than an old one.
 //
-// A dataset with zero tokens is never published (no reader can mmap an empty .bin): Finish removes the
-// temporaries and reports published = false. Existing final files of that prefix are left as they are.
+// A dataset with zero tokens is never published (no reader can mmap an empty .bin): Finish removes
+// the temporaries and reports published = false. Existing final files of that prefix are left as
+// they are.
 //
-// Failure: the first error of any call (a bad token, a bad length, a write error such as ENOSPC, EACCES,
-// EROFS, EDQUOT) removes all temporaries and is returned again, as FailedPrecondition, by every later
-// call; a failed writer publishes nothing. Abort(), and the destructor if Finish() was not reached, remove
-// all temporaries.
+// Failure: the first error of any call (a bad token, a bad length, a write error such as ENOSPC,
+// EACCES, EROFS, EDQUOT) removes all temporaries and is returned again, as FailedPrecondition, by
+// every later call; a failed writer publishes nothing. Abort(), and the destructor if Finish() was
+// not reached, remove all temporaries.
 //
 // Errors name the file (and byte offset where one applies) and strerror:
 //   "out/00_text_document.bin.pileprep-tmp: write at byte 1048576: No space left on device"
-//   "out/00_text_document.bin: document 41 (0-based): token 70000 at position 3 does not fit uint16"
+//   "out/x.bin: document 41 (0-based): token 70000 at position 3 does not fit uint16"
 //
 // Thread model: not thread-safe; one thread at a time (the pipeline's in-order stage).
 class IndexedDatasetWriter {
  public:
-  // Opens the temporaries. Errors: InvalidArgument (empty prefix or file name, bad options), or the open
-  // error of a temporary (its path and strerror: a missing or read-only directory).
+  // Opens the temporaries. Errors: InvalidArgument (empty prefix or file name, bad options), or the
+  // open error of a temporary (its path and strerror: a missing or read-only directory).
   static absl::StatusOr<std::unique_ptr<IndexedDatasetWriter>> Create(
       std::string prefix, IndexedDatasetWriterOptions options = {});
   ~IndexedDatasetWriter();
@@ -98,14 +101,14 @@ class IndexedDatasetWriter {
   // One document = one sequence holding `tokens` (EOD already appended by the caller if wanted).
   // Empty `tokens`: a document with no sequence (document_indices repeats the previous value), as
   // current Megatron does for an empty text.
-  // Errors: InvalidArgument for a token id that does not fit the dtype (>= 65536 for uint16, >= 2^31 for
-  // int32) or a document longer than 2^31 - 1 tokens; write errors; FailedPrecondition after an error or
-  // after Finish/Abort.
+  // Errors: InvalidArgument for a token id that does not fit the dtype (>= 65536 for uint16, >=
+  // 2^31 for int32) or a document longer than 2^31 - 1 tokens; write errors; FailedPrecondition
+  // after an error or after Finish/Abort.
   absl::Status AddDocument(absl::Span<const uint32_t> tokens);
 
-  // Megatron's add_document(tokens, lengths): one document of several sequences whose lengths sum to
-  // tokens.size(). Zero or negative lengths are refused (Megatron never writes an empty sequence); no
-  // lengths at all with no tokens is the empty document above.
+  // Megatron's add_document(tokens, lengths): one document of several sequences whose lengths sum
+  // to tokens.size(). Zero or negative lengths are refused (Megatron never writes an empty
+  // sequence); no lengths at all with no tokens is the empty document above.
   absl::Status AddDocument(absl::Span<const uint32_t> tokens,
                            absl::Span<const int32_t> sequence_lengths);
 
@@ -143,7 +146,7 @@ class IndexedDatasetWriter {
   std::string prefix_;
   IndexedDatasetWriterOptions options_;
   std::unique_ptr<Files> files_;
-  absl::Status error_;  // first error; non-OK means failed
+  absl::Status error_;   // first error; non-OK means failed
   bool closed_ = false;  // Finish or Abort reached
   uint64_t num_tokens_ = 0;
   uint64_t num_sequences_ = 0;
@@ -153,9 +156,9 @@ class IndexedDatasetWriter {
 // The parsed .idx. Arrays are copied out with memcpy (the 34-byte header leaves them unaligned).
 struct IndexedDatasetIndex {
   TokenDType dtype = TokenDType::kUint16;
-  std::vector<int32_t> sequence_lengths;    // S entries, tokens per sequence
-  std::vector<int64_t> sequence_pointers;   // S entries, byte offset of each sequence in the .bin
-  std::vector<int64_t> document_indices;    // documents + 1 entries
+  std::vector<int32_t> sequence_lengths;   // S entries, tokens per sequence
+  std::vector<int64_t> sequence_pointers;  // S entries, byte offset of each sequence in the .bin
+  std::vector<int64_t> document_indices;   // documents + 1 entries
 };
 
 // Byte layout of the .idx header (docs/format.md).
@@ -169,7 +172,8 @@ inline constexpr size_t kIdxHeaderBytes = 34;
 
 // Reads and checks `idx_path`: magic, version 1, dtype code 4 or 8, and a size of exactly
 // 34 + 12·S + 8·D1 bytes. It does not check the arrays' contents or the .bin (a validator's job).
-// Errors: the open/read error (path and strerror), or InvalidArgument naming the file and byte offset:
+// Errors: the open/read error (path and strerror), or InvalidArgument naming the file and byte
+// offset:
 //   "x.idx: byte 17: dtype code 7 is not a token dtype (expected 4 = int32 or 8 = uint16)"
 absl::StatusOr<IndexedDatasetIndex> ReadIndex(const std::string& idx_path);
 

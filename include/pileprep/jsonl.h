@@ -1,44 +1,51 @@
-// The JSON-lines stage: one document per line, `json.loads(line)[key]` as Megatron's preprocess_data.py
-// does it, plus pileprep's policies for damaged input (docs/gpt2.md §4, tests/data/bad/README.md).
+// The JSON-lines stage: one document per line, `json.loads(line)[key]` as Megatron's
+// preprocess_data.py does it, plus pileprep's policies for damaged input (docs/gpt2.md §4,
+// tests/data/bad/README.md).
 //
 //   JsonRecordParser parser({.json_keys = {"text"}});     // one per thread
 //   ForEachLine(chunk, [&](std::string_view line) {
 //     JsonRecordParser::Result r = parser.Parse(line);
-//     if (r.ok) Tokenize(parser.texts()[0]);              // valid UTF-8, valid until the next Parse()
-//     else CountBad(r.kind, r.detail);
+//     if (r.ok) Tokenize(parser.texts()[0]);              // valid UTF-8, valid until the next
+//     Parse() else CountBad(r.kind, r.detail);
 //   });
 //
-// Lines. Split on '\n' only; one trailing '\r' is removed (CRLF files equal their LF twins). A last line
-// without '\n' counts. A lone '\r' elsewhere is not a line break (Python's universal newlines would split
-// there; in valid JSON a raw '\r' can only be whitespace between tokens, so this only differs for a line
-// holding two records, which we reject as one invalid line). No line-length limit other than
-// JsonlOptions::max_line_bytes (default: the parser's 4 GiB ceiling).
+// Lines. Split on '\n' only; one trailing '\r' is removed (CRLF files equal their LF twins). A last
+// line without '\n' counts. A lone '\r' elsewhere is not a line break (Python's universal newlines
+// would split there; in valid JSON a raw '\r' can only be whitespace between tokens, so this only
+// differs for a line holding two records, which we reject as one invalid line). No line-length
+// limit other than JsonlOptions::max_line_bytes (default: the parser's 4 GiB ceiling).
 //
 // What a record becomes, checked in this order:
 //   1. Empty, or only JSON whitespace (' ', '\t', '\r', '\n')             -> kBlankLine.
 //   2. Raw invalid UTF-8: each maximal invalid subsequence becomes U+FFFD, exactly Python's
-//      `bytes.decode('utf-8', 'replace')`, counted. Happens before JSON parsing, so a bad byte inside a
-//      key makes that key not match.
-//   3. Escaped lone or misordered UTF-16 surrogates (`\ud800`, `\udc00`, `\udc00\ud800`, a high one not
-//      followed by a low `\u` escape) each become U+FFFD, counted; a proper high+low pair is one code point
-//      (Python would keep the lone surrogate and Megatron would crash encoding it).
-//   4. Anything Python's `json.loads` (strict=True) rejects                -> kInvalidJson. That includes raw
-//      control characters U+0000..U+001F inside strings (Python's strict mode rejects them, as does RFC
-//      8259; the README counts agree) and a leading UTF-8 BOM. Python's extensions are accepted like
-//      Python does: NaN, Infinity, -Infinity and numbers of any size or exponent. Nesting deeper than 1024
-//      is invalid (Python raises RecursionError near 1000; Megatron would crash).
+//      `bytes.decode('utf-8', 'replace')`, counted. Happens before JSON parsing, so a bad byte
+//      inside a key makes that key not match.
+//   3. Escaped lone or misordered UTF-16 surrogates (`\ud800`, `\udc00`, `\udc00\ud800`, a high one
+//   not
+//      followed by a low `\u` escape) each become U+FFFD, counted; a proper high+low pair is one
+//      code point (Python would keep the lone surrogate and Megatron would crash encoding it).
+//   4. Anything Python's `json.loads` (strict=True) rejects                -> kInvalidJson. That
+//   includes raw
+//      control characters U+0000..U+001F inside strings (Python's strict mode rejects them, as does
+//      RFC 8259; the README counts agree) and a leading UTF-8 BOM. Python's extensions are accepted
+//      like Python does: NaN, Infinity, -Infinity and numbers of any size or exponent. Nesting
+//      deeper than 1024 is invalid (Python raises RecursionError near 1000; Megatron would crash).
 //   5. Top level not an object                                              -> kNotAnObject.
 //   6. A requested key absent (keys are compared after unescaping, `"te\u0078t"` is "text")
 //                                                                           -> kMissingKey.
 //   7. A requested key's value not a string (number, null, bool, array, object) -> kNotAString.
 //      "" is a valid (empty) document. Duplicate keys: the last one wins, as in json.loads.
-//   8. A line longer than max_line_bytes (before or after U+FFFD repair)    -> kLineTooLong. Unlike the
-//      others this is a resource limit: JsonlReader fails with an error, and the pipeline should too.
-// Texts are returned exactly as decoded (no normalization), always valid UTF-8; they may contain U+0000.
+//   8. A line longer than max_line_bytes (before or after U+FFFD repair)    -> kLineTooLong. Unlike
+//   the
+//      others this is a resource limit: JsonlReader fails with an error, and the pipeline should
+//      too.
+// Texts are returned exactly as decoded (no normalization), always valid UTF-8; they may contain
+// U+0000.
 //
 // Implementation: simdjson's DOM parser (validates the whole document). Lines simdjson rejects are
-// re-checked by a small exact emulation of Python's json scanner, which settles the verdict and supplies a
-// Python-like message ("expecting ',' delimiter at column 27"; columns count bytes from 1 after repair).
+// re-checked by a small exact emulation of Python's json scanner, which settles the verdict and
+// supplies a Python-like message ("expecting ',' delimiter at column 27"; columns count bytes from
+// 1 after repair).
 #ifndef PILEPREP_JSONL_H_
 #define PILEPREP_JSONL_H_
 
@@ -55,10 +62,11 @@
 namespace pileprep {
 
 struct JsonlOptions {
-  // Top-level keys whose string values are the documents (Megatron --json-keys). A record is good only if
-  // every key is present with a string value.
+  // Top-level keys whose string values are the documents (Megatron --json-keys). A record is good
+  // only if every key is present with a string value.
   std::vector<std::string> json_keys = {"text"};
-  // More bad records than this fail the shard (JsonlReader returns kResourceExhausted); -1 = unlimited.
+  // More bad records than this fail the shard (JsonlReader returns kResourceExhausted); -1 =
+  // unlimited.
   int64_t max_bad_records = 1000;
   // Longest line accepted, in bytes, before and after U+FFFD repair; at most the parser's ceiling
   // (0xFFFFFFFF). Memory use is a small multiple of the longest line.
@@ -67,7 +75,14 @@ struct JsonlOptions {
   std::string source_name = "<input>";
 };
 
-enum class BadRecordKind { kBlankLine, kInvalidJson, kNotAnObject, kMissingKey, kNotAString, kLineTooLong };
+enum class BadRecordKind {
+  kBlankLine,
+  kInvalidJson,
+  kNotAnObject,
+  kMissingKey,
+  kNotAString,
+  kLineTooLong
+};
 
 // "blank line", "invalid JSON", "not an object", "missing key", "not a string", "line too long".
 std::string_view BadRecordKindName(BadRecordKind kind);
@@ -76,8 +91,8 @@ std::string_view BadRecordKindName(BadRecordKind kind);
 std::string BadRecordMessage(std::string_view source_name, uint64_t line_number, BadRecordKind kind,
                              std::string_view detail);
 
-// Calls f(std::string_view line) for each line of `chunk` ('\n' removed, one trailing '\r' removed). A final
-// piece without '\n' is a line too unless empty. The views point into `chunk`.
+// Calls f(std::string_view line) for each line of `chunk` ('\n' removed, one trailing '\r'
+// removed). A final piece without '\n' is a line too unless empty. The views point into `chunk`.
 template <typename F>
 void ForEachLine(std::string_view chunk, F&& f) {
   const char* p = chunk.data();
@@ -95,8 +110,10 @@ void ForEachLine(std::string_view chunk, F&& f) {
 
 // Parses one JSON line into the texts of the requested keys.
 //
-// Thread model: not thread-safe; use one parser per thread (it owns simdjson's parser and scratch buffers,
-// which grow to the longest line seen and are reused). Never throws; every outcome is a Result.
+// Thread model: not thread-safe; use one parser per thread. It owns simdjson's parser and scratch
+// buffers, reused from line to line; they grow to the current line (simdjson's DOM needs about 14
+// bytes per input byte) and, above 32 MiB, are released again at the next ordinary line. Never
+// throws; every outcome is a Result.
 class JsonRecordParser {
  public:
   explicit JsonRecordParser(JsonlOptions options = {});
@@ -106,8 +123,9 @@ class JsonRecordParser {
 
   struct Result {
     bool ok = false;
-    BadRecordKind kind{};     // when !ok
-    std::string detail;       // when !ok: "expecting ',' delimiter at column 27", "key \"text\" is a number"
+    BadRecordKind kind{};  // when !ok
+    std::string
+        detail;  // when !ok: "expecting ',' delimiter at column 27", "key \"text\" is a number"
     uint64_t replaced_invalid_utf8 = 0;     // U+FFFD substitutions in this line (raw bad bytes)
     uint64_t replaced_lone_surrogates = 0;  // U+FFFD substitutions in this line (surrogate escapes)
   };
@@ -131,26 +149,26 @@ class JsonRecordParser {
   uint64_t replaced_lone_surrogates_ = 0;
 };
 
-// Convenience push reader over a decompressed byte stream (any chunking): splits lines, numbers them from
-// 1, parses each and calls back once per line, good or bad (blank lines included). For tests and simple
-// embeddings; the pipeline uses ForEachLine + JsonRecordParser in parallel.
+// Convenience push reader over a decompressed byte stream (any chunking): splits lines, numbers
+// them from 1, parses each and calls back once per line, good or bad (blank lines included). For
+// tests and simple embeddings; the pipeline uses ForEachLine + JsonRecordParser in parallel.
 //
 //   JsonlReader reader({.source_name = "00.jsonl.zst"});
 //   auto cb = [&](const JsonlReader::Record& r) -> absl::Status { ...; return absl::OkStatus(); };
 //   while (...) PILEPREP_RETURN_IF_ERROR(reader.Feed(bytes, cb));
 //   PILEPREP_RETURN_IF_ERROR(reader.Finish(cb));
 //
-// Errors: whatever the callback returns (processing stops there); kResourceExhausted when bad records
-// exceed max_bad_records (after the callback saw the one too many); kOutOfRange for a line longer than
-// max_line_bytes. Messages name source_name and the line. After an error the reader must not be fed again.
-// Thread model: one thread at a time.
+// Errors: whatever the callback returns (processing stops there); kResourceExhausted when bad
+// records exceed max_bad_records (after the callback saw the one too many); kOutOfRange for a line
+// longer than max_line_bytes. Messages name source_name and the line. After an error the reader
+// must not be fed again. Thread model: one thread at a time.
 class JsonlReader {
  public:
   struct Record {
     uint64_t line_number;
     bool ok;
-    BadRecordKind kind;  // when !ok
-    std::string detail;  // when !ok
+    BadRecordKind kind;                          // when !ok
+    std::string detail;                          // when !ok
     const std::vector<std::string_view>* texts;  // when ok; valid during the callback only
     uint64_t replaced_invalid_utf8;
     uint64_t replaced_lone_surrogates;

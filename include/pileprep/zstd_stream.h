@@ -8,38 +8,42 @@
 //   }
 //   PILEPREP_RETURN_IF_ERROR(decoder.Finish());   // the stream must end on a frame boundary
 //
-// Accepts what `zstd -d` accepts: one or more frames back to back (a frame may end anywhere, also in the
-// middle of a line or a UTF-8 character), skippable frames (magic 0x184D2A50..0x184D2A5F) anywhere,
-// content checksums (verified when present). Output is identical whatever the chunking of the input,
-// down to one byte per Feed; the sink sees it in chunks of at most ZSTD_DStreamOutSize() (~128 KiB).
+// Accepts what `zstd -d` accepts: one or more frames back to back (a frame may end anywhere, also
+// in the middle of a line or a UTF-8 character), skippable frames (magic 0x184D2A50..0x184D2A5F)
+// anywhere, content checksums (verified when present). Output is identical whatever the chunking of
+// the input, down to one byte per Feed; the sink sees it in chunks of at most ZSTD_DStreamOutSize()
+// (~128 KiB).
 //
 // Options (every knob, with its default):
 //
-//   | field          | default | meaning                                                                |
-//   |----------------|---------|------------------------------------------------------------------------|
-//   | source_name    | ""      | file name put at the start of every error message                     |
-//   | window_log_max | 27      | frames whose window exceeds 2^window_log_max bytes are refused (10..31) |
+//   | field          | default | meaning                                                       |
+//   |----------------|---------|---------------------------------------------------------------|
+//   | source_name    | ""      | file name put at the start of every error message             |
+//   | window_log_max | 27      | frames needing a window above 2^window_log_max bytes are      |
+//   |                |         | refused; 10..31                                               |
 //
-// Errors. Every message reads `<source_name>: byte <N>: <cause>`, N being an offset into the compressed
-// stream, the same whatever the chunking. For damage inside a frame, N is the start of the block (or of
-// the content checksum) that fails to decode, and the message also names the byte where that frame
-// starts; for a truncated stream N is its length.
-//   InvalidArgument     not a zstd stream at byte 0; the cause says what it looks like instead
-//                       ("not a zstd stream: looks like plain JSON lines", gzip, bzip2, xz, lz4, zip,
-//                       legacy zstd v0.x, plain text); an empty (0-byte) input; a frame that needs a
-//                       dictionary (its dictionary ID is named); window_log_max outside 10..31.
-//   ResourceExhausted   a frame needs a window above 2^window_log_max: the message names the window log
-//                       the frame needs and says that --zstd-window-log-max raises the limit.
-//   DataLoss            truncated stream (ends inside a frame or a frame header); trailing garbage after
-//                       the last frame (bad magic at byte N); corrupted frame header or block; content
-//                       checksum mismatch.
+// Errors. Every message reads `<source_name>: byte <N>: <cause>`, N being an offset into the
+// compressed stream, the same whatever the chunking. For damage inside a frame, N is the start of
+// the block (or of the content checksum) that fails to decode, and the message also names the byte
+// where that frame starts; for a truncated stream N is its length.
+//   InvalidArgument     not a zstd stream at byte 0, and the cause says what it looks like instead
+//                       ("not a zstd stream: looks like plain JSON lines", gzip, bzip2, xz, lz4,
+//                       zip, legacy zstd v0.x, plain text); an empty (0-byte) input; a frame
+//                       that needs a dictionary (its dictionary ID is named); window_log_max
+//                       outside 10..31.
+//   ResourceExhausted   a frame needs a window above 2^window_log_max: the message names the
+//                       window log the frame needs and says that --zstd-window-log-max raises
+//                       the limit.
+//   DataLoss            truncated stream (ends inside a frame or a frame header); trailing
+//                       garbage after the last frame (bad magic at byte N); corrupted frame
+//                       header or block; content checksum mismatch.
 //   FailedPrecondition  Feed after a successful Finish.
 //   (anything)          an error returned by the sink, passed through unchanged.
 // After any error the decoder stays failed: Feed and Finish return that same status again.
 //
 // Lifetime and threads: the decoder owns its zstd context and a ~128 KiB output buffer; it holds no
-// pointer into a fed chunk after Feed returns. It is not thread-safe: one decoder per stream, used by one
-// thread at a time. Movable, not copyable.
+// pointer into a fed chunk after Feed returns. It is not thread-safe: one decoder per stream, used
+// by one thread at a time. Movable, not copyable.
 #ifndef PILEPREP_ZSTD_STREAM_H_
 #define PILEPREP_ZSTD_STREAM_H_
 
@@ -56,15 +60,16 @@ namespace pileprep {
 struct ZstdDecoderOptions {
   // File name used at the start of every error message.
   std::string source_name;
-  // Frames needing a window larger than 2^window_log_max bytes are refused (zstd's ZSTD_d_windowLogMax;
-  // the decoder may allocate up to that much per stream). zstd's own default is 27. Range 10..31.
+  // Frames needing a window larger than 2^window_log_max bytes are refused (zstd's
+  // ZSTD_d_windowLogMax; the decoder may allocate up to that much per stream). zstd's own default
+  // is 27. Range 10..31.
   int window_log_max = 27;
 };
 
 class ZstdDecoder {
  public:
-  // Receives decompressed bytes; the view is valid only during the call. A non-OK status stops decoding
-  // and is returned from Feed unchanged.
+  // Receives decompressed bytes; the view is valid only during the call. A non-OK status stops
+  // decoding and is returned from Feed unchanged.
   using Sink = absl::FunctionRef<absl::Status(std::string_view)>;
 
   explicit ZstdDecoder(ZstdDecoderOptions options = {});
@@ -74,12 +79,13 @@ class ZstdDecoder {
   ZstdDecoder(const ZstdDecoder&) = delete;
   ZstdDecoder& operator=(const ZstdDecoder&) = delete;
 
-  // Decodes `compressed` (any number of bytes, frame boundaries anywhere) and hands everything that can
-  // be decoded so far to `sink`. Sink errors propagate unchanged.
+  // Decodes `compressed` (any number of bytes, frame boundaries anywhere) and hands everything that
+  // can be decoded so far to `sink`. Sink errors propagate unchanged.
   absl::Status Feed(std::string_view compressed, Sink sink);
 
-  // Declares the end of input. Errors if the input was empty or ends inside a frame (or frame header);
-  // OK once every frame has ended (a stream of only skippable frames decodes to nothing and is OK).
+  // Declares the end of input. Errors if the input was empty or ends inside a frame (or frame
+  // header); OK once every frame has ended (a stream of only skippable frames decodes to nothing
+  // and is OK).
   absl::Status Finish();
 
   uint64_t bytes_in() const;    // compressed bytes consumed so far

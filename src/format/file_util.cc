@@ -15,7 +15,8 @@ namespace {
 
 std::string StrError(int err) {
   char buf[256];
-  // GNU strerror_r returns a pointer that may or may not be `buf`; strerror itself is not thread-safe.
+  // GNU strerror_r returns a pointer that may or may not be `buf`; strerror itself is not
+  // thread-safe.
 #if defined(__GLIBC__) && defined(_GNU_SOURCE)
   return strerror_r(err, buf, sizeof(buf));
 #else
@@ -27,7 +28,8 @@ std::string StrError(int err) {
 }  // namespace
 
 absl::Status ErrnoError(int err, absl::string_view path, absl::string_view what) {
-  return absl::Status(absl::ErrnoToStatusCode(err), absl::StrCat(path, ": ", what, ": ", StrError(err)));
+  return absl::Status(absl::ErrnoToStatusCode(err),
+                      absl::StrCat(path, ": ", what, ": ", StrError(err)));
 }
 
 UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
@@ -53,7 +55,8 @@ int UniqueFd::Close() {
   if (fd_ < 0) return 0;
   int rc = ::close(fd_);
   fd_ = -1;
-  // On Linux the descriptor is released even when close reports EINTR; retrying could close another's.
+  // On Linux the descriptor is released even when close reports EINTR; retrying could close
+  // another's.
   if (rc != 0 && errno != EINTR) return errno;
   return 0;
 }
@@ -223,7 +226,8 @@ absl::Status BufferedFileWriter::Append(const void* data, size_t size) {
 absl::Status BufferedFileWriter::Flush() {
   if (!fd_.valid()) return absl::FailedPreconditionError(absl::StrCat(path_, ": already closed"));
   if (used_ == 0) return absl::OkStatus();
-  if (absl::Status s = WriteAll(fd_.get(), buffer_.get(), used_, path_, flushed_); !s.ok()) return s;
+  if (absl::Status s = WriteAll(fd_.get(), buffer_.get(), used_, path_, flushed_); !s.ok())
+    return s;
   flushed_ += used_;
   used_ = 0;
   return absl::OkStatus();

@@ -1,7 +1,7 @@
-// POSIX file helpers for the format stage: an owning fd, a buffered sequential writer, fsync of files and
-// directories, rename, unlink, whole-file reads. Every error names the path, the operation (and byte
-// offset where one applies) and strerror: "out/x.bin.pileprep-tmp: write at byte 4096: No space left on
-// device". Not thread-safe; one owner at a time.
+// POSIX file helpers for the format stage: an owning fd, a buffered sequential writer, fsync of
+// files and directories, rename, unlink, whole-file reads. Every error names the path, the
+// operation (and byte offset where one applies) and strerror: "out/x.bin.pileprep-tmp: write at
+// byte 4096: No space left on device". Not thread-safe; one owner at a time.
 #ifndef PILEPREP_SRC_FORMAT_FILE_UTIL_H_
 #define PILEPREP_SRC_FORMAT_FILE_UTIL_H_
 
@@ -16,8 +16,8 @@
 
 namespace pileprep::internal {
 
-// "path: what: strerror(err)", as an absl::Status whose code follows errno (ENOENT -> NotFound, EACCES ->
-// PermissionDenied, ENOSPC -> ResourceExhausted, ...).
+// "path: what: strerror(err)", as an absl::Status whose code follows errno (ENOENT -> NotFound,
+// EACCES -> PermissionDenied, ENOSPC -> ResourceExhausted, ...).
 absl::Status ErrnoError(int err, absl::string_view path, absl::string_view what);
 
 // Owns a file descriptor; closes it (ignoring errors) on destruction. Close() reports close errors,
@@ -48,10 +48,13 @@ absl::StatusOr<UniqueFd> OpenForWrite(const std::string& path);
 // Opens `path` read-only.
 absl::StatusOr<UniqueFd> OpenForRead(const std::string& path);
 
-// write(2) until all of `data` is written, retrying EINTR and short writes. `offset` is only for messages.
-absl::Status WriteAll(int fd, const char* data, size_t size, const std::string& path, uint64_t offset);
+// write(2) until all of `data` is written, retrying EINTR and short writes. `offset` is only for
+// messages.
+absl::Status WriteAll(int fd, const char* data, size_t size, const std::string& path,
+                      uint64_t offset);
 
-// Reads up to `size` bytes, retrying EINTR and short reads; returns the bytes read (< size only at EOF).
+// Reads up to `size` bytes, retrying EINTR and short reads; returns the bytes read (< size only at
+// EOF).
 absl::StatusOr<size_t> ReadFull(int fd, char* data, size_t size, const std::string& path,
                                 uint64_t offset);
 
@@ -60,8 +63,8 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 
 // fsync(2) of an open file.
 absl::Status SyncFd(int fd, const std::string& path);
-// Opens the directory and fsyncs it, so that renames and unlinks in it are durable. Filesystems that
-// cannot fsync a directory (EINVAL, ENOTSUP) are accepted silently.
+// Opens the directory and fsyncs it, so that renames and unlinks in it are durable. Filesystems
+// that cannot fsync a directory (EINVAL, ENOTSUP) are accepted silently.
 absl::Status SyncDirectory(const std::string& dir);
 
 // rename(2); both paths in one directory, so it never crosses filesystems.
@@ -74,9 +77,10 @@ std::string DirName(const std::string& path);
 // Whether `path` exists (lstat succeeds).
 bool PathExists(const std::string& path);
 
-// Buffered sequential writer to a new (or truncated) file. Data is copied into a buffer of fixed capacity
-// and written with one write(2) per full buffer; appends larger than the buffer go straight to the file.
-// Callers may also fill the buffer in place (WritableSpan/Commit) to convert data without a copy.
+// Buffered sequential writer to a new (or truncated) file. Data is copied into a buffer of fixed
+// capacity and written with one write(2) per full buffer; appends larger than the buffer go
+// straight to the file. Callers may also fill the buffer in place (WritableSpan/Commit) to convert
+// data without a copy.
 class BufferedFileWriter {
  public:
   static absl::StatusOr<std::unique_ptr<BufferedFileWriter>> Open(std::string path,

@@ -55,11 +55,11 @@ absl::StatusOr<IndexedDatasetIndex> ReadIndex(const std::string& idx_path) {
   const uint64_t body = size - kIdxHeaderBytes;
   if (num_sequences > body / 12 || num_doc_indices > body / 8 ||
       12 * num_sequences + 8 * num_doc_indices != body) {
-    return Bad(idx_path, kIdxSequenceCountOffset,
-               absl::StrCat("the header declares ", num_sequences, " sequences and ",
-                            num_doc_indices, " document indices (", kIdxHeaderBytes, " + 12*",
-                            num_sequences, " + 8*", num_doc_indices,
-                            " bytes) but the file has ", size, " bytes"));
+    return Bad(
+        idx_path, kIdxSequenceCountOffset,
+        absl::StrCat("the header declares ", num_sequences, " sequences and ", num_doc_indices,
+                     " document indices (", kIdxHeaderBytes, " + 12*", num_sequences, " + 8*",
+                     num_doc_indices, " bytes) but the file has ", size, " bytes"));
   }
 
   IndexedDatasetIndex index;

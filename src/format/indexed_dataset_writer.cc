@@ -53,15 +53,16 @@ namespace {
 
 constexpr size_t kMinBufferBytes = 8;
 
-// Streams the spill file `path` to `sink`, one chunk at a time; returns the bytes read. `chunk_bytes`
-// is a multiple of `unit`, so every chunk but the last holds whole entries.
+// Streams the spill file `path` to `sink`, one chunk at a time; returns the bytes read.
+// `chunk_bytes` is a multiple of `unit`, so every chunk but the last holds whole entries.
 template <typename Sink>
 absl::StatusOr<uint64_t> StreamFile(const std::string& path, char* chunk, size_t chunk_bytes,
                                     Sink&& sink) {
   PILEPREP_ASSIGN_OR_RETURN(internal::UniqueFd fd, internal::OpenForRead(path));
   uint64_t total = 0;
   while (true) {
-    PILEPREP_ASSIGN_OR_RETURN(size_t n, internal::ReadFull(fd.get(), chunk, chunk_bytes, path, total));
+    PILEPREP_ASSIGN_OR_RETURN(size_t n,
+                              internal::ReadFull(fd.get(), chunk, chunk_bytes, path, total));
     if (n == 0) break;
     PILEPREP_RETURN_IF_ERROR(sink(chunk, n));
     total += n;
@@ -90,8 +91,8 @@ absl::StatusOr<std::unique_ptr<IndexedDatasetWriter>> IndexedDatasetWriter::Crea
         prefix, ": dtype code ", static_cast<int>(options.dtype), " is not a token dtype"));
   }
   if (options.buffer_bytes < kMinBufferBytes || options.spill_buffer_bytes < kMinBufferBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(prefix, ": buffer_bytes and spill_buffer_bytes must be at least ",
-                                                   kMinBufferBytes));
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, ": buffer_bytes and spill_buffer_bytes must be at least ", kMinBufferBytes));
   }
   std::unique_ptr<IndexedDatasetWriter> writer(
       new IndexedDatasetWriter(std::move(prefix), options));
@@ -147,9 +148,9 @@ absl::Status IndexedDatasetWriter::WriteTokens(absl::Span<const uint32_t> tokens
   if (max_token > limit) {
     size_t pos = 0;
     while (tokens[pos] <= limit) ++pos;
-    return absl::InvalidArgumentError(absl::StrCat(
-        bin_path(), ": document ", num_documents_, " (0-based): token ", tokens[pos], " at position ",
-        pos, " does not fit ", DTypeName(options_.dtype)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(bin_path(), ": document ", num_documents_, " (0-based): token ", tokens[pos],
+                     " at position ", pos, " does not fit ", DTypeName(options_.dtype)));
   }
 
   BufferedFileWriter& bin = *files_->bin;
@@ -203,9 +204,9 @@ absl::Status IndexedDatasetWriter::AddDocument(absl::Span<const uint32_t> tokens
     sum += static_cast<uint64_t>(sequence_lengths[i]);
   }
   if (sum != tokens.size()) {
-    return Fail(absl::InvalidArgumentError(
-        absl::StrCat(bin_path(), ": document ", num_documents_, " (0-based): sequence lengths sum to ",
-                     sum, " but the document has ", tokens.size(), " tokens")));
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        bin_path(), ": document ", num_documents_, " (0-based): sequence lengths sum to ", sum,
+        " but the document has ", tokens.size(), " tokens")));
   }
   absl::Status status = [&]() -> absl::Status {
     PILEPREP_RETURN_IF_ERROR(WriteTokens(tokens));
@@ -251,12 +252,14 @@ absl::StatusOr<IndexedDatasetWriter::Result> IndexedDatasetWriter::FinishImpl() 
   PILEPREP_RETURN_IF_ERROR(f.lengths->Close());
   PILEPREP_RETURN_IF_ERROR(f.docidx->Close());
   if (bin_bytes != num_tokens_ * itemsize) {
-    return absl::InternalError(absl::StrCat(f.bin_tmp, ": wrote ", bin_bytes, " bytes for ",
-                                            num_tokens_, " tokens"));
+    return absl::InternalError(
+        absl::StrCat(f.bin_tmp, ": wrote ", bin_bytes, " bytes for ", num_tokens_, " tokens"));
   }
 
-  // The .idx, assembled from the spill files a chunk at a time (Megatron's _IndexWriter.write order).
-  PILEPREP_ASSIGN_OR_RETURN(f.idx, BufferedFileWriter::Open(f.idx_tmp, options_.spill_buffer_bytes));
+  // The .idx, assembled from the spill files a chunk at a time (Megatron's _IndexWriter.write
+  // order).
+  PILEPREP_ASSIGN_OR_RETURN(f.idx,
+                            BufferedFileWriter::Open(f.idx_tmp, options_.spill_buffer_bytes));
   BufferedFileWriter& idx = *f.idx;
   PILEPREP_RETURN_IF_ERROR(idx.Append(kIdxMagic, sizeof(kIdxMagic)));
   PILEPREP_RETURN_IF_ERROR(idx.AppendValue(kIdxVersion));

@@ -14,9 +14,11 @@
 namespace pileprep {
 namespace {
 
-// simdjson's DOM default; the Python emulation uses the same limit so the two never disagree on depth.
+// simdjson's DOM default; the Python emulation uses the same limit so the two never disagree on
+// depth.
 constexpr size_t kMaxDepth = simdjson::DEFAULT_MAX_DEPTH;
 constexpr size_t kInitialCapacity = size_t{1} << 16;
+constexpr size_t kKeepBytes = size_t{32} << 20;
 
 // Debian's Abseil has its own string_view, which absl::StrCat will not take from std::string_view.
 std::string Cat(std::initializer_list<std::string_view> parts) {
@@ -35,14 +37,20 @@ bool IsJsonWhitespace(char c) { return c == ' ' || c == '\t' || c == '\r' || c =
 std::string_view DomTypePhrase(simdjson::dom::element_type type) {
   using T = simdjson::dom::element_type;
   switch (type) {
-    case T::ARRAY: return "an array";
-    case T::OBJECT: return "an object";
+    case T::ARRAY:
+      return "an array";
+    case T::OBJECT:
+      return "an object";
     case T::INT64:
     case T::UINT64:
-    case T::DOUBLE: return "a number";
-    case T::STRING: return "a string";
-    case T::BOOL: return "a boolean";
-    case T::NULL_VALUE: return "null";
+    case T::DOUBLE:
+      return "a number";
+    case T::STRING:
+      return "a string";
+    case T::BOOL:
+      return "a boolean";
+    case T::NULL_VALUE:
+      return "null";
   }
   return "?";
 }
@@ -53,12 +61,18 @@ std::string QuotedKey(std::string_view key) { return Cat({"key \"", key, "\""});
 
 std::string_view BadRecordKindName(BadRecordKind kind) {
   switch (kind) {
-    case BadRecordKind::kBlankLine: return "blank line";
-    case BadRecordKind::kInvalidJson: return "invalid JSON";
-    case BadRecordKind::kNotAnObject: return "not an object";
-    case BadRecordKind::kMissingKey: return "missing key";
-    case BadRecordKind::kNotAString: return "not a string";
-    case BadRecordKind::kLineTooLong: return "line too long";
+    case BadRecordKind::kBlankLine:
+      return "blank line";
+    case BadRecordKind::kInvalidJson:
+      return "invalid JSON";
+    case BadRecordKind::kNotAnObject:
+      return "not an object";
+    case BadRecordKind::kMissingKey:
+      return "missing key";
+    case BadRecordKind::kNotAString:
+      return "not a string";
+    case BadRecordKind::kLineTooLong:
+      return "line too long";
   }
   return "unknown";
 }
@@ -81,27 +95,34 @@ struct JsonRecordParser::Impl {
 
   Impl() : parser(simdjson::SIMDJSON_MAXSIZE_BYTES) {}
 
+  // Buffers grow to the current line with 1/8 headroom; past kKeepBytes they are released again at
+  // the next ordinary line, so one huge document does not pin its memory (simdjson's DOM takes
+  // about 14 bytes per input byte) in every worker for the rest of the run.
+  static size_t Grown(size_t size) { return std::max(size + size / 8, kInitialCapacity); }
+  static bool Shrink(size_t capacity, size_t size) {
+    return capacity > kKeepBytes && size <= kKeepBytes;
+  }
+
   char* Reserve(size_t size) {
-    if (size + simdjson::SIMDJSON_PADDING > padded_capacity) {
-      size_t capacity = std::max({size + simdjson::SIMDJSON_PADDING, 2 * padded_capacity, kInitialCapacity});
-      padded.reset(new char[capacity]);
-      padded_capacity = capacity;
+    const size_t needed = size + simdjson::SIMDJSON_PADDING;
+    if (needed > padded_capacity || Shrink(padded_capacity, needed)) {
+      padded_capacity = Grown(needed);
+      padded.reset(new char[padded_capacity]);
     }
     return padded.get();
   }
 
-  // Grows the DOM parser geometrically so that slowly rising line lengths do not reallocate each time.
   simdjson::error_code EnsureCapacity(size_t size) {
-    if (size <= parser.capacity()) return simdjson::SUCCESS;
-    size_t capacity = std::max({size, 2 * parser.capacity(), kInitialCapacity});
-    capacity = std::min<size_t>(capacity, simdjson::SIMDJSON_MAXSIZE_BYTES);
-    return parser.allocate(capacity, kMaxDepth);
+    if (size <= parser.capacity() && !Shrink(parser.capacity(), size)) return simdjson::SUCCESS;
+    return parser.allocate(std::min<size_t>(Grown(size), simdjson::SIMDJSON_MAXSIZE_BYTES),
+                           kMaxDepth);
   }
 };
 
 JsonRecordParser::JsonRecordParser(JsonlOptions options)
     : options_(std::move(options)), impl_(std::make_unique<Impl>()) {
-  options_.max_line_bytes = std::min<uint64_t>(options_.max_line_bytes, simdjson::SIMDJSON_MAXSIZE_BYTES);
+  options_.max_line_bytes =
+      std::min<uint64_t>(options_.max_line_bytes, simdjson::SIMDJSON_MAXSIZE_BYTES);
   texts_.reserve(options_.json_keys.size());
 }
 
@@ -114,7 +135,8 @@ JsonRecordParser::Result JsonRecordParser::Parse(std::string_view line) {
 
   const auto too_long = [&](size_t size) {
     result.kind = BadRecordKind::kLineTooLong;
-    result.detail = Cat({Num(size), " bytes exceed max_line_bytes = ", Num(options_.max_line_bytes)});
+    result.detail =
+        Cat({Num(size), " bytes exceed max_line_bytes = ", Num(options_.max_line_bytes)});
     return result;
   };
   if (line.size() > options_.max_line_bytes) return too_long(line.size());
@@ -128,6 +150,7 @@ JsonRecordParser::Result JsonRecordParser::Parse(std::string_view line) {
 
   Impl& impl = *impl_;
   if (!simdjson::validate_utf8(line.data(), line.size())) {
+    if (Impl::Shrink(impl.repaired.capacity(), line.size())) std::string().swap(impl.repaired);
     impl.repaired.clear();
     result.replaced_invalid_utf8 = internal::AppendUtf8Replacing(line, &impl.repaired);
     replaced_invalid_utf8_ += result.replaced_invalid_utf8;
@@ -180,13 +203,14 @@ JsonRecordParser::Result JsonRecordParser::Parse(std::string_view line) {
         return result;
       }
     }
-    for (const simdjson::dom::element& value : impl.values) texts_.push_back(value.get_string().value_unsafe());
+    for (const simdjson::dom::element& value : impl.values)
+      texts_.push_back(value.get_string().value_unsafe());
     result.ok = true;
     return result;
   }
 
-  // simdjson refused: Python decides (it also takes NaN, Infinity and numbers of any size), and words
-  // the message. Rare, so the slow exact scanner is fine here.
+  // simdjson refused: Python decides (it also takes NaN, Infinity and numbers of any size), and
+  // words the message. Rare, so the slow exact scanner is fine here.
   internal::PythonJsonResult& py = impl.fallback;
   internal::PythonJsonLoads(doc, keys, kMaxDepth, &py);
   if (!py.ok) {
@@ -209,7 +233,8 @@ JsonRecordParser::Result JsonRecordParser::Parse(std::string_view line) {
   for (size_t k = 0; k < keys.size(); ++k) {
     if (py.fields[k].type != internal::JsonType::kString) {
       result.kind = BadRecordKind::kNotAString;
-      result.detail = Cat({QuotedKey(keys[k]), " is ", internal::JsonTypePhrase(py.fields[k].type)});
+      result.detail =
+          Cat({QuotedKey(keys[k]), " is ", internal::JsonTypePhrase(py.fields[k].type)});
       return result;
     }
   }
@@ -223,9 +248,9 @@ JsonlReader::JsonlReader(JsonlOptions options) : parser_(std::move(options)) {}
 JsonlReader::~JsonlReader() = default;
 
 absl::Status JsonlReader::LineTooLongError(uint64_t line_number) const {
-  return absl::OutOfRangeError(Cat({parser_.options().source_name, ": line ", Num(line_number),
-                                    ": line too long: more than ", Num(parser_.options().max_line_bytes),
-                                    " bytes (max_line_bytes)"}));
+  return absl::OutOfRangeError(Cat(
+      {parser_.options().source_name, ": line ", Num(line_number), ": line too long: more than ",
+       Num(parser_.options().max_line_bytes), " bytes (max_line_bytes)"}));
 }
 
 absl::Status JsonlReader::ProcessLine(std::string_view line, Callback cb) {
@@ -233,8 +258,13 @@ absl::Status JsonlReader::ProcessLine(std::string_view line, Callback cb) {
   JsonRecordParser::Result r = parser_.Parse(line);
   const JsonlOptions& options = parser_.options();
   if (!r.ok && r.kind == BadRecordKind::kLineTooLong) return LineTooLongError(line_number_);
-  Record record{line_number_, r.ok, r.kind, std::move(r.detail), r.ok ? &parser_.texts() : nullptr,
-                r.replaced_invalid_utf8, r.replaced_lone_surrogates};
+  Record record{line_number_,
+                r.ok,
+                r.kind,
+                std::move(r.detail),
+                r.ok ? &parser_.texts() : nullptr,
+                r.replaced_invalid_utf8,
+                r.replaced_lone_surrogates};
   if (record.ok) {
     ++num_documents_;
   } else {
@@ -271,7 +301,8 @@ absl::Status JsonlReader::Feed(std::string_view bytes, Callback cb) {
   while (p < end) {
     const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(end - p)));
     if (nl == nullptr) {
-      if (static_cast<uint64_t>(end - p) > max_line_bytes + 1) return LineTooLongError(line_number_ + 1);
+      if (static_cast<uint64_t>(end - p) > max_line_bytes + 1)
+        return LineTooLongError(line_number_ + 1);
       pending_.assign(p, static_cast<size_t>(end - p));
       break;
     }

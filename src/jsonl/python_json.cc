@@ -9,8 +9,8 @@
 namespace pileprep::internal {
 namespace {
 
-// Follows CPython's Modules/_json.c (scan_once_unicode, scanstring_unicode, _match_number_unicode) and
-// Lib/json/decoder.py, including which position each error names.
+// Follows CPython's Modules/_json.c (scan_once_unicode, scanstring_unicode, _match_number_unicode)
+// and Lib/json/decoder.py, including which position each error names.
 class Scanner {
  public:
   static constexpr size_t kMaxIntDigits = 4300;
@@ -41,10 +41,13 @@ class Scanner {
     return false;
   }
 
-  bool Match(size_t pos, std::string_view word) const { return s_.substr(pos, word.size()) == word; }
+  bool Match(size_t pos, std::string_view word) const {
+    return s_.substr(pos, word.size()) == word;
+  }
 
-  // Parses the value starting at `pos` (whitespace already skipped); on success pos_ is just past it.
-  // `text` receives a string's decoded value when not null. `keys`/`result` are set only at top level.
+  // Parses the value starting at `pos` (whitespace already skipped); on success pos_ is just past
+  // it. `text` receives a string's decoded value when not null. `keys`/`result` are set only at top
+  // level.
   bool Value(size_t pos, size_t depth, JsonType* type, std::string* text,
              const std::vector<std::string>* keys, PythonJsonResult* result) {
     if (pos >= s_.size()) return Fail("expecting value", pos);
@@ -91,8 +94,8 @@ class Scanner {
     return true;
   }
 
-  // -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)? ; a '.' or 'e' not followed by digits ends the number
-  // before it (the next token then fails), as in Python.
+  // -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)? ; a '.' or 'e' not followed by digits ends the
+  // number before it (the next token then fails), as in Python.
   bool Number(size_t start) {
     size_t i = start;
     const size_t n = s_.size();
@@ -120,10 +123,11 @@ class Scanner {
         is_integer = false;
       }
     }
-    // int() refuses more than sys.get_int_max_str_digits() (4300) digits since CPython 3.11 / 3.10.7, and
-    // json.loads lets that ValueError through.
+    // int() refuses more than sys.get_int_max_str_digits() (4300) digits since CPython 3.11
+    // / 3.10.7, and json.loads lets that ValueError through.
     const size_t digits = int_end - start - (s_[start] == '-' ? 1 : 0);
-    if (is_integer && digits > kMaxIntDigits) return Fail("integer with more than 4300 digits", start);
+    if (is_integer && digits > kMaxIntDigits)
+      return Fail("integer with more than 4300 digits", start);
     pos_ = i;
     return true;
   }
@@ -134,7 +138,8 @@ class Scanner {
     size_t i = quote + 1;
     while (true) {
       size_t run = i;
-      while (i < n && s_[i] != '"' && s_[i] != '\\' && static_cast<unsigned char>(s_[i]) >= 0x20) ++i;
+      while (i < n && s_[i] != '"' && s_[i] != '\\' && static_cast<unsigned char>(s_[i]) >= 0x20)
+        ++i;
       if (out != nullptr) out->append(s_.data() + run, i - run);
       if (i >= n) return Fail("unterminated string starting", quote);
       const char c = s_[i];
@@ -148,15 +153,32 @@ class Scanner {
       if (e != 'u') {
         char decoded;
         switch (e) {
-          case '"': decoded = '"'; break;
-          case '\\': decoded = '\\'; break;
-          case '/': decoded = '/'; break;
-          case 'b': decoded = '\b'; break;
-          case 'f': decoded = '\f'; break;
-          case 'n': decoded = '\n'; break;
-          case 'r': decoded = '\r'; break;
-          case 't': decoded = '\t'; break;
-          default: return Fail("invalid \\escape", i);
+          case '"':
+            decoded = '"';
+            break;
+          case '\\':
+            decoded = '\\';
+            break;
+          case '/':
+            decoded = '/';
+            break;
+          case 'b':
+            decoded = '\b';
+            break;
+          case 'f':
+            decoded = '\f';
+            break;
+          case 'n':
+            decoded = '\n';
+            break;
+          case 'r':
+            decoded = '\r';
+            break;
+          case 't':
+            decoded = '\t';
+            break;
+          default:
+            return Fail("invalid \\escape", i);
         }
         if (out != nullptr) out->push_back(decoded);
         i += 2;
@@ -174,11 +196,13 @@ class Scanner {
           i += 6;
         }
       }
-      if (out != nullptr) AppendUtf8(cp >= 0xD800 && cp <= 0xDFFF ? 0xFFFD : static_cast<uint32_t>(cp), out);
+      if (out != nullptr)
+        AppendUtf8(cp >= 0xD800 && cp <= 0xDFFF ? 0xFFFD : static_cast<uint32_t>(cp), out);
     }
   }
 
-  bool Object(size_t brace, size_t depth, const std::vector<std::string>* keys, PythonJsonResult* result) {
+  bool Object(size_t brace, size_t depth, const std::vector<std::string>* keys,
+              PythonJsonResult* result) {
     size_t pos = SkipWhitespace(brace + 1);
     if (pos < s_.size() && s_[pos] == '}') {
       pos_ = pos + 1;
@@ -250,12 +274,18 @@ class Scanner {
 
 std::string_view JsonTypePhrase(JsonType type) {
   switch (type) {
-    case JsonType::kNull: return "null";
-    case JsonType::kBoolean: return "a boolean";
-    case JsonType::kNumber: return "a number";
-    case JsonType::kString: return "a string";
-    case JsonType::kArray: return "an array";
-    case JsonType::kObject: return "an object";
+    case JsonType::kNull:
+      return "null";
+    case JsonType::kBoolean:
+      return "a boolean";
+    case JsonType::kNumber:
+      return "a number";
+    case JsonType::kString:
+      return "a string";
+    case JsonType::kArray:
+      return "an array";
+    case JsonType::kObject:
+      return "an object";
   }
   return "?";
 }

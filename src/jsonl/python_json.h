@@ -1,7 +1,8 @@
-// An exact emulation of Python's `json.loads` (strict=True, the C scanner of CPython 3.11) for one line:
-// it decides acceptance and decodes the top-level string values of the requested keys. simdjson is the
-// fast path; this settles the lines simdjson rejects (Python also accepts NaN, Infinity, -Infinity and
-// numbers of any size) and words their error messages. Private to src/jsonl.
+// An exact emulation of Python's `json.loads` (strict=True, the C scanner of CPython 3.11) for one
+// line: it decides acceptance and decodes the top-level string values of the requested keys.
+// simdjson is the fast path; this settles the lines simdjson rejects (Python also accepts NaN,
+// Infinity, -Infinity and numbers of any size) and words their error messages. Private to
+// src/jsonl.
 #ifndef PILEPREP_SRC_JSONL_PYTHON_JSON_H_
 #define PILEPREP_SRC_JSONL_PYTHON_JSON_H_
 
@@ -19,14 +20,15 @@ std::string_view JsonTypePhrase(JsonType type);
 
 struct PythonJsonResult {
   bool ok = false;
-  std::string error;       // when !ok, e.g. "expecting ',' delimiter at column 27"
-  JsonType top_type{};     // when ok
+  std::string error;    // when !ok, e.g. "expecting ',' delimiter at column 27"
+  JsonType top_type{};  // when ok
   struct Field {
     bool found = false;
     JsonType type{};
-    std::string text;      // when type == kString; lone surrogates become U+FFFD
+    std::string text;  // when type == kString; lone surrogates become U+FFFD
   };
-  std::vector<Field> fields;  // when ok and top_type == kObject: one per key, the last occurrence wins
+  std::vector<Field>
+      fields;  // when ok and top_type == kObject: one per key, the last occurrence wins
 };
 
 // `doc` must be valid UTF-8. Nesting deeper than `max_depth` arrays/objects is rejected.

@@ -1,6 +1,11 @@
 #include "jsonl/utf8.h"
 
+#include <algorithm>
 #include <cstring>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace pileprep::internal {
 namespace {
@@ -107,37 +112,65 @@ uint64_t AppendUtf8Replacing(std::string_view in, std::string* out) {
   return replaced;
 }
 
+namespace {
+
+// First i in [from, size) with data[i..i+2] == `\\u` + 'd' or 'D' (the start of a possible
+// surrogate escape), or size. Reads up to 32 bytes past `size`.
+size_t FindSurrogateCandidate(const char* data, size_t from, size_t size) {
+  size_t i = from;
+#if defined(__SSE2__)
+  const __m128i backslash = _mm_set1_epi8('\\');
+  const __m128i u = _mm_set1_epi8('u');
+  const __m128i d = _mm_set1_epi8('d');
+  const __m128i lower = _mm_set1_epi8(0x20);
+  for (; i < size; i += 16) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(data + i));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(data + i + 1));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(data + i + 2));
+    const __m128i hit =
+        _mm_and_si128(_mm_and_si128(_mm_cmpeq_epi8(a, backslash), _mm_cmpeq_epi8(b, u)),
+                      _mm_cmpeq_epi8(_mm_or_si128(c, lower), d));
+    const int mask = _mm_movemask_epi8(hit);
+    if (mask != 0) {
+      const size_t found = i + static_cast<size_t>(__builtin_ctz(static_cast<unsigned>(mask)));
+      return found < size ? found : size;
+    }
+  }
+  return size;
+#else
+  for (; i < size; ++i) {
+    if (data[i] == '\\' && data[i + 1] == 'u' && (data[i + 2] | 0x20) == 'd') return i;
+  }
+  return size;
+#endif
+}
+
+}  // namespace
+
 uint64_t RewriteLoneSurrogateEscapes(char* data, size_t size) {
   uint64_t rewritten = 0;
-  char* p = data;
-  char* const end = data + size;
-  while (p < end) {
-    p = static_cast<char*>(std::memchr(p, '\\', static_cast<size_t>(end - p)));
-    if (p == nullptr || end - p < 2) break;
-    if (p[1] != 'u') {
-      p += 2;  // a two-character escape, e.g. `\\` or `\"`; never re-read its second character
-      continue;
-    }
-    if (end - p < 6) break;
-    const int cp = ParseHex4(p + 2);
-    if (cp < 0) {
-      p += 2;
-      continue;
-    }
-    if (cp < 0xD800 || cp > 0xDFFF) {
-      p += 6;
-      continue;
-    }
-    if (cp <= 0xDBFF && end - p >= 12 && p[6] == '\\' && p[7] == 'u') {
-      const int low = ParseHex4(p + 8);
+  size_t next = 0;  // candidates before this were consumed (e.g. the low half of a pair)
+  for (size_t i = FindSurrogateCandidate(data, 0, size); i < size;
+       i = FindSurrogateCandidate(data, std::max(i + 1, next), size)) {
+    if (i < next) continue;
+    // Inside a JSON string a run of backslashes pairs up from its left end, so `\\ud800` is an
+    // escaped backslash and then text; the candidate is an escape only after an even number of
+    // backslashes.
+    size_t run = 0;
+    while (run < i && data[i - 1 - run] == '\\') ++run;
+    if (run % 2 != 0 || size - i < 6) continue;
+    const int cp = ParseHex4(data + i + 2);
+    if (cp < 0xD800 || cp > 0xDFFF) continue;  // also -1: malformed, left for the parser
+    if (cp <= 0xDBFF && size - i >= 12 && data[i + 6] == '\\' && data[i + 7] == 'u') {
+      const int low = ParseHex4(data + i + 8);
       if (low >= 0xDC00 && low <= 0xDFFF) {
-        p += 12;
+        next = i + 12;
         continue;
       }
     }
-    std::memcpy(p + 2, "fffd", 4);
+    std::memcpy(data + i + 2, "fffd", 4);
     ++rewritten;
-    p += 6;
+    next = i + 6;
   }
   return rewritten;
 }

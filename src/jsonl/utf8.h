@@ -9,13 +9,15 @@
 
 namespace pileprep::internal {
 
-// Appends `in` to `out` with each maximal invalid subsequence replaced by U+FFFD, exactly as Python's
-// `bytes.decode('utf-8', 'replace')` (Unicode's "maximal subpart" practice). Returns the replacements.
+// Appends `in` to `out` with each maximal invalid subsequence replaced by U+FFFD, exactly as
+// Python's `bytes.decode('utf-8', 'replace')` (Unicode's "maximal subpart" practice). Returns the
+// replacements.
 uint64_t AppendUtf8Replacing(std::string_view in, std::string* out);
 
 // Rewrites, in place and at equal length, each JSON escape of a lone or misordered UTF-16 surrogate
-// (`\udXXX` not part of a high+low pair) to `\ufffd`. Escape-aware: `\\ud800` is an escaped backslash
-// followed by text. Malformed escapes are left for the JSON parser to reject. Returns the rewrites.
+// (`\udXXX` not part of a high+low pair) to `\ufffd`. Escape-aware: `\\ud800` is an escaped
+// backslash followed by text. Malformed escapes are left for the JSON parser to reject. Returns the
+// rewrites. Reads up to 32 bytes past `size` (the caller's simdjson padding), never writes there.
 uint64_t RewriteLoneSurrogateEscapes(char* data, size_t size);
 
 // Appends code point `cp` (< 0x110000, not a surrogate) as UTF-8.

@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <initializer_list>
+#include <memory>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -20,7 +23,7 @@ constexpr uint32_t kSkippableMagicMask = 0xFFFFFFF0u;
 constexpr uint32_t kSkippableMagic = 0x184D2A50u;
 constexpr int kMinWindowLog = 10;  // ZSTD_WINDOWLOG_ABSOLUTEMIN
 constexpr int kMaxWindowLog = 31;  // ZSTD_WINDOWLOG_MAX on 64-bit targets
-// A frame header is at most 4 (magic) + 1 (descriptor) + 1 (window) + 4 (dict id) + 8 (content size).
+// A frame header is at most 4 (magic) + 1 (descriptor) + 1 (window) + 4 (dict ID) + 8 (size).
 constexpr size_t kMaxFrameHeaderBytes = 18;
 
 uint32_t ReadLe32(const unsigned char* p) {
@@ -40,9 +43,12 @@ std::string HexBytes(const unsigned char* p, size_t n) {
 }
 
 std::string HumanBytes(uint64_t n) {
-  if (n >= (uint64_t{1} << 30) && n % (uint64_t{1} << 30) == 0) return absl::StrCat(n >> 30, " GiB");
-  if (n >= (uint64_t{1} << 20) && n % (uint64_t{1} << 20) == 0) return absl::StrCat(n >> 20, " MiB");
-  if (n >= (uint64_t{1} << 10) && n % (uint64_t{1} << 10) == 0) return absl::StrCat(n >> 10, " KiB");
+  if (n >= (uint64_t{1} << 30) && n % (uint64_t{1} << 30) == 0)
+    return absl::StrCat(n >> 30, " GiB");
+  if (n >= (uint64_t{1} << 20) && n % (uint64_t{1} << 20) == 0)
+    return absl::StrCat(n >> 20, " MiB");
+  if (n >= (uint64_t{1} << 10) && n % (uint64_t{1} << 10) == 0)
+    return absl::StrCat(n >> 10, " KiB");
   return absl::StrCat(n, " bytes");
 }
 
@@ -69,8 +75,9 @@ bool IsMagicPrefix(const unsigned char* p, size_t n) {
   return zstd || skip;
 }
 
-// Names the format that `n` leading bytes (n <= 4) look like, or returns "" when unrecognised. Input in
-// the wrong format is the most common reason a shard fails at byte 0, so the message says what it is.
+// Names the format that `n` leading bytes (n <= 4) look like, or returns "" when unrecognised.
+// Input in the wrong format is the most common reason a shard fails at byte 0, so the message says
+// what it is.
 std::string SniffFormat(const unsigned char* p, size_t n) {
   auto starts = [&](std::initializer_list<unsigned char> magic) {
     if (magic.size() > n) return false;
@@ -84,7 +91,8 @@ std::string SniffFormat(const unsigned char* p, size_t n) {
   // zstd v0.1 used 0xFD2FB51E; v0.2..v0.7 used 0xFD2FB522..0xFD2FB527.
   if (n == 4 && p[1] == 0xb5 && p[2] == 0x2f && p[3] == 0xfd &&
       (p[0] == 0x1e || (p[0] >= 0x22 && p[0] <= 0x27))) {
-    return absl::StrCat("a legacy zstd v0.", p[0] == 0x1e ? 1 : p[0] - 0x20, " frame, which is not supported");
+    return absl::StrCat("a legacy zstd v0.", p[0] == 0x1e ? 1 : p[0] - 0x20,
+                        " frame, which is not supported");
   }
   size_t i = 0;
   if (starts({0xef, 0xbb, 0xbf})) i = 3;  // UTF-8 byte order mark
@@ -100,8 +108,6 @@ std::string SniffFormat(const unsigned char* p, size_t n) {
 }
 
 struct FrameHeader {
-  bool skippable = false;
-  uint64_t skippable_size = 0;  // bytes after the 8-byte skippable header
   uint64_t window_size = 0;
   uint32_t dict_id = 0;
 };
@@ -158,7 +164,8 @@ struct ZstdDecoder::Impl {
     }
     dctx = ZSTD_createDCtx();
     if (dctx == nullptr) {
-      Fail(absl::StatusCode::kResourceExhausted, 0, "zstd: cannot allocate a decoder").IgnoreError();
+      Fail(absl::StatusCode::kResourceExhausted, 0, "zstd: cannot allocate a decoder")
+          .IgnoreError();
       return;
     }
     const size_t r = ZSTD_DCtx_setParameter(dctx, ZSTD_d_windowLogMax, options.window_log_max);
@@ -185,15 +192,15 @@ struct ZstdDecoder::Impl {
   absl::Status Feed(const unsigned char* p, size_t n, Sink sink);
   absl::Status Finish();
 
-  // Gathers header bytes from p[0..n) into header_; starts the frame once the header is complete.
+  // Gathers header bytes from p[0..n) into `header`; starts the frame once the header is complete.
   absl::Status TakeHeaderBytes(const unsigned char*& p, size_t& n, Sink sink);
   absl::Status CheckMagic();
   absl::Status StartFrame(Sink sink);
-  // Gives frame bytes from p[0..n) to zstd, one part (block or checksum) at a time, until the frame ends
-  // or the input runs out.
+  // Gives frame bytes from p[0..n) to zstd, one part (block or checksum) at a time, until the frame
+  // ends or the input runs out.
   absl::Status DecodeFrameBytes(const unsigned char*& p, size_t& n, Sink sink);
-  // Runs zstd over all of p[0..n), stopping early only at the end of the frame; `*consumed` is how much
-  // of it zstd took.
+  // Runs zstd over all of p[0..n), stopping early only at the end of the frame; `*consumed` is how
+  // much of it zstd took.
   absl::Status RunZstd(const unsigned char* p, size_t n, Sink sink, size_t* consumed);
   void EndBlock();
   absl::Status ZstdError(size_t code, uint64_t offset);
@@ -216,9 +223,10 @@ struct ZstdDecoder::Impl {
   uint64_t frame_start = 0;  // stream offset of the current (or next) frame
   uint64_t skip_left = 0;    // bytes of the current skippable frame still to skip
 
-  // Where zstd is inside the current frame, followed through the block headers. zstd never reports how
-  // far into its input it got when it fails, so it is given no input past the end of the current part:
-  // an error then belongs to the part that starts at `part_start`, whatever the chunking.
+  // Where zstd is inside the current frame, followed through the block headers. zstd never reports
+  // how far into its input it got when it fails, so it is given no input past the end of the
+  // current part: an error then belongs to the part that starts at `part_start`, whatever the
+  // chunking.
   enum class Part { kBlockHeader, kBlockBody, kChecksum, kTail };
   Part part = Part::kBlockHeader;
   uint64_t part_left = 0;  // bytes left in a block body or checksum
@@ -294,11 +302,10 @@ absl::Status ZstdDecoder::Impl::CheckMagic() {
   const std::string hex = internal::HexBytes(header, 4);
   if (frame_start == 0) {
     return Fail(absl::StatusCode::kInvalidArgument, 0,
-                looks_like.empty()
-                    ? absl::StrCat("not a zstd stream: unknown format (starts with ", hex,
-                                   "; zstd frames start with 28 b5 2f fd)")
-                    : absl::StrCat("not a zstd stream: looks like ", looks_like, " (starts with ", hex,
-                                   ")"));
+                looks_like.empty() ? absl::StrCat("not a zstd stream: unknown format (starts with ",
+                                                  hex, "; zstd frames start with 28 b5 2f fd)")
+                                   : absl::StrCat("not a zstd stream: looks like ", looks_like,
+                                                  " (starts with ", hex, ")"));
   }
   return Fail(absl::StatusCode::kDataLoss, frame_start,
               absl::StrCat("zstd: trailing garbage after the last frame: bad magic ", hex,
@@ -315,14 +322,16 @@ absl::Status ZstdDecoder::Impl::StartFrame(Sink sink) {
   }
   if (header[4] & 0x08) {
     return Fail(absl::StatusCode::kDataLoss, frame_start + 4,
-                absl::StrCat("zstd: corrupted frame header: reserved bit set in the frame starting at byte ",
-                             frame_start));
+                absl::StrCat(
+                    "zstd: corrupted frame header: reserved bit set in the frame starting at byte ",
+                    frame_start));
   }
   const internal::FrameHeader h = internal::ParseZstdHeader(header);
   if (h.dict_id != 0) {
-    return Fail(absl::StatusCode::kInvalidArgument, frame_start,
-                absl::StrCat("zstd: the frame starting at byte ", frame_start, " needs dictionary ID ",
-                             h.dict_id, "; only frames compressed without a dictionary can be decoded"));
+    return Fail(
+        absl::StatusCode::kInvalidArgument, frame_start,
+        absl::StrCat("zstd: the frame starting at byte ", frame_start, " needs dictionary ID ",
+                     h.dict_id, "; only frames compressed without a dictionary can be decoded"));
   }
   if (h.window_size > (uint64_t{1} << options.window_log_max)) {
     const int need = internal::WindowLogFor(h.window_size);
@@ -330,8 +339,9 @@ absl::Status ZstdDecoder::Impl::StartFrame(Sink sink) {
         absl::StatusCode::kResourceExhausted, frame_start,
         absl::StrCat("zstd: the frame starting at byte ", frame_start, " needs a ",
                      internal::HumanBytes(h.window_size), " window (window log ", need,
-                     "), above the limit of ", internal::HumanBytes(uint64_t{1} << options.window_log_max),
-                     " (window log ", options.window_log_max, ")",
+                     "), above the limit of ",
+                     internal::HumanBytes(uint64_t{1} << options.window_log_max), " (window log ",
+                     options.window_log_max, ")",
                      need <= internal::kMaxWindowLog
                          ? absl::StrCat("; --zstd-window-log-max=", need, " raises the limit")
                          : absl::StrCat("; the largest window zstd decodes is window log ",
@@ -388,7 +398,7 @@ absl::Status ZstdDecoder::Impl::DecodeFrameBytes(const unsigned char*& p, size_t
         break;
       case Part::kChecksum:
         part_left -= give;
-        // zstd ends the frame on the checksum's last byte; if it has not, let it judge what follows.
+        // zstd ends the frame on the checksum's last byte; if not, it judges what follows.
         if (part_left == 0) part = Part::kTail;
         break;
       case Part::kTail:
@@ -411,7 +421,8 @@ void ZstdDecoder::Impl::EndBlock() {
   }
 }
 
-absl::Status ZstdDecoder::Impl::RunZstd(const unsigned char* p, size_t n, Sink sink, size_t* consumed) {
+absl::Status ZstdDecoder::Impl::RunZstd(const unsigned char* p, size_t n, Sink sink,
+                                        size_t* consumed) {
   ZSTD_inBuffer in{p, n, 0};
   for (;;) {
     const size_t pos_before = in.pos;
@@ -431,8 +442,9 @@ absl::Status ZstdDecoder::Impl::RunZstd(const unsigned char* p, size_t n, Sink s
       EndFrame();
       return absl::OkStatus();
     }
-    if (o.pos == o.size) continue;             // zstd may hold more output: flush before anything else
-    if (in.pos == n) return absl::OkStatus();  // all input taken, all output given: needs more input
+    if (o.pos == o.size) continue;  // zstd may hold more output: flush before anything else
+    // All input taken and all output given: zstd needs more input.
+    if (in.pos == n) return absl::OkStatus();
     if (in.pos == pos_before && o.pos == 0) {  // never expected; guards against spinning forever
       return Fail(absl::StatusCode::kInternal, part_start, "zstd: decoder made no progress");
     }
@@ -443,20 +455,24 @@ absl::Status ZstdDecoder::Impl::ZstdError(size_t code, uint64_t offset) {
   const std::string in_frame = absl::StrCat(" in the frame starting at byte ", frame_start);
   switch (ZSTD_getErrorCode(code)) {
     case ZSTD_error_checksum_wrong:
-      return Fail(absl::StatusCode::kDataLoss, offset,
-                  absl::StrCat("zstd: content checksum mismatch", in_frame, " (the data is corrupted)"));
+      return Fail(
+          absl::StatusCode::kDataLoss, offset,
+          absl::StrCat("zstd: content checksum mismatch", in_frame, " (the data is corrupted)"));
     case ZSTD_error_corruption_detected:
-      return Fail(absl::StatusCode::kDataLoss, offset, absl::StrCat("zstd: corrupted block", in_frame));
+      return Fail(absl::StatusCode::kDataLoss, offset,
+                  absl::StrCat("zstd: corrupted block", in_frame));
     case ZSTD_error_dictionary_wrong:
-      return Fail(absl::StatusCode::kInvalidArgument, offset,
-                  absl::StrCat("zstd: the frame starting at byte ", frame_start,
-                               " needs a dictionary; only frames compressed without a dictionary can be "
-                               "decoded"));
+      return Fail(
+          absl::StatusCode::kInvalidArgument, offset,
+          absl::StrCat("zstd: the frame starting at byte ", frame_start,
+                       " needs a dictionary; only frames compressed without a dictionary can be "
+                       "decoded"));
     case ZSTD_error_frameParameter_windowTooLarge:
-      return Fail(absl::StatusCode::kResourceExhausted, offset,
-                  absl::StrCat("zstd: the frame starting at byte ", frame_start,
-                               " needs a window above the limit (window log ", options.window_log_max,
-                               "); --zstd-window-log-max raises the limit"));
+      return Fail(
+          absl::StatusCode::kResourceExhausted, offset,
+          absl::StrCat("zstd: the frame starting at byte ", frame_start,
+                       " needs a window above the limit (window log ", options.window_log_max,
+                       "); --zstd-window-log-max raises the limit"));
     case ZSTD_error_memory_allocation:
       return Fail(absl::StatusCode::kResourceExhausted, offset, "zstd: out of memory");
     default:
@@ -469,7 +485,8 @@ absl::Status ZstdDecoder::Impl::Finish() {
   if (!error.ok()) return error;
   if (finished) return absl::OkStatus();
   if (bytes_in == 0) {
-    return Fail(absl::StatusCode::kInvalidArgument, 0, "not a zstd stream: the input is empty (0 bytes)");
+    return Fail(absl::StatusCode::kInvalidArgument, 0,
+                "not a zstd stream: the input is empty (0 bytes)");
   }
   switch (state) {
     case State::kHeader:
@@ -477,10 +494,11 @@ absl::Status ZstdDecoder::Impl::Finish() {
       if (header_len < 4 && !internal::IsMagicPrefix(header, header_len)) {
         if (frame_start == 0) {
           const std::string looks_like = internal::SniffFormat(header, header_len);
-          return Fail(absl::StatusCode::kInvalidArgument, 0,
-                      absl::StrCat("not a zstd stream: only ", header_len, " bytes (",
-                                   internal::HexBytes(header, header_len), ")",
-                                   looks_like.empty() ? "" : absl::StrCat(", looks like ", looks_like)));
+          return Fail(
+              absl::StatusCode::kInvalidArgument, 0,
+              absl::StrCat("not a zstd stream: only ", header_len, " bytes (",
+                           internal::HexBytes(header, header_len), ")",
+                           looks_like.empty() ? "" : absl::StrCat(", looks like ", looks_like)));
         }
         return Fail(absl::StatusCode::kDataLoss, frame_start,
                     absl::StrCat("zstd: trailing garbage after the last frame: ", header_len,
@@ -491,17 +509,19 @@ absl::Status ZstdDecoder::Impl::Finish() {
                                "starting at byte ",
                                frame_start));
     case State::kFrame:
-      return Fail(absl::StatusCode::kDataLoss, bytes_in,
-                  absl::StrCat("zstd: truncated stream: input ends inside the frame starting at byte ",
-                               frame_start,
-                               part == Part::kChecksum
-                                   ? absl::StrCat(" (in its checksum, at byte ", part_start, ")")
-                                   : absl::StrCat(" (in the block starting at byte ", part_start, ")")));
+      return Fail(
+          absl::StatusCode::kDataLoss, bytes_in,
+          absl::StrCat("zstd: truncated stream: input ends inside the frame starting at byte ",
+                       frame_start,
+                       part == Part::kChecksum
+                           ? absl::StrCat(" (in its checksum, at byte ", part_start, ")")
+                           : absl::StrCat(" (in the block starting at byte ", part_start, ")")));
     case State::kSkip:
-      return Fail(absl::StatusCode::kDataLoss, bytes_in,
-                  absl::StrCat("zstd: truncated stream: input ends inside the skippable frame starting at "
-                               "byte ",
-                               frame_start, " (", skip_left, " bytes missing)"));
+      return Fail(
+          absl::StatusCode::kDataLoss, bytes_in,
+          absl::StrCat("zstd: truncated stream: input ends inside the skippable frame starting at "
+                       "byte ",
+                       frame_start, " (", skip_left, " bytes missing)"));
   }
   finished = true;
   return absl::OkStatus();
@@ -514,7 +534,8 @@ ZstdDecoder::ZstdDecoder(ZstdDecoder&&) noexcept = default;
 ZstdDecoder& ZstdDecoder::operator=(ZstdDecoder&&) noexcept = default;
 
 absl::Status ZstdDecoder::Feed(std::string_view compressed, Sink sink) {
-  return impl_->Feed(reinterpret_cast<const unsigned char*>(compressed.data()), compressed.size(), sink);
+  return impl_->Feed(reinterpret_cast<const unsigned char*>(compressed.data()), compressed.size(),
+                     sink);
 }
 
 absl::Status ZstdDecoder::Finish() { return impl_->Finish(); }

@@ -36,7 +36,8 @@ TEST(Gpt2Tokenizer, LoadsShippedVocabulary) {
 TEST(Gpt2Tokenizer, EncodesKnownIds) {
   auto tok = Load();
   EXPECT_THAT(Encode(*tok, "Hello world"), ElementsAre(15496, 995));
-  EXPECT_THAT(Encode(*tok, "\u3000\u3000a"), ElementsAre(23249, 23249, 64));
+  // Two ideographic spaces then a letter: three pieces (gpt2.md §1), GPT-2 ids 5099 222 each.
+  EXPECT_THAT(Encode(*tok, "\u3000\u3000a"), ElementsAre(5099, 222, 5099, 222, 64));
   EXPECT_THAT(Encode(*tok, "\xef\xbf\xbd"), ElementsAre(4210));  // U+FFFD
   EXPECT_TRUE(Encode(*tok, "").empty());
 }

@@ -4,8 +4,8 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/resource.h>
-#include <sys/time.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -76,9 +76,11 @@ void Put(std::string* out, T value) {
   out->append(reinterpret_cast<const char*>(&value), sizeof(value));
 }
 
-// The .idx spelled out field by field; pointers and document indices are given by hand, not computed.
+// The .idx spelled out field by field; pointers and document indices are given by hand, not
+// computed.
 std::string IdxBytes(uint8_t dtype_code, const std::vector<int32_t>& lengths,
-                     const std::vector<int64_t>& pointers, const std::vector<int64_t>& doc_indices) {
+                     const std::vector<int64_t>& pointers,
+                     const std::vector<int64_t>& doc_indices) {
   std::string out("MMIDIDX\0\0", 9);
   Put<uint64_t>(&out, 1);
   Put<uint8_t>(&out, dtype_code);
@@ -107,9 +109,9 @@ struct Doc {
   std::vector<int32_t> lengths;
 };
 
-absl::StatusOr<IndexedDatasetWriter::Result> WriteDataset(const std::string& prefix,
-                                                          const std::vector<Doc>& docs,
-                                                          IndexedDatasetWriterOptions options = {}) {
+absl::StatusOr<IndexedDatasetWriter::Result> WriteDataset(
+    const std::string& prefix, const std::vector<Doc>& docs,
+    IndexedDatasetWriterOptions options = {}) {
   auto writer = IndexedDatasetWriter::Create(prefix, options);
   if (!writer.ok()) return writer.status();
   for (const Doc& doc : docs) {
@@ -164,8 +166,9 @@ TEST_F(IndexedDatasetTest, EmptyDocumentInTheMiddleRepeatsDocumentIndex) {
 }
 
 TEST_F(IndexedDatasetTest, MultiSequenceDocumentsAreByteExact) {
-  ASSERT_TRUE(WriteDataset(Prefix(), {{{1, 2, 3, 4, 5, 6}, {2, 3, 1}}, {{7, 8}, {2}}, {{}, {}},
-                                      {{9, 10, 11}, {1, 2}}})
+  ASSERT_TRUE(WriteDataset(
+                  Prefix(),
+                  {{{1, 2, 3, 4, 5, 6}, {2, 3, 1}}, {{7, 8}, {2}}, {{}, {}}, {{9, 10, 11}, {1, 2}}})
                   .ok());
   EXPECT_EQ(ReadBytes(Prefix() + ".bin"), U16Bytes({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
   EXPECT_EQ(ReadBytes(Prefix() + ".idx"),
@@ -175,8 +178,8 @@ TEST_F(IndexedDatasetTest, MultiSequenceDocumentsAreByteExact) {
 TEST_F(IndexedDatasetTest, Int32DTypeIsByteExact) {
   IndexedDatasetWriterOptions options;
   options.dtype = TokenDType::kInt32;
-  auto result = WriteDataset(Prefix(), {{{100000, 2147483647u, 0}, {3}}, {{65536, 50256}, {1, 1}}},
-                             options);
+  auto result =
+      WriteDataset(Prefix(), {{{100000, 2147483647u, 0}, {3}}, {{65536, 50256}, {1, 1}}}, options);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->bin_bytes, 20u);
   EXPECT_EQ(ReadBytes(Prefix() + ".bin"), I32Bytes({100000, 2147483647, 0, 65536, 50256}));
@@ -205,8 +208,8 @@ TEST_F(IndexedDatasetTest, HeaderFieldsAreAtDocumentedOffsets) {
   int32_t length1;
   std::memcpy(&length1, idx.data() + 34 + 4, 4);  // unaligned, as in every .idx
   EXPECT_EQ(length1, 1);
-  EXPECT_EQ(u64_at(34 + 4 * 2 + 8), 4u);            // pointers[1] = 2 tokens * 2 bytes
-  EXPECT_EQ(u64_at(34 + 12 * 2 + 8 * 3), 2u);       // last document index = S
+  EXPECT_EQ(u64_at(34 + 4 * 2 + 8), 4u);       // pointers[1] = 2 tokens * 2 bytes
+  EXPECT_EQ(u64_at(34 + 12 * 2 + 8 * 3), 2u);  // last document index = S
 }
 
 // Golden files written by tests/data/format/make_golden.py, a transcription of Megatron's
@@ -241,7 +244,8 @@ std::vector<Doc> LcgDocuments(int count, uint64_t seed) {
     const int32_t n = static_cast<int32_t>(next() % 41);
     Doc doc;
     if (n > 0) {
-      for (int32_t j = 0; j + 1 < n; ++j) doc.tokens.push_back(static_cast<uint32_t>(next() % 50257));
+      for (int32_t j = 0; j + 1 < n; ++j)
+        doc.tokens.push_back(static_cast<uint32_t>(next() % 50257));
       doc.tokens.push_back(50256);
       doc.lengths.push_back(n);
     }
@@ -264,12 +268,10 @@ TEST_F(MegatronGoldenTest, HandWrittenUint16MatchesMegatronBuilder) {
 TEST_F(MegatronGoldenTest, HandWrittenInt32MatchesMegatronBuilder) {
   IndexedDatasetWriterOptions options;
   options.dtype = TokenDType::kInt32;
-  ExpectSameAsGolden("hand_int32",
-                     {{{100000, 2147483647u, 0}, {3}},
-                      {{}, {}},
-                      {{5, 6, 7, 8}, {1, 3}},
-                      {{65536, 50256}, {2}}},
-                     options);
+  ExpectSameAsGolden(
+      "hand_int32",
+      {{{100000, 2147483647u, 0}, {3}}, {{}, {}}, {{5, 6, 7, 8}, {1, 3}}, {{65536, 50256}, {2}}},
+      options);
 }
 
 TEST_F(MegatronGoldenTest, GeneratedDocumentsMatchMegatronBuilderWithAnyBufferSize) {
@@ -499,11 +501,11 @@ TEST_F(IndexedDatasetTest, TokenTooLargeForInt32IsRefused) {
 }
 
 TEST_F(IndexedDatasetTest, BadSequenceLengthsAreRefused) {
-  for (const Doc& doc : std::vector<Doc>{{{1, 2}, {2, 0}},    // zero length
-                                         {{1, 2}, {3, -1}},   // negative
-                                         {{1, 2, 3}, {2}},    // sum too small
-                                         {{1}, {}},           // tokens without sequences
-                                         {{}, {1}}}) {        // sequences without tokens
+  for (const Doc& doc : std::vector<Doc>{{{1, 2}, {2, 0}},   // zero length
+                                         {{1, 2}, {3, -1}},  // negative
+                                         {{1, 2, 3}, {2}},   // sum too small
+                                         {{1}, {}},          // tokens without sequences
+                                         {{}, {1}}}) {       // sequences without tokens
     auto writer = IndexedDatasetWriter::Create(Prefix());
     ASSERT_TRUE(writer.ok()) << writer.status();
     absl::Status status = (*writer)->AddDocument(doc.tokens, doc.lengths);
@@ -570,7 +572,8 @@ TEST_F(IndexedDatasetTest, MillionDocumentsStreamThroughSpillFiles) {
   const size_t rss_before = ResidentBytes();
   for (uint32_t i = kWarmup; i < kDocs; ++i) ASSERT_TRUE(add(i).ok());
   const size_t rss_after = ResidentBytes();
-  // In-memory arrays would add 900,000 * (4 + 8) bytes at least; the writer adds nothing per document.
+  // In-memory arrays would add 900,000 * (4 + 8) bytes at least; the writer adds nothing per
+  // document.
   EXPECT_LT(rss_after, rss_before + (2 << 20)) << rss_before << " -> " << rss_after;
 
   const uint64_t sequences = kDocs / 10 * 9;
@@ -680,7 +683,8 @@ TEST_F(ReadIndexRejects, SizeThatDisagreesWithHeader) {
 TEST_F(ReadIndexRejects, MissingFileNamesPath) {
   absl::Status status = ReadIndex(Prefix() + ".idx").status();
   EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(status.message(), HasSubstr(Prefix() + ".idx: cannot open: No such file or directory"));
+  EXPECT_THAT(status.message(),
+              HasSubstr(Prefix() + ".idx: cannot open: No such file or directory"));
 }
 
 }  // namespace

@@ -51,7 +51,8 @@ struct Decoded {
   size_t largest_sink_chunk = 0;
 };
 
-// Decodes `data` fed in pieces whose sizes come from `next_size` (called until the data is used up).
+// Decodes `data` fed in pieces whose sizes come from `next_size` (called until the data is used
+// up).
 template <typename NextSize>
 Decoded DecodeChunked(std::string_view data, NextSize next_size, ZstdDecoderOptions options = {}) {
   Decoded d;
@@ -75,11 +76,13 @@ Decoded DecodeChunked(std::string_view data, NextSize next_size, ZstdDecoderOpti
 }
 
 Decoded DecodeAll(std::string_view data, ZstdDecoderOptions options = {}) {
-  return DecodeChunked(data, [&] { return data.size(); }, std::move(options));
+  return DecodeChunked(
+      data, [&] { return data.size(); }, std::move(options));
 }
 
 Decoded DecodeByteByByte(std::string_view data, ZstdDecoderOptions options = {}) {
-  return DecodeChunked(data, [] { return size_t{1}; }, std::move(options));
+  return DecodeChunked(
+      data, [] { return size_t{1}; }, std::move(options));
 }
 
 // zstd's one-shot API (multi-frame and skippable aware), as an independent reference.
@@ -116,8 +119,9 @@ std::string SkippableFrame(uint32_t magic_variant, std::string_view payload) {
 std::string SomeText(size_t n) {
   std::string s;
   std::mt19937 rng(7);
-  static constexpr std::string_view kWords[] = {"the ", "pile ", "zstd ", "frame ", "window ", "\u00e9t\u00e9 ",
-                                                "{\"text\": ", "\n", "tokens ", "megatron "};
+  static constexpr std::string_view kWords[] = {
+      "the ",           "pile ",       "zstd ", "frame ",  "window ",
+      "\u00e9t\u00e9 ", "{\"text\": ", "\n",    "tokens ", "megatron "};
   while (s.size() < n) s.append(kWords[rng() % std::size(kWords)]);
   s.resize(n);
   return s;
@@ -149,7 +153,9 @@ constexpr Expected kDecodable[] = {
     {"text-not-string.jsonl.zst", false, 1289, 1},
 };
 
-std::string LoadExpected(const Expected& e) { return e.sample ? SampleFile(e.name) : BadFile(e.name); }
+std::string LoadExpected(const Expected& e) {
+  return e.sample ? SampleFile(e.name) : BadFile(e.name);
+}
 
 TEST(ZstdDecoder, DecodesEveryValidFileLikeZstdCli) {
   for (const Expected& e : kDecodable) {
@@ -168,7 +174,8 @@ TEST(ZstdDecoder, OneByteFeedsEqualOneBigFeed) {
   // 01.jsonl.zst is several frames cut in the middle of lines; multi-frame cuts inside characters.
   for (const char* name : {"01.jsonl.zst", "multi-frame.jsonl.zst", "skippable-frames.jsonl.zst"}) {
     SCOPED_TRACE(name);
-    const std::string data = std::string_view(name).starts_with("01") ? SampleFile(name) : BadFile(name);
+    const std::string data =
+        std::string_view(name).starts_with("01") ? SampleFile(name) : BadFile(name);
     const Decoded big = DecodeAll(data);
     const Decoded small = DecodeByteByByte(data);
     ASSERT_TRUE(big.status.ok()) << big.status;
@@ -229,10 +236,11 @@ TEST(ZstdDecoder, TruncatedFileIsDataLoss) {
   for (const Decoded& d : {DecodeAll(data, {.source_name = "truncated.jsonl.zst"}),
                            DecodeByteByByte(data, {.source_name = "truncated.jsonl.zst"})}) {
     EXPECT_EQ(d.status.code(), absl::StatusCode::kDataLoss) << d.status;
-    EXPECT_THAT(Msg(d.status),
-                AllOf(StartsWith("truncated.jsonl.zst: byte " + std::to_string(data.size()) + ": "),
-                      HasSubstr("truncated stream"), HasSubstr("inside the frame starting at byte 0"),
-                      HasSubstr("(in the block starting at byte ")));
+    EXPECT_THAT(
+        Msg(d.status),
+        AllOf(StartsWith("truncated.jsonl.zst: byte " + std::to_string(data.size()) + ": "),
+              HasSubstr("truncated stream"), HasSubstr("inside the frame starting at byte 0"),
+              HasSubstr("(in the block starting at byte ")));
   }
 }
 
@@ -240,7 +248,8 @@ TEST(ZstdDecoder, TruncatedInsideFrameHeaderIsDataLoss) {
   const std::string frame = Compress("hello\n");
   for (size_t cut : {size_t{2}, size_t{4}, size_t{5}}) {
     SCOPED_TRACE(cut);
-    const Decoded d = DecodeByteByByte(Compress("first\n") + frame.substr(0, cut), {.source_name = "t.zst"});
+    const Decoded d =
+        DecodeByteByByte(Compress("first\n") + frame.substr(0, cut), {.source_name = "t.zst"});
     EXPECT_EQ(d.status.code(), absl::StatusCode::kDataLoss) << d.status;
     EXPECT_THAT(Msg(d.status), HasSubstr("truncated stream"));
     EXPECT_EQ(d.out, "first\n");
@@ -266,7 +275,8 @@ TEST(ZstdDecoder, BitflipIsDataLossWithOffset) {
 }
 
 TEST(ZstdDecoder, ErrorOffsetsDoNotDependOnChunking) {
-  for (const char* name : {"bitflip.jsonl.zst", "truncated.jsonl.zst", "not-zstd-plain.jsonl.zst"}) {
+  for (const char* name :
+       {"bitflip.jsonl.zst", "truncated.jsonl.zst", "not-zstd-plain.jsonl.zst"}) {
     SCOPED_TRACE(name);
     const std::string data = BadFile(name);
     const absl::Status big = DecodeAll(data, {.source_name = name}).status;
@@ -278,7 +288,8 @@ TEST(ZstdDecoder, ErrorOffsetsDoNotDependOnChunking) {
 }
 
 TEST(ZstdDecoder, BitflipIsPinnedToTheDamagedBlock) {
-  // Three frames, the middle one damaged in its second block: the error names that block's first byte.
+  // Three frames, the middle one damaged in its second block: the error names that block's first
+  // byte.
   const std::string a = Compress(SomeText(1000));
   std::string b = Compress(SomeText(300000), 1);  // > 128 KiB: several blocks
   const std::string c = Compress(SomeText(1000));
@@ -297,8 +308,9 @@ TEST(ZstdDecoder, BitflipIsPinnedToTheDamagedBlock) {
     SCOPED_TRACE(chunk);
     const Decoded d = DecodeChunked(data, [&] { return chunk; }, {.source_name = "b.zst"});
     EXPECT_EQ(d.status.code(), absl::StatusCode::kDataLoss) << d.status;
-    EXPECT_THAT(Msg(d.status), AllOf(StartsWith("b.zst: byte " + expected_offset + ": "),
-                                     HasSubstr("frame starting at byte " + std::to_string(a.size()))));
+    EXPECT_THAT(Msg(d.status),
+                AllOf(StartsWith("b.zst: byte " + expected_offset + ": "),
+                      HasSubstr("frame starting at byte " + std::to_string(a.size()))));
   }
 }
 
@@ -307,8 +319,9 @@ TEST(ZstdDecoder, ChecksumMismatchIsDataLoss) {
   data.back() ^= 0x01;  // the last 4 bytes are the content checksum
   const Decoded d = DecodeAll(data, {.source_name = "c.zst"});
   EXPECT_EQ(d.status.code(), absl::StatusCode::kDataLoss) << d.status;
-  EXPECT_THAT(Msg(d.status), AllOf(StartsWith("c.zst: byte " + std::to_string(data.size() - 4) + ": "),
-                                   HasSubstr("checksum mismatch")));
+  EXPECT_THAT(Msg(d.status),
+              AllOf(StartsWith("c.zst: byte " + std::to_string(data.size() - 4) + ": "),
+                    HasSubstr("checksum mismatch")));
 }
 
 TEST(ZstdDecoder, PlainJsonLinesAreNamedAsSuch) {
@@ -316,8 +329,10 @@ TEST(ZstdDecoder, PlainJsonLinesAreNamedAsSuch) {
   for (const Decoded& d : {DecodeAll(data, {.source_name = "not-zstd-plain.jsonl.zst"}),
                            DecodeByteByByte(data, {.source_name = "not-zstd-plain.jsonl.zst"})}) {
     EXPECT_EQ(d.status.code(), absl::StatusCode::kInvalidArgument) << d.status;
-    EXPECT_THAT(Msg(d.status),
-                StartsWith("not-zstd-plain.jsonl.zst: byte 0: not a zstd stream: looks like plain JSON lines"));
+    EXPECT_THAT(
+        Msg(d.status),
+        StartsWith(
+            "not-zstd-plain.jsonl.zst: byte 0: not a zstd stream: looks like plain JSON lines"));
     EXPECT_EQ(d.bytes_in, 4u);  // refused as soon as the magic number is known
   }
 }
@@ -329,7 +344,10 @@ TEST(ZstdDecoder, OtherFormatsAtByteZeroAreNamed) {
   } kCases[] = {
       {std::string("\x1f\x8b\x08\x00\x00\x00\x00\x00", 8), "looks like gzip"},
       {"BZh91AY&SY", "looks like bzip2"},
-      {std::string("\xfd" "7zXZ\0\0", 7), "looks like xz"},
+      {std::string("\xfd"
+                   "7zXZ\0\0",
+                   7),
+       "looks like xz"},
       {std::string("\x04\x22\x4d\x18\x64\x40", 6), "looks like lz4"},
       {std::string("\x27\xb5\x2f\xfd\x00\x00", 6), "legacy zstd v0.7"},
       {"Hello, world\n", "looks like plain text"},
@@ -340,8 +358,8 @@ TEST(ZstdDecoder, OtherFormatsAtByteZeroAreNamed) {
     SCOPED_TRACE(c.looks_like);
     const Decoded d = DecodeByteByByte(c.data, {.source_name = "x.zst"});
     EXPECT_EQ(d.status.code(), absl::StatusCode::kInvalidArgument) << d.status;
-    EXPECT_THAT(Msg(d.status), AllOf(StartsWith("x.zst: byte 0: not a zstd stream: "),
-                                          HasSubstr(c.looks_like)));
+    EXPECT_THAT(Msg(d.status),
+                AllOf(StartsWith("x.zst: byte 0: not a zstd stream: "), HasSubstr(c.looks_like)));
   }
 }
 
@@ -351,22 +369,23 @@ TEST(ZstdDecoder, TrailingGarbageNamesItsOffset) {
   {
     const Decoded d = DecodeAll(frame + "garbage!", {.source_name = "g.zst"});
     EXPECT_EQ(d.status.code(), absl::StatusCode::kDataLoss) << d.status;
-    EXPECT_THAT(Msg(d.status),
-                AllOf(StartsWith("g.zst: byte " + offset + ": "), HasSubstr("trailing garbage after the last frame"),
-                      HasSubstr("bad magic 67 61 72 62")));
+    EXPECT_THAT(Msg(d.status), AllOf(StartsWith("g.zst: byte " + offset + ": "),
+                                     HasSubstr("trailing garbage after the last frame"),
+                                     HasSubstr("bad magic 67 61 72 62")));
     EXPECT_EQ(d.out, "{\"text\": \"a\"}\n");  // what came before is still delivered
   }
   {
     const Decoded d = DecodeByteByByte(frame + "{\"text\": \"b\"}\n", {.source_name = "g.zst"});
     EXPECT_EQ(d.status.code(), absl::StatusCode::kDataLoss) << d.status;
     EXPECT_THAT(Msg(d.status), AllOf(StartsWith("g.zst: byte " + offset + ": "),
-                                          HasSubstr("(looks like plain JSON lines)")));
+                                     HasSubstr("(looks like plain JSON lines)")));
   }
   {
     const Decoded d = DecodeAll(frame + "\n\n", {.source_name = "g.zst"});  // too short for a magic
     EXPECT_EQ(d.status.code(), absl::StatusCode::kDataLoss) << d.status;
-    EXPECT_THAT(Msg(d.status), AllOf(StartsWith("g.zst: byte " + offset + ": "),
-                                          HasSubstr("trailing garbage after the last frame: 2 stray bytes")));
+    EXPECT_THAT(Msg(d.status),
+                AllOf(StartsWith("g.zst: byte " + offset + ": "),
+                      HasSubstr("trailing garbage after the last frame: 2 stray bytes")));
   }
 }
 
@@ -383,11 +402,11 @@ TEST(ZstdDecoder, TooShortInputIsNotZstd) {
   const Decoded d = DecodeAll("{}\n", {.source_name = "s.zst"});
   EXPECT_EQ(d.status.code(), absl::StatusCode::kInvalidArgument) << d.status;
   EXPECT_THAT(Msg(d.status), AllOf(StartsWith("s.zst: byte 0: not a zstd stream: only 3 bytes"),
-                                        HasSubstr("plain JSON lines")));
+                                   HasSubstr("plain JSON lines")));
 }
 
-// A frame whose header declares a 2^28-byte window: streamed without a pledged size, so the compressor
-// cannot shrink the window to fit the content.
+// A frame whose header declares a 2^28-byte window: streamed without a pledged size, so the
+// compressor cannot shrink the window to fit the content.
 std::string CompressWithWindowLog28(std::string_view text) {
   ZSTD_CCtx* cctx = ZSTD_createCCtx();
   ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, 1);
@@ -415,13 +434,14 @@ TEST(ZstdDecoder, WindowAboveLimitIsRefusedWithAdvice) {
   {
     const Decoded d = DecodeAll(data, {.source_name = "w.zst"});
     EXPECT_EQ(d.status.code(), absl::StatusCode::kResourceExhausted) << d.status;
-    EXPECT_THAT(Msg(d.status),
-                AllOf(StartsWith("w.zst: byte 11: "), HasSubstr("window log 28"),
-                      HasSubstr("limit of 128 MiB (window log 27)"), HasSubstr("--zstd-window-log-max=28")));
+    EXPECT_THAT(Msg(d.status), AllOf(StartsWith("w.zst: byte 11: "), HasSubstr("window log 28"),
+                                     HasSubstr("limit of 128 MiB (window log 27)"),
+                                     HasSubstr("--zstd-window-log-max=28")));
     EXPECT_EQ(d.out, "");
   }
   for (int window_log_max : {28, 31}) {
-    const Decoded d = DecodeByteByByte(data, {.source_name = "w.zst", .window_log_max = window_log_max});
+    const Decoded d =
+        DecodeByteByByte(data, {.source_name = "w.zst", .window_log_max = window_log_max});
     ASSERT_TRUE(d.status.ok()) << d.status;
     EXPECT_TRUE(d.out == text);
   }
@@ -449,9 +469,9 @@ TEST(ZstdDecoder, FrameNeedingADictionaryIsRefused) {
   ZDICT_params_t params{};
   params.compressionLevel = 3;
   params.dictID = 4242;
-  const size_t dict_size =
-      ZDICT_finalizeDictionary(dict.data(), dict.size(), content.data(), content.size(), samples.data(),
-                               sample_sizes.data(), static_cast<unsigned>(sample_sizes.size()), params);
+  const size_t dict_size = ZDICT_finalizeDictionary(
+      dict.data(), dict.size(), content.data(), content.size(), samples.data(), sample_sizes.data(),
+      static_cast<unsigned>(sample_sizes.size()), params);
   ASSERT_FALSE(ZDICT_isError(dict_size)) << ZDICT_getErrorName(dict_size);
   dict.resize(dict_size);
   ASSERT_EQ(ZDICT_getDictID(dict.data(), dict.size()), 4242u);
@@ -459,8 +479,8 @@ TEST(ZstdDecoder, FrameNeedingADictionaryIsRefused) {
   const std::string text = SomeText(5000);
   ZSTD_CCtx* cctx = ZSTD_createCCtx();
   std::string frame(ZSTD_compressBound(text.size()), '\0');
-  const size_t n = ZSTD_compress_usingDict(cctx, frame.data(), frame.size(), text.data(), text.size(),
-                                           dict.data(), dict.size(), 3);
+  const size_t n = ZSTD_compress_usingDict(cctx, frame.data(), frame.size(), text.data(),
+                                           text.size(), dict.data(), dict.size(), 3);
   ZSTD_freeCCtx(cctx);
   ASSERT_FALSE(ZSTD_isError(n));
   frame.resize(n);
@@ -468,9 +488,8 @@ TEST(ZstdDecoder, FrameNeedingADictionaryIsRefused) {
   const std::string lead = Compress("first\n");
   const Decoded d = DecodeByteByByte(lead + frame, {.source_name = "d.zst"});
   EXPECT_EQ(d.status.code(), absl::StatusCode::kInvalidArgument) << d.status;
-  EXPECT_THAT(Msg(d.status),
-              AllOf(StartsWith("d.zst: byte " + std::to_string(lead.size()) + ": "),
-                    HasSubstr("needs dictionary ID 4242")));
+  EXPECT_THAT(Msg(d.status), AllOf(StartsWith("d.zst: byte " + std::to_string(lead.size()) + ": "),
+                                   HasSubstr("needs dictionary ID 4242")));
   EXPECT_EQ(d.out, "first\n");
 }
 
@@ -511,7 +530,8 @@ TEST(ZstdDecoder, FeedAfterFinishIsFailedPrecondition) {
 TEST(ZstdDecoder, FramesMayEndAnywhereIncludingMidCharacter) {
   // "été" split inside its two-byte characters across three frames.
   const std::string text = "{\"text\": \"\u00e9t\u00e9\"}\n";
-  const std::string data = Compress(text.substr(0, 11)) + Compress(text.substr(11, 3)) + Compress(text.substr(14));
+  const std::string data =
+      Compress(text.substr(0, 11)) + Compress(text.substr(11, 3)) + Compress(text.substr(14));
   const Decoded d = DecodeByteByByte(data);
   ASSERT_TRUE(d.status.ok()) << d.status;
   EXPECT_EQ(d.out, text);
