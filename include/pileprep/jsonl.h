@@ -124,8 +124,8 @@ class JsonRecordParser {
   struct Result {
     bool ok = false;
     BadRecordKind kind{};  // when !ok
-    std::string
-        detail;  // when !ok: "expecting ',' delimiter at column 27", "key \"text\" is a number"
+    // When !ok: "expecting ',' delimiter at column 27", "key \"text\" is a number", ...
+    std::string detail;
     uint64_t replaced_invalid_utf8 = 0;     // U+FFFD substitutions in this line (raw bad bytes)
     uint64_t replaced_lone_surrogates = 0;  // U+FFFD substitutions in this line (surrogate escapes)
   };

@@ -245,6 +245,12 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
     std::unique_ptr<Batch> batch(raw);
     if (batch == nullptr || failed.load(std::memory_order_relaxed)) return;
     for (const Batch::Bad& bad : batch->bad) {
+      if (bad.kind == BadRecordKind::kLineTooLong) {
+        // A resource limit, not a bad record: fail with the option that raises it.
+        fail(absl::ResourceExhaustedError(absl::StrCat(
+            source.name(), ": line ", stats.lines + bad.line_in_batch, ": ", bad.detail)));
+        return;
+      }
       ++stats.bad_records;
       if (stats.bad_record_samples.size() < options.max_bad_record_reports) {
         stats.bad_record_samples.push_back({stats.lines + bad.line_in_batch, bad.kind, bad.detail});
