@@ -80,12 +80,12 @@ uint32_t RandomText::RandomScalar() {
 std::string RandomText::LongRun(int n) {
   std::string unit;
   switch (Uniform(8)) {
-    case 0: unit = " "; break;
-    case 1: unit = "\n"; break;
+    case 0: unit.push_back(' '); break;
+    case 1: unit.push_back('\n'); break;
     case 2: unit = Utf8(kSpaces[Uniform(std::size(kSpaces))]); break;
-    case 3: unit = "a"; break;
+    case 3: unit.push_back('a'); break;
     case 4: unit = std::string(1, static_cast<char>('0' + Uniform(10))); break;
-    case 5: unit = "-"; break;
+    case 5: unit.push_back('-'); break;
     default: {
       const Range r = kScripts[Uniform(std::size(kScripts))];
       std::string run;

@@ -1,0 +1,103 @@
+// Tokenizer microbenchmarks on real text: the pre-tokenizer alone, the whole encoder with its
+// per-thread cache (the production path), and the merge path alone (every piece a cache miss).
+// Bytes/s counts text bytes.
+#include <benchmark/benchmark.h>
+
+#include "bench_corpus.h"
+#include "pileprep/gpt2_tokenizer.h"
+#include "tokenizer/pretokenizer.h"
+
+namespace pileprep::bench {
+namespace {
+
+const Gpt2Tokenizer& Tokenizer() {
+  static const Gpt2Tokenizer* tok = Gpt2Tokenizer::FromDefaultFiles({}).value().release();
+  return *tok;
+}
+
+void BM_Pretokenize(benchmark::State& state) {
+  const Corpus& c = LoadCorpus();
+  size_t pieces = 0;
+  for (auto _ : state) {
+    for (const std::string& t : c.texts) {
+      internal::Pretokenize(t, [&](std::string_view p) { pieces += p.size() > 0; });
+    }
+  }
+  benchmark::DoNotOptimize(pieces);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * c.text_bytes));
+}
+BENCHMARK(BM_Pretokenize)->Unit(benchmark::kMillisecond);
+
+void BM_EncodeCached(benchmark::State& state) {
+  const Corpus& c = LoadCorpus();
+  const Gpt2Tokenizer& tok = Tokenizer();
+  Gpt2Tokenizer::Cache cache(tok);
+  std::vector<uint32_t> ids;
+  for (auto _ : state) {
+    for (const std::string& t : c.texts) {
+      ids.clear();
+      tok.Encode(t, cache, &ids);
+    }
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * c.text_bytes));
+}
+BENCHMARK(BM_EncodeCached)->Unit(benchmark::kMillisecond);
+
+void BM_MergeOnly(benchmark::State& state) {
+  const Corpus& c = LoadCorpus();
+  const Gpt2Tokenizer& tok = Tokenizer();
+  std::vector<std::string_view> pieces;
+  size_t bytes = 0;
+  for (const std::string& t : c.texts) {
+    internal::Pretokenize(t, [&](std::string_view p) {
+      if (bytes < (8u << 20)) {
+        pieces.push_back(p);
+        bytes += p.size();
+      }
+    });
+  }
+  std::vector<uint32_t> ids;
+  for (auto _ : state) {
+    for (std::string_view p : pieces) {
+      ids.clear();
+      tok.EncodePiece(p, &ids);
+    }
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
+}
+BENCHMARK(BM_MergeOnly)->Unit(benchmark::kMillisecond);
+
+// A single long piece of one class must stay fast (no quadratic merge).
+void BM_LongPiece(benchmark::State& state) {
+  const Gpt2Tokenizer& tok = Tokenizer();
+  std::string text;
+  switch (state.range(0)) {
+    case 0: text.assign(1 << 20, 'a'); break;
+    case 1: text.assign(1 << 20, '7'); break;
+    case 2: text.assign(1 << 20, ' '); break;
+    case 3:
+      for (size_t i = 0; text.size() < (1u << 20); ++i) {
+        text.push_back("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"[(i * 7919) % 64]);
+      }
+      break;
+    case 4:
+      while (text.size() < (1u << 20)) text += "\xe4\xb8\xad\xe6\x96\x87\xe5\xad\x97";  // 中文字
+      break;
+    case 5:
+      while (text.size() < (1u << 20)) text += "\xf0\x9f\xa6\x8a";  // 🦊
+      break;
+  }
+  Gpt2Tokenizer::Cache cache(tok);
+  std::vector<uint32_t> ids;
+  for (auto _ : state) {
+    ids.clear();
+    tok.Encode(text, cache, &ids);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * text.size()));
+}
+BENCHMARK(BM_LongPiece)->DenseRange(0, 5)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace pileprep::bench
+
+BENCHMARK_MAIN();
