@@ -1,0 +1,181 @@
+// Shared pieces of the CLI commands.
+#include "common.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "oneapi/tbb/info.h"
+#include "pileprep/gpt2_tokenizer.h"
+#include "pileprep/pipeline.h"
+#include "pileprep/shard_plan.h"
+
+namespace pileprep::cli {
+
+namespace {
+std::vector<Command>& Registry() {
+  static std::vector<Command>* commands = new std::vector<Command>();
+  return *commands;
+}
+}  // namespace
+
+CommandRegistration::CommandRegistration(const char* name, const char* summary, CommandFn fn) {
+  Registry().push_back({name, summary, fn});
+}
+const std::vector<Command>& Commands() { return Registry(); }
+
+
+void PrintError(const std::string& message) {
+  std::fprintf(stderr, "pileprep: error: %s\n", message.c_str());
+}
+
+std::string ExitCodeHelp() {
+  return "Exit status:\n"
+         "  0  every input was processed and its outputs published\n"
+         "  1  one or more inputs failed (each is named above the summary); the others completed\n"
+         "  2  usage or set-up error (bad flag, vocabulary not found, output directory unusable)\n";
+}
+
+void AddCommonFlags(Args& args) {
+  const PipelineOptions defaults;
+  args.Add("vocab-file", Args::Kind::kValue, "FILE",
+           "GPT-2 encoder.json / vocab.json (default: the copy shipped in tokenizers/gpt2)");
+  args.Add("merge-file", Args::Kind::kValue, "FILE",
+           "GPT-2 vocab.bpe / merges.txt (default: the copy shipped in tokenizers/gpt2)");
+  args.Add("endoftext-as-text", Args::Kind::kSwitch, "",
+           "tokenize a literal <|endoftext|> in text as ordinary text (legacy Megatron, tiktoken "
+           "encode_ordinary) instead of the single id 50256");
+  args.Add("max-bad-records", Args::Kind::kValue, "N",
+           "fail an input with more than N bad records (blank lines, invalid JSON, missing or "
+           "non-string key); -1 for no limit",
+           absl::StrCat(defaults.jsonl.max_bad_records));
+  args.Add("zstd-window-log-max", Args::Kind::kValue, "N",
+           "largest zstd window accepted, as a power of two (10-31); memory per input grows with it",
+           absl::StrCat(defaults.zstd.window_log_max));
+  args.Add("batch-bytes", Args::Kind::kValue, "N",
+           "decompressed bytes per unit of parallel work", absl::StrCat(defaults.batch_bytes), true);
+  args.Add("progress-interval", Args::Kind::kValue, "SECONDS",
+           "seconds between progress lines when stderr is not a terminal", "30");
+  args.Add("quiet", Args::Kind::kSwitch, "", "print only errors and the summary (-q)");
+  args.Add("verbose", Args::Kind::kSwitch, "", "list every kept bad record (-v)");
+  args.Add("help", Args::Kind::kSwitch, "", "show this help (-h)");
+}
+
+absl::Status ReadCommon(const Args& args, Common* c) {
+  long long v = c->pipeline.jsonl.max_bad_records;
+  if (auto s = args.GetInt("max-bad-records", -1, INT64_MAX, &v); !s.ok()) return s;
+  c->pipeline.jsonl.max_bad_records = v;
+  v = c->pipeline.zstd.window_log_max;
+  if (auto s = args.GetInt("zstd-window-log-max", 10, 31, &v); !s.ok()) return s;
+  c->pipeline.zstd.window_log_max = static_cast<int>(v);
+  v = static_cast<long long>(c->pipeline.batch_bytes);
+  if (auto s = args.GetInt("batch-bytes", 4096, 1LL << 30, &v); !s.ok()) return s;
+  c->pipeline.batch_bytes = static_cast<size_t>(v);
+  v = 30;
+  if (auto s = args.GetInt("progress-interval", 1, 86400, &v); !s.ok()) return s;
+  c->console.log_interval_s = static_cast<double>(v);
+  c->console.quiet = args.Has("quiet");
+  c->console.tty = isatty(STDERR_FILENO) != 0;
+  c->verbose = args.Has("verbose");
+  c->tokenizer.endoftext_is_special = !args.Has("endoftext-as-text");
+  c->vocab_file = args.Get("vocab-file");
+  c->merge_file = args.Get("merge-file");
+  if (c->vocab_file.empty() != c->merge_file.empty()) {
+    return absl::InvalidArgumentError("--vocab-file and --merge-file go together: give both");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> LoadTokenizer(const Common& c) {
+  if (!c.vocab_file.empty()) {
+    return Gpt2Tokenizer::FromFiles(c.vocab_file, c.merge_file, c.tokenizer);
+  }
+  return Gpt2Tokenizer::FromDefaultFiles(c.tokenizer);
+}
+
+absl::Status EnsureDirectory(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("--output-dir ", dir, ": cannot create: ", ec.message()));
+  }
+  if (::access(dir.c_str(), W_OK) != 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("--output-dir ", dir, ": not writable: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+ShardOutcome RunOne(const std::string& display_name, const std::string& input, InputFormat format,
+                    const std::vector<std::string>& prefixes, const Gpt2Tokenizer& tokenizer,
+                    const Common& c) {
+  ShardOutcome outcome;
+  outcome.name = display_name;
+  absl::Status status;
+  auto source = OpenFileSource(input);
+  if (!source.ok()) {
+    status = source.status();
+  } else {
+    ConsoleProgress progress(c.console, display_name);
+    status = RunPipeline(**source, format, tokenizer, prefixes, c.pipeline, &outcome.stats,
+                         &progress);
+    progress.Finish();
+  }
+  if (status.ok() && !outcome.stats.published) {
+    status = absl::FailedPreconditionError(absl::StrCat(
+        input, ": no tokens in any document; nothing published (no reader can open an empty "
+               "dataset)"));
+  }
+  const ShardStats& s = outcome.stats;
+  if (!status.ok()) {
+    outcome.status = "FAILED";
+    outcome.error = std::string(status.message());
+    PrintError(outcome.error);
+  } else {
+    outcome.status = "done";
+    for (const std::string& p : prefixes) outcome.outputs.push_back(p);
+    if (!c.console.quiet) {
+      std::fprintf(stderr, "%s: %llu documents, %llu tokens in %.1fs -> %s.{bin,idx}\n",
+                   display_name.c_str(), static_cast<unsigned long long>(s.documents),
+                   static_cast<unsigned long long>(s.tokens), s.seconds,
+                   absl::StrJoin(prefixes, ".{bin,idx}, ").c_str());
+    }
+  }
+  if (s.bad_records > 0) {
+    std::fprintf(stderr, "%s: %llu bad records skipped:\n", display_name.c_str(),
+                 static_cast<unsigned long long>(s.bad_records));
+    const size_t shown = c.verbose ? s.bad_record_samples.size()
+                                   : std::min<size_t>(5, s.bad_record_samples.size());
+    for (size_t i = 0; i < shown; ++i) {
+      const BadRecord& b = s.bad_record_samples[i];
+      std::fprintf(stderr, "  line %llu: %s%s%s\n", static_cast<unsigned long long>(b.line),
+                   std::string(BadRecordKindName(b.kind)).c_str(), b.detail.empty() ? "" : ": ",
+                   b.detail.c_str());
+    }
+    if (shown < s.bad_records) {
+      std::fprintf(stderr, "  ... %llu more%s\n",
+                   static_cast<unsigned long long>(s.bad_records - shown),
+                   c.verbose ? "" : " (--verbose lists the first 100)");
+    }
+  }
+  if (s.replaced_invalid_utf8 + s.replaced_lone_surrogates > 0) {
+    std::fprintf(stderr,
+                 "%s: replaced with U+FFFD: %llu invalid UTF-8 sequences, %llu lone surrogate "
+                 "escapes\n",
+                 display_name.c_str(), static_cast<unsigned long long>(s.replaced_invalid_utf8),
+                 static_cast<unsigned long long>(s.replaced_lone_surrogates));
+  }
+  return outcome;
+}
+
+}  // namespace pileprep::cli

@@ -1,0 +1,68 @@
+// Pieces shared by the CLI's commands: exit codes, error printing, the flags every processing command
+// takes, and running one input with progress and a report.
+#ifndef PILEPREP_TOOLS_PILEPREP_COMMON_H_
+#define PILEPREP_TOOLS_PILEPREP_COMMON_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "args.h"
+#include "console.h"
+#include "pileprep/gpt2_tokenizer.h"
+#include "pileprep/pipeline.h"
+
+#ifndef PILEPREP_VERSION
+#define PILEPREP_VERSION "dev"
+#endif
+
+namespace pileprep::cli {
+
+// Exit codes (documented in --help and the README).
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailed = 1;  // one or more inputs failed; the others completed
+inline constexpr int kExitUsage = 2;   // bad flags or set-up (vocabulary, output directory)
+
+void PrintError(const std::string& message);
+std::string ExitCodeHelp();
+
+// Flags shared by the shard job and `preprocess`. Defaults come from the library's options structs.
+void AddCommonFlags(Args& args);
+
+struct Common {
+  PipelineOptions pipeline;
+  Gpt2Tokenizer::Options tokenizer;
+  std::string vocab_file, merge_file;
+  ConsoleOptions console;
+  bool verbose = false;
+};
+absl::Status ReadCommon(const Args& args, Common* c);
+absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> LoadTokenizer(const Common& c);
+absl::Status EnsureDirectory(const std::string& dir);
+
+// Runs one input and turns the result into an outcome line for the summary, printing errors, bad
+// records and replacement counts as it goes.
+ShardOutcome RunOne(const std::string& display_name, const std::string& input, InputFormat format,
+                    const std::vector<std::string>& prefixes, const Gpt2Tokenizer& tokenizer,
+                    const Common& c);
+
+// A subcommand: `pileprep NAME ...`. Each command file registers itself, so adding one touches no
+// other file. `first` is the index of the first argument after the command name.
+using CommandFn = int (*)(int argc, char** argv, int first);
+struct CommandRegistration {
+  CommandRegistration(const char* name, const char* summary, CommandFn fn);
+};
+struct Command {
+  const char* name;
+  const char* summary;
+  CommandFn fn;
+};
+const std::vector<Command>& Commands();
+
+// The default command (no subcommand name): the shard job.
+int RunShardJob(int argc, char** argv, int first);
+
+}  // namespace pileprep::cli
+
+#endif  // PILEPREP_TOOLS_PILEPREP_COMMON_H_

@@ -1,0 +1,123 @@
+// `pileprep preprocess`: a drop-in for Megatron's tools/preprocess_data.py.
+#include "common.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "oneapi/tbb/info.h"
+#include "pileprep/gpt2_tokenizer.h"
+#include "pileprep/pipeline.h"
+#include "pileprep/shard_plan.h"
+
+namespace pileprep::cli {
+namespace {
+
+int RunPreprocess(int argc, char** argv, int first) {
+  Args args;
+  args.Add("input", Args::Kind::kValue, "FILE", "JSON lines, plain (.jsonl) or zstd (.jsonl.zst)");
+  args.Add("output-prefix", Args::Kind::kValue, "P",
+           "outputs are P_KEY_document.{bin,idx} (Megatron's naming)");
+  args.Add("json-keys", Args::Kind::kMulti, "KEY", "JSON field(s) to tokenize, one dataset each",
+           "text");
+  args.Add("append-eod", Args::Kind::kSwitch, "",
+           "append <|endoftext|> (50256) after each non-empty document");
+  args.Add("workers", Args::Kind::kValue, "N", "worker threads", "all cores");
+  args.Add("threads", Args::Kind::kValue, "N", "same as --workers", "", true);
+  args.Add("tokenizer-type", Args::Kind::kValue, "TYPE", "only GPT2BPETokenizer",
+           "GPT2BPETokenizer");
+  // Accepted for drop-in compatibility with Megatron's command lines; they do not change the output.
+  args.Add("dataset-impl", Args::Kind::kValue, "mmap", "accepted for compatibility (mmap only)", "",
+           true);
+  args.Add("log-interval", Args::Kind::kValue, "N", "accepted for compatibility", "", true);
+  args.Add("partitions", Args::Kind::kValue, "N", "accepted for compatibility", "", true);
+  args.Add("keep-sequential-samples", Args::Kind::kSwitch, "", "accepted for compatibility", "",
+           true);
+  args.Add("split-sentences", Args::Kind::kSwitch, "", "not supported", "", true);
+  AddCommonFlags(args);
+  if (auto s = args.Parse(argc, argv, first); !s.ok()) {
+    PrintError(std::string(s.message()));
+    return kExitUsage;
+  }
+  if (args.Has("help")) {
+    std::printf(
+        "Usage: pileprep preprocess --input FILE --output-prefix P [--json-keys text] "
+        "[--append-eod] [--workers N]\n\n"
+        "A drop-in for Megatron's tools/preprocess_data.py (GPT-2, no sentence splitting): writes\n"
+        "P_KEY_document.{bin,idx} byte-identical to Megatron's for the same input.\n\n"
+        "Flags:\n%s\n%s",
+        args.Help().c_str(), ExitCodeHelp().c_str());
+    return kExitOk;
+  }
+  Common c;
+  if (auto s = ReadCommon(args, &c); !s.ok()) {
+    PrintError(std::string(s.message()));
+    return kExitUsage;
+  }
+  const std::string input = args.Get("input");
+  const std::string prefix = args.Get("output-prefix");
+  if (input.empty() || prefix.empty()) {
+    PrintError("preprocess needs --input FILE and --output-prefix P (see --help)");
+    return kExitUsage;
+  }
+  if (args.Get("tokenizer-type", "GPT2BPETokenizer") != "GPT2BPETokenizer") {
+    PrintError(absl::StrCat("--tokenizer-type ", args.Get("tokenizer-type"),
+                            ": only GPT2BPETokenizer is supported"));
+    return kExitUsage;
+  }
+  if (args.Has("dataset-impl") && args.Get("dataset-impl") != "mmap") {
+    PrintError("--dataset-impl: only mmap (the .bin/.idx format) is written");
+    return kExitUsage;
+  }
+  if (args.Has("split-sentences")) {
+    PrintError("--split-sentences is not supported (GPT pre-training does not split sentences)");
+    return kExitUsage;
+  }
+  long long threads = 0;
+  const char* threads_flag = args.Has("workers") ? "workers" : "threads";
+  if (auto s = args.GetInt(threads_flag, 1, 4096, &threads); !s.ok()) {
+    PrintError(std::string(s.message()));
+    return kExitUsage;
+  }
+  c.pipeline.threads = static_cast<int>(threads);
+  c.pipeline.append_eod = args.Has("append-eod");
+  if (args.Has("json-keys")) c.pipeline.jsonl.json_keys = args.GetAll("json-keys");
+  const std::string dir = std::filesystem::path(prefix).parent_path().string();
+  if (!dir.empty()) {
+    if (auto s = EnsureDirectory(dir); !s.ok()) {
+      PrintError(std::string(s.message()));
+      return kExitUsage;
+    }
+  }
+  auto tokenizer = LoadTokenizer(c);
+  if (!tokenizer.ok()) {
+    PrintError(std::string(tokenizer.status().message()));
+    return kExitUsage;
+  }
+  std::vector<std::string> prefixes;
+  for (const std::string& key : c.pipeline.jsonl.json_keys) {
+    prefixes.push_back(absl::StrCat(prefix, "_", key, "_document"));
+  }
+  const int used_threads =
+      c.pipeline.threads > 0 ? c.pipeline.threads : tbb::info::default_concurrency();
+  ShardOutcome outcome = RunOne(std::filesystem::path(input).filename().string(), input,
+                                InputFormatForPath(input), prefixes, **tokenizer, c);
+  if (!c.console.quiet) std::fprintf(stderr, "\n%s", SummaryTable({outcome}, used_threads).c_str());
+  return outcome.status == "done" ? kExitOk : kExitFailed;
+}
+
+const CommandRegistration kRegistration(
+    "preprocess", "a drop-in for Megatron's tools/preprocess_data.py on one .jsonl or .jsonl.zst",
+    RunPreprocess);
+
+}  // namespace
+}  // namespace pileprep::cli
