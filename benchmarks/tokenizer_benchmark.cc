@@ -28,6 +28,7 @@ void BM_Pretokenize(benchmark::State& state) {
 }
 BENCHMARK(BM_Pretokenize)->Unit(benchmark::kMillisecond);
 
+// Warm: the same per-thread cache across passes, as over a long shard.
 void BM_EncodeCached(benchmark::State& state) {
   const Corpus& c = LoadCorpus();
   const Gpt2Tokenizer& tok = Tokenizer();
@@ -42,6 +43,22 @@ void BM_EncodeCached(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * c.text_bytes));
 }
 BENCHMARK(BM_EncodeCached)->Unit(benchmark::kMillisecond);
+
+// Cold: a fresh cache for every pass over the corpus (the start of a shard).
+void BM_EncodeColdCache(benchmark::State& state) {
+  const Corpus& c = LoadCorpus();
+  const Gpt2Tokenizer& tok = Tokenizer();
+  std::vector<uint32_t> ids;
+  for (auto _ : state) {
+    Gpt2Tokenizer::Cache cache(tok);
+    for (const std::string& t : c.texts) {
+      ids.clear();
+      tok.Encode(t, cache, &ids);
+    }
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * c.text_bytes));
+}
+BENCHMARK(BM_EncodeColdCache)->Unit(benchmark::kMillisecond);
 
 void BM_MergeOnly(benchmark::State& state) {
   const Corpus& c = LoadCorpus();

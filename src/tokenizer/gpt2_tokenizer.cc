@@ -7,11 +7,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <queue>
 #include <sstream>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_map.h"  // load time only
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "pileprep/status_macros.h"
@@ -70,63 +71,182 @@ inline uint64_t PairKey(uint32_t a, uint32_t b) { return (uint64_t{a} << 32) | b
 
 }  // namespace
 
-struct Gpt2Tokenizer::Tables {
-  uint32_t byte_id[256];
+// Merge ranks by pair of ids. For vocabularies below 2^16 entries (GPT-2's 50,257) a pair packs into
+// 32 bits and a slot is 8 bytes: open addressing with linear probing over a power-of-two table at most
+// 3/8 full, 1 MB for GPT-2, so lookups stay in L2. (absl::flat_hash_map with 16-byte slots missed L2
+// and was a third of the merge time.) Larger vocabularies fall back to a hash map.
+class PairTable {
+ public:
   struct Merge {
     uint32_t rank;
     uint32_t id;
   };
-  absl::flat_hash_map<uint64_t, Merge> merges;
+  struct Entry {
+    uint32_t a, b, rank, id;
+  };
+  // `entries` in rank order; the first (lowest-rank) entry of a pair wins, as in the references.
+  void Build(const std::vector<Entry>& entries, size_t vocab_limit) {
+    compact_ = vocab_limit <= 65536;
+    stride_ = static_cast<uint32_t>(vocab_limit);
+    rank_id_.resize(entries.size());
+    for (const Entry& e : entries) rank_id_[e.rank] = e.id;
+    if (compact_) {
+      size_t cap = 16;
+      while (cap * 3 < entries.size() * 8) cap <<= 1;
+      slots_.assign(cap, kEmpty);
+      mask_ = cap - 1;
+      shift_ = 64 - __builtin_ctzll(cap);
+      for (const Entry& e : entries) {
+        const uint32_t key = e.a * stride_ + e.b;
+        for (size_t i = Home(key);; i = (i + 1) & mask_) {
+          if (slots_[i] == kEmpty) {
+            slots_[i] = (uint64_t{key} << 32) | e.rank;
+            break;
+          }
+          if ((slots_[i] >> 32) == key) break;
+        }
+      }
+    } else {
+      for (const Entry& e : entries) wide_.try_emplace(PairKey(e.a, e.b), e.rank);
+    }
+  }
+  uint32_t Rank(uint32_t a, uint32_t b) const {
+    if (compact_) {
+      const uint32_t key = a * stride_ + b;
+      for (size_t i = Home(key);; i = (i + 1) & mask_) {
+        const uint64_t slot = slots_[i];
+        if ((slot >> 32) == key && slot != kEmpty) return static_cast<uint32_t>(slot);
+        if (slot == kEmpty) return kNoRank;
+      }
+    }
+    auto it = wide_.find(PairKey(a, b));
+    return it == wide_.end() ? kNoRank : it->second;
+  }
+  uint32_t IdOfRank(uint32_t rank) const { return rank_id_[rank]; }
+  Merge Lookup(uint32_t a, uint32_t b) const {
+    const uint32_t r = Rank(a, b);
+    return Merge{r, r == kNoRank ? 0 : rank_id_[r]};
+  }
+
+ private:
+  // Keys are < 2^32 - 1 (ids < 65536), so a slot of all ones is never a real entry.
+  static constexpr uint64_t kEmpty = UINT64_MAX;
+  size_t Home(uint32_t key) const { return (key * 0x9E3779B97F4A7C15ull) >> shift_; }
+  bool compact_ = true;
+  uint32_t stride_ = 0;
+  std::vector<uint64_t> slots_;
+  size_t mask_ = 0;
+  int shift_ = 64;
+  std::vector<uint32_t> rank_id_;
+  absl::flat_hash_map<uint64_t, uint32_t> wide_;
+};
+
+struct Gpt2Tokenizer::Tables {
+  uint32_t byte_id[256];
+  // Rank of the merge of two raw bytes, indexed by (first << 8) | second: the first round of every
+  // merge needs no hashing.
+  std::vector<uint32_t> byte_pair_rank;
+  using Merge = PairTable::Merge;
+  PairTable merges;
   std::vector<std::string> id_bytes;
   bool has_endoftext = false;
 
-  Merge Lookup(uint32_t a, uint32_t b) const {
-    auto it = merges.find(PairKey(a, b));
-    return it == merges.end() ? Merge{kNoRank, 0} : it->second;
-  }
+  Merge Lookup(uint32_t a, uint32_t b) const { return merges.Lookup(a, b); }
 };
 
-// Per-thread direct-mapped cache from short pre-tokens to their ids. Keys of up to 15 bytes are packed
-// into two words with the length, so a lookup is two compares and no allocation.
+// Per-thread cache from pre-token bytes to ids, in two tiers so that a lookup never allocates: pieces
+// of up to 15 bytes are packed with their length into two words (two compares; 32-byte entries in
+// two-way sets of one cache line, least recently used out, which halves conflict misses against a
+// direct-mapped table); pieces of 16..64 bytes (non-Latin words, long identifiers) are stored
+// with a 64-bit hash and their bytes. Longer pieces are merged every time (rare and mostly unique).
 struct Gpt2Tokenizer::Cache::Impl {
-  static constexpr size_t kMaxKeyBytes = 15;
-  static constexpr size_t kMaxIds = 5;
-  struct Entry {
-    uint64_t k0 = 0, k1 = 0;  // k1's top byte holds length + 1; 0 marks an empty slot
-    uint32_t ids[kMaxIds];
+  static constexpr size_t kShortKeyBytes = 15;
+  static constexpr size_t kShortIds = 8;
+  static constexpr size_t kLongKeyBytes = 64;
+  static constexpr size_t kLongIds = 32;
+  // The key's last byte holds the length in its low nibble and the number of ids in its high nibble;
+  // keys compare with the high nibble masked off. An all-zero entry matches no key (length >= 2).
+  static constexpr uint64_t kKeyMask = ~(uint64_t{0xF0} << 56);
+  // Ids are stored as 16 bits: the cache is used only for vocabularies of at most 65,536 entries
+  // (GPT-2 has 50,257); larger ones merge every piece.
+  struct alignas(32) ShortEntry {
+    uint64_t k0 = 0, k1 = 0;
+    uint16_t ids[kShortIds];
+  };
+  struct LongEntry {
+    uint64_t hash = 0;
+    uint32_t len = 0;  // 0: empty
     uint32_t num_ids = 0;
+    char key[kLongKeyBytes];
+    uint16_t ids[kLongIds];
   };
-  std::vector<Entry> entries;
-  size_t mask = 0;
+  bool enabled = true;
+  std::vector<ShortEntry> short_entries;
+  std::vector<LongEntry> long_entries;
+  size_t short_mask = 0, long_mask = 0;
   // Scratch for merges, reused across calls.
-  std::vector<uint32_t> ids, prev, next;
-  struct HeapItem {
-    uint32_t rank, pos;
-    bool operator>(const HeapItem& o) const {
-      return rank != o.rank ? rank > o.rank : pos > o.pos;
-    }
-  };
-  std::vector<HeapItem> heap;
+  std::vector<uint32_t> ids, ranks, prev, next;
+  std::vector<uint64_t> heap;
 
-  static void Pack(std::string_view s, uint64_t* k0, uint64_t* k1) {
-    unsigned char buf[16] = {0};
-    std::memcpy(buf, s.data(), s.size());
-    buf[15] = static_cast<unsigned char>(s.size() + 1);
-    std::memcpy(k0, buf, 8);
-    std::memcpy(k1, buf + 8, 8);
+  // Packs a piece of 2..15 bytes with its length. Reads 16 bytes at once when that cannot cross into
+  // another page (the bytes past the piece are masked off), else copies.
+  __attribute__((no_sanitize("address"))) static void Pack(const char* p, size_t n, uint64_t* k0,
+                                                           uint64_t* k1) {
+    uint64_t a, b;
+    if ((reinterpret_cast<uintptr_t>(p) & 4095) <= 4096 - 16) {
+      std::memcpy(&a, p, 8);
+      std::memcpy(&b, p + 8, 8);
+    } else {
+      unsigned char buf[16] = {0};
+      std::memcpy(buf, p, n);
+      std::memcpy(&a, buf, 8);
+      std::memcpy(&b, buf + 8, 8);
+    }
+    // Keep the first n bytes (little-endian: the low bytes).
+    if (n < 8) {
+      a &= (uint64_t{1} << (8 * n)) - 1;
+      b = 0;
+    } else {
+      b &= (uint64_t{1} << (8 * (n - 8))) - 1;  // n - 8 <= 7
+    }
+    *k0 = a;
+    *k1 = b | (uint64_t{n} << 56);
   }
-  Entry& Slot(uint64_t k0, uint64_t k1) {
+  // Index of the first entry of the piece's two-way set (both entries share one cache line).
+  size_t ShortIndex(uint64_t k0, uint64_t k1) const {
     uint64_t h = (k0 * 0x9E3779B97F4A7C15ull) ^ (k1 * 0xC2B2AE3D27D4EB4Full);
     h ^= h >> 29;
-    return entries[h & mask];
+    return h & short_mask & ~size_t{1};
+  }
+  static uint64_t HashBytes(std::string_view s) {
+    uint64_t h = 0x243F6A8885A308D3ull ^ s.size();
+    size_t i = 0;
+    for (; i + 8 <= s.size(); i += 8) {
+      uint64_t w;
+      std::memcpy(&w, s.data() + i, 8);
+      h = (h ^ w) * 0x9E3779B97F4A7C15ull;
+      h ^= h >> 32;
+    }
+    if (i < s.size()) {
+      uint64_t w = 0;
+      std::memcpy(&w, s.data() + i, s.size() - i);
+      h = (h ^ w) * 0xC2B2AE3D27D4EB4Full;
+      h ^= h >> 29;
+    }
+    return h;
   }
 };
 
 Gpt2Tokenizer::Cache::Cache(const Gpt2Tokenizer& tokenizer) : impl_(std::make_unique<Impl>()) {
   size_t n = 1;
   while (n < tokenizer.options().cache_entries) n <<= 1;
-  impl_->entries.resize(n);
-  impl_->mask = n - 1;
+  impl_->short_entries.resize(n);
+  impl_->short_mask = n - 1;
+  impl_->enabled = tokenizer.vocab_size() <= 65536 && tokenizer.tables_->id_bytes.size() <= 65536;
+  // Long pieces are about a tenth as frequent; their entries are five times larger.
+  const size_t long_n = std::max<size_t>(1, n / 8);
+  impl_->long_entries.resize(long_n);
+  impl_->long_mask = long_n - 1;
 }
 Gpt2Tokenizer::Cache::~Cache() = default;
 Gpt2Tokenizer::~Gpt2Tokenizer() = default;
@@ -219,6 +339,7 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromBuffers(
   }
 
   // Merges, in rank order. Lines "A B"; a leading "#version" line and empty lines are skipped.
+  std::vector<PairTable::Entry> pairs;
   uint32_t rank = 0;
   size_t line_no = 0;
   std::string a, b;
@@ -246,10 +367,17 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromBuffers(
           "merges line ", line_no, ": token \"", std::string(line), "\" is not in the vocabulary"));
     }
     // The first (lowest-rank) occurrence of a pair wins, as in the references.
-    t.merges.try_emplace(PairKey(ia->second, ib->second), Tables::Merge{rank, iab->second});
+    pairs.push_back({ia->second, ib->second, rank, iab->second});
     ++rank;
   }
   if (rank == 0) return absl::InvalidArgumentError("merges file holds no merges");
+  t.merges.Build(pairs, t.id_bytes.size());
+  t.byte_pair_rank.resize(65536);
+  for (int a = 0; a < 256; ++a) {
+    for (int b = 0; b < 256; ++b) {
+      t.byte_pair_rank[(a << 8) | b] = t.merges.Rank(t.byte_id[a], t.byte_id[b]);
+    }
+  }
   return tok;
 }
 
@@ -265,69 +393,82 @@ void Gpt2Tokenizer::MergePiece(const Tables& t, std::string_view piece, Cache::I
   ids.resize(n);
   for (size_t i = 0; i < n; ++i) ids[i] = t.byte_id[bytes[i]];
 
-  if (n <= 32) {
-    // Short pieces (nearly all of them): rescan for the lowest-rank pair after each merge. Quadratic
-    // in n, but n is small and this beats any bookkeeping.
+  if (n <= 64) {
+    // Short pieces (nearly all of them): keep the rank of every adjacent pair; each merge rescans the
+    // ranks for the minimum (plain integer compares) but looks up only the two pairs it changed.
+    std::vector<uint32_t>& ranks = s.ranks;
+    ranks.resize(n);
     size_t len = n;
+    for (size_t i = 0; i + 1 < len; ++i) {
+      ranks[i] = t.byte_pair_rank[(size_t{bytes[i]} << 8) | bytes[i + 1]];
+    }
     while (len > 1) {
-      uint32_t best_rank = kNoRank, best_id = 0;
+      uint32_t best_rank = kNoRank;
       size_t best = 0;
       for (size_t i = 0; i + 1 < len; ++i) {
-        const Tables::Merge m = t.Lookup(ids[i], ids[i + 1]);
-        if (m.rank < best_rank) {
-          best_rank = m.rank;
-          best_id = m.id;
+        if (ranks[i] < best_rank) {
+          best_rank = ranks[i];
           best = i;
         }
       }
       if (best_rank == kNoRank) break;
-      ids[best] = best_id;
+      ids[best] = t.merges.IdOfRank(best_rank);
+      // Remove symbol best+1 and the rank of the pair it started.
       std::memmove(&ids[best + 1], &ids[best + 2], (len - best - 2) * sizeof(uint32_t));
+      if (best + 2 < len) {
+        std::memmove(&ranks[best + 1], &ranks[best + 2], (len - best - 3) * sizeof(uint32_t));
+      }
       --len;
+      if (best + 1 < len) ranks[best] = t.merges.Rank(ids[best], ids[best + 1]);
+      if (best > 0) ranks[best - 1] = t.merges.Rank(ids[best - 1], ids[best]);
     }
     out->insert(out->end(), ids.begin(), ids.begin() + len);
     return;
   }
 
-  // Long pieces (base64, runs of one letter, minified code): a doubly linked list of symbols and a
-  // min-heap of candidate pairs keyed by (rank, position), so the work is O(n log n). Stale heap
-  // entries are detected by re-checking the pair's current rank when popped.
+  // Long pieces (base64, runs of one letter, CJK runs, minified code): a doubly linked list of symbols,
+  // the current rank of the pair starting at each symbol, and a min-heap of (rank << 32 | position) so
+  // the lowest rank, then the leftmost position, merges first: O(n log n). A heap entry is stale when
+  // its rank no longer matches the pair's current rank.
   std::vector<uint32_t>& prev = s.prev;
   std::vector<uint32_t>& next = s.next;
+  std::vector<uint32_t>& pair_rank = s.ranks;
   prev.resize(n);
   next.resize(n);
+  pair_rank.resize(n);
   constexpr uint32_t kNone = UINT32_MAX;
+  auto& heap = s.heap;
+  heap.clear();
   for (size_t i = 0; i < n; ++i) {
     prev[i] = i == 0 ? kNone : static_cast<uint32_t>(i - 1);
     next[i] = i + 1 == n ? kNone : static_cast<uint32_t>(i + 1);
+    pair_rank[i] =
+        i + 1 < n ? t.byte_pair_rank[(size_t{bytes[i]} << 8) | bytes[i + 1]] : kNoRank;
+    if (pair_rank[i] != kNoRank) heap.push_back((uint64_t{pair_rank[i]} << 32) | i);
   }
-  auto& heap = s.heap;
-  heap.clear();
-  auto greater = [](const Cache::Impl::HeapItem& a, const Cache::Impl::HeapItem& b) { return a > b; };
-  auto push = [&](uint32_t pos) {
-    if (pos == kNone || next[pos] == kNone) return;
-    const Tables::Merge m = t.Lookup(ids[pos], ids[next[pos]]);
-    if (m.rank == kNoRank) return;
-    heap.push_back({m.rank, pos});
-    std::push_heap(heap.begin(), heap.end(), greater);
+  const auto greater = std::greater<uint64_t>();
+  std::make_heap(heap.begin(), heap.end(), greater);
+  auto update = [&](uint32_t pos) {
+    pair_rank[pos] = next[pos] == kNone ? kNoRank : t.merges.Rank(ids[pos], ids[next[pos]]);
+    if (pair_rank[pos] != kNoRank) {
+      heap.push_back((uint64_t{pair_rank[pos]} << 32) | pos);
+      std::push_heap(heap.begin(), heap.end(), greater);
+    }
   };
-  for (size_t i = 0; i + 1 < n; ++i) push(static_cast<uint32_t>(i));
-  constexpr uint32_t kDead = UINT32_MAX;
   while (!heap.empty()) {
     std::pop_heap(heap.begin(), heap.end(), greater);
-    const Cache::Impl::HeapItem top = heap.back();
+    const uint64_t top = heap.back();
     heap.pop_back();
-    const uint32_t pos = top.pos;
-    if (ids[pos] == kDead || next[pos] == kNone) continue;
-    const Tables::Merge m = t.Lookup(ids[pos], ids[next[pos]]);
-    if (m.rank != top.rank) continue;  // the pair changed since this entry was pushed
+    const uint32_t pos = static_cast<uint32_t>(top);
+    const uint32_t rank = static_cast<uint32_t>(top >> 32);
+    if (pair_rank[pos] != rank) continue;  // the pair changed since this entry was pushed
     const uint32_t right = next[pos];
-    ids[pos] = m.id;
-    ids[right] = kDead;
+    ids[pos] = t.merges.IdOfRank(rank);
+    pair_rank[right] = kNoRank;  // `right` is gone
     next[pos] = next[right];
     if (next[right] != kNone) prev[next[right]] = pos;
-    push(pos);
-    if (prev[pos] != kNone) push(prev[pos]);
+    update(pos);
+    if (prev[pos] != kNone) update(prev[pos]);
   }
   for (uint32_t i = 0; i != kNone; i = next[i]) out->push_back(ids[i]);
 }
@@ -341,32 +482,89 @@ void Gpt2Tokenizer::EncodePiece(std::string_view piece, std::vector<uint32_t>* i
 void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
                                    std::vector<uint32_t>* ids) const {
   const Tables& t = *tables_;
+  using Impl = Cache::Impl;
+  // Pieces are resolved in groups: the cache slots of a whole group are prefetched first, so the
+  // lookups overlap their memory latency instead of paying it one after another.
+  constexpr size_t kGroup = 32;
+  struct Pending {
+    const char* p;
+    uint32_t n;
+    uint32_t slot;
+    uint64_t k0, k1;  // short pieces: packed key; long pieces: k0 = hash
+  };
+  Pending group[kGroup];
+  size_t count = 0;
+
+  auto resolve = [&] {
+    for (size_t g = 0; g < count; ++g) {
+      const Pending& q = group[g];
+      const std::string_view piece(q.p, q.n);
+      if (q.n == 1) {
+        ids->push_back(t.byte_id[static_cast<unsigned char>(q.p[0])]);
+      } else if (!c.enabled) {
+        MergePiece(t, piece, c, ids);
+      } else if (q.n <= Impl::kShortKeyBytes) {
+        Impl::ShortEntry* set = &c.short_entries[q.slot];
+        if (set[0].k0 == q.k0 && (set[0].k1 & Impl::kKeyMask) == q.k1) {
+          ids->insert(ids->end(), set[0].ids, set[0].ids + (set[0].k1 >> 60));
+          continue;
+        }
+        if (set[1].k0 == q.k0 && (set[1].k1 & Impl::kKeyMask) == q.k1) {
+          ids->insert(ids->end(), set[1].ids, set[1].ids + (set[1].k1 >> 60));
+          std::swap(set[0], set[1]);  // most recently used first
+          continue;
+        }
+        const size_t before = ids->size();
+        MergePiece(t, piece, c, ids);
+        const size_t produced = ids->size() - before;
+        if (produced <= Impl::kShortIds) {
+          set[1] = set[0];
+          Impl::ShortEntry& e = set[0];
+          e.k0 = q.k0;
+          e.k1 = q.k1 | (uint64_t{produced} << 60);
+          std::copy(ids->begin() + before, ids->end(), e.ids);
+        }
+      } else if (q.n <= Impl::kLongKeyBytes) {
+        Impl::LongEntry& e = c.long_entries[q.slot];
+        if (e.hash == q.k0 && e.len == q.n && std::memcmp(e.key, q.p, q.n) == 0) {
+          ids->insert(ids->end(), e.ids, e.ids + e.num_ids);
+          continue;
+        }
+        const size_t before = ids->size();
+        MergePiece(t, piece, c, ids);
+        const size_t produced = ids->size() - before;
+        if (produced <= Impl::kLongIds) {
+          e.hash = q.k0;
+          e.len = q.n;
+          e.num_ids = static_cast<uint32_t>(produced);
+          std::memcpy(e.key, q.p, q.n);
+          std::copy(ids->begin() + before, ids->end(), e.ids);
+        }
+      } else {
+        MergePiece(t, piece, c, ids);
+      }
+    }
+    count = 0;
+  };
+
   internal::Pretokenize(text, [&](std::string_view piece) {
-    if (piece.size() == 1) {
-      ids->push_back(t.byte_id[static_cast<unsigned char>(piece[0])]);
-      return;
+    Pending& q = group[count++];
+    q.p = piece.data();
+    q.n = static_cast<uint32_t>(piece.size());
+    if (!c.enabled) {
+      // no cache: resolve() merges every piece
+    } else if (q.n >= 2 && q.n <= Impl::kShortKeyBytes) {
+      Impl::Pack(q.p, q.n, &q.k0, &q.k1);
+      q.slot = static_cast<uint32_t>(c.ShortIndex(q.k0, q.k1));
+      __builtin_prefetch(&c.short_entries[q.slot]);
+    } else if (q.n > Impl::kShortKeyBytes && q.n <= Impl::kLongKeyBytes) {
+      q.k0 = Impl::HashBytes(piece);
+      q.slot = static_cast<uint32_t>((q.k0 >> 17) & c.long_mask);
+      __builtin_prefetch(&c.long_entries[q.slot]);
     }
-    if (piece.size() > Cache::Impl::kMaxKeyBytes) {
-      MergePiece(t, piece, c, ids);
-      return;
-    }
-    uint64_t k0, k1;
-    Cache::Impl::Pack(piece, &k0, &k1);
-    Cache::Impl::Entry& e = c.Slot(k0, k1);
-    if (e.k0 == k0 && e.k1 == k1) {
-      ids->insert(ids->end(), e.ids, e.ids + e.num_ids);
-      return;
-    }
-    const size_t before = ids->size();
-    MergePiece(t, piece, c, ids);
-    const size_t produced = ids->size() - before;
-    if (produced <= Cache::Impl::kMaxIds) {
-      e.k0 = k0;
-      e.k1 = k1;
-      e.num_ids = static_cast<uint32_t>(produced);
-      std::memcpy(e.ids, ids->data() + before, produced * sizeof(uint32_t));
-    }
+    if (count == kGroup) resolve();
   });
+  resolve();
 }
 
 void Gpt2Tokenizer::Encode(std::string_view text, Cache& cache, std::vector<uint32_t>* ids) const {
