@@ -4,10 +4,15 @@
 //   ShardInput(src, 3)             -> "{src}/03.jsonl.zst"
 //   ShardOutputPrefix(dir, "my-gpt3", 3) -> "{dir}/my-gpt3_03_text_document"
 //
+// Nodes: which rank this process is comes from flags, then from the launcher's environment:
+//   PILEPREP_ASSIGN_OR_RETURN(RankAssignment a, ResolveRank({.nodes = -1, .rank = -1}, CurrentEnvironment()));
+//   PILEPREP_ASSIGN_OR_RETURN(std::vector<int> mine, FilesForAssignment(files, a));
+//
 // Pure functions; safe from any thread.
 #ifndef PILEPREP_SHARD_PLAN_H_
 #define PILEPREP_SHARD_PLAN_H_
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +43,49 @@ std::string ShardInput(const ShardSource& source, int number);
 // launcher's training configs point at my-gpt3_NN_text_document).
 std::string ShardOutputPrefix(std::string_view output_dir, std::string_view prefix, int number,
                               std::string_view json_key = "text");
+
+// --- Nodes -----------------------------------------------------------------------------------------
+
+// Explicit --nodes / --rank; -1 when not given.
+struct RankFlags {
+  int nodes = -1;
+  int rank = -1;
+};
+
+// Which share of the files this process takes.
+struct RankAssignment {
+  int rank = 0;
+  int size = 1;
+  // >= 0 for a Slurm array task (SLURM_ARRAY_TASK_ID without a rank/size family): process only the
+  // file with this number; rank and size are then 0 and 1.
+  int array_task = -1;
+  // What decided it, for --dry-run and logs: "--nodes 4 --rank 1", "NGC_ARRAY_INDEX=1
+  // NGC_ARRAY_SIZE=4", "SLURM_ARRAY_TASK_ID=7", "no rank flags or variables: one node".
+  std::string decided_by;
+};
+
+using Environment = std::map<std::string, std::string>;
+
+// A copy of this process's environment (the only function here that reads global state).
+Environment CurrentEnvironment();
+
+// Resolves rank and size. Flags win: --nodes and --rank together decide alone; --nodes alone takes the
+// rank from the first variable family below that sets a rank; --rank alone takes the size likewise.
+// Otherwise the first family with both variables set, in this order:
+//   NGC_ARRAY_INDEX / NGC_ARRAY_SIZE (BCP), RANK / WORLD_SIZE (torchrun, BCP PyTorch arrays),
+//   OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE (MPI), then SLURM_ARRAY_TASK_ID (a Slurm array task,
+//   when SLURM_NTASKS is unset or 1), then SLURM_PROCID / SLURM_NTASKS (one Slurm step over nodes).
+// With none of them: rank 0 of 1. InvalidArgument, naming the flag or variable, for a value that is not
+// a whole number, a size below 1 or a rank outside [0, size).
+absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environment& env);
+
+// The NeMo launcher's split: rank r of g takes the contiguous block [floor(r*n/g), floor((r+1)*n/g))
+// of the ordered list `files` (n = files.size()). A rank may get nothing when g > n.
+std::vector<int> FilesForRank(const std::vector<int>& files, int rank, int size);
+
+// FilesForRank, or the single array-task file (NotFound when it is not in `files`).
+absl::StatusOr<std::vector<int>> FilesForAssignment(const std::vector<int>& files,
+                                                    const RankAssignment& assignment);
 
 }  // namespace pileprep
 

@@ -2,12 +2,17 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
+#include <optional>
+
+extern char** environ;
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/ascii.h"
+#include "pileprep/status_macros.h"
 
 namespace pileprep {
 namespace {
@@ -95,6 +100,143 @@ std::string ShardOutputPrefix(std::string_view output_dir, std::string_view pref
   if (!dir.empty() && dir.back() != '/') dir.push_back('/');
   return absl::StrFormat("%s%s_%02d_%s_document", dir, std::string(prefix), number,
                          std::string(json_key));
+}
+
+Environment CurrentEnvironment() {
+  Environment env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string_view kv(*e);
+    const size_t eq = kv.find('=');
+    if (eq != std::string_view::npos) env.emplace(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  return env;
+}
+
+namespace {
+
+struct Family {
+  const char* rank;
+  const char* size;  // nullptr: a Slurm array task id
+};
+constexpr Family kFamilies[] = {
+    {"NGC_ARRAY_INDEX", "NGC_ARRAY_SIZE"},
+    {"RANK", "WORLD_SIZE"},
+    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+    {"SLURM_ARRAY_TASK_ID", nullptr},
+    {"SLURM_PROCID", "SLURM_NTASKS"},
+};
+
+const std::string* Lookup(const Environment& env, const char* name) {
+  const auto it = env.find(name);
+  if (it == env.end() || it->second.empty()) return nullptr;
+  return &it->second;
+}
+
+absl::StatusOr<int> EnvInt(const Environment& env, const char* name) {
+  const std::string& v = *Lookup(env, name);
+  int out = -1;
+  const auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (ec != std::errc() || ptr != v.data() + v.size() || out < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("environment variable ", name, "=\"", v, "\" is not a whole number"));
+  }
+  return out;
+}
+
+bool SlurmArrayApplies(const Environment& env) {
+  if (Lookup(env, "SLURM_ARRAY_TASK_ID") == nullptr) return false;
+  const std::string* ntasks = Lookup(env, "SLURM_NTASKS");
+  return ntasks == nullptr || *ntasks == "1";
+}
+
+}  // namespace
+
+absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environment& env) {
+  RankAssignment a;
+  auto check = [&](RankAssignment r) -> absl::StatusOr<RankAssignment> {
+    if (r.size < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the number of nodes must be at least 1 (", r.decided_by, ")"));
+    }
+    if (r.rank < 0 || r.rank >= r.size) {
+      return absl::InvalidArgumentError(absl::StrCat("rank ", r.rank, " is outside 0..", r.size - 1,
+                                                     " (", r.decided_by, ")"));
+    }
+    return r;
+  };
+  if (flags.nodes >= 0 && flags.rank >= 0) {
+    a.size = flags.nodes;
+    a.rank = flags.rank;
+    a.decided_by = absl::StrCat("--nodes ", flags.nodes, " --rank ", flags.rank);
+    return check(a);
+  }
+  if (flags.nodes >= 0 || flags.rank >= 0) {
+    // One flag given: the other half comes from the first family that has it.
+    for (const Family& f : kFamilies) {
+      if (f.size == nullptr) continue;
+      const char* var = flags.nodes >= 0 ? f.rank : f.size;
+      if (Lookup(env, var) == nullptr) continue;
+      PILEPREP_ASSIGN_OR_RETURN(const int v, EnvInt(env, var));
+      if (flags.nodes >= 0) {
+        a.size = flags.nodes;
+        a.rank = v;
+        a.decided_by = absl::StrCat("--nodes ", flags.nodes, ", ", var, "=", v);
+      } else {
+        a.size = v;
+        a.rank = flags.rank;
+        a.decided_by = absl::StrCat("--rank ", flags.rank, ", ", var, "=", v);
+      }
+      return check(a);
+    }
+    if (flags.nodes >= 0) {
+      if (flags.nodes == 1) {
+        a.decided_by = "--nodes 1";
+        return a;
+      }
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--nodes ", flags.nodes, " needs --rank R, or one of NGC_ARRAY_INDEX, RANK, "
+          "OMPI_COMM_WORLD_RANK, SLURM_PROCID in the environment"));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rank ", flags.rank, " needs --nodes N, or one of NGC_ARRAY_SIZE, WORLD_SIZE, "
+        "OMPI_COMM_WORLD_SIZE, SLURM_NTASKS in the environment"));
+  }
+  for (const Family& f : kFamilies) {
+    if (f.size == nullptr) {
+      if (!SlurmArrayApplies(env)) continue;
+      PILEPREP_ASSIGN_OR_RETURN(a.array_task, EnvInt(env, f.rank));
+      a.decided_by = absl::StrCat(f.rank, "=", a.array_task);
+      return a;
+    }
+    if (Lookup(env, f.rank) == nullptr || Lookup(env, f.size) == nullptr) continue;
+    PILEPREP_ASSIGN_OR_RETURN(a.rank, EnvInt(env, f.rank));
+    PILEPREP_ASSIGN_OR_RETURN(a.size, EnvInt(env, f.size));
+    a.decided_by = absl::StrCat(f.rank, "=", a.rank, " ", f.size, "=", a.size);
+    return check(a);
+  }
+  a.decided_by = "no rank flags or variables: one node";
+  return a;
+}
+
+std::vector<int> FilesForRank(const std::vector<int>& files, int rank, int size) {
+  if (size < 1 || rank < 0 || rank >= size) return {};
+  const uint64_t n = files.size();
+  const size_t begin = static_cast<size_t>(n * static_cast<uint64_t>(rank) / size);
+  const size_t end = static_cast<size_t>(n * static_cast<uint64_t>(rank + 1) / size);
+  return std::vector<int>(files.begin() + begin, files.begin() + end);
+}
+
+absl::StatusOr<std::vector<int>> FilesForAssignment(const std::vector<int>& files,
+                                                    const RankAssignment& a) {
+  if (a.array_task >= 0) {
+    if (std::find(files.begin(), files.end(), a.array_task) == files.end()) {
+      return absl::NotFoundError(absl::StrCat(
+          "Slurm array task ", a.array_task, " is not among the --files numbers; use --array with "
+          "the same numbers as --files"));
+    }
+    return std::vector<int>{a.array_task};
+  }
+  return FilesForRank(files, a.rank, a.size);
 }
 
 }  // namespace pileprep

@@ -123,6 +123,10 @@ class PairTable {
     return it == wide_.end() ? kNoRank : it->second;
   }
   uint32_t IdOfRank(uint32_t rank) const { return rank_id_[rank]; }
+  // Starts loading the slot of (a, b) so that two lookups can overlap their cache misses.
+  void Prefetch(uint32_t a, uint32_t b) const {
+    if (compact_) __builtin_prefetch(&slots_[Home(a * stride_ + b)]);
+  }
   Merge Lookup(uint32_t a, uint32_t b) const {
     const uint32_t r = Rank(a, b);
     return Merge{r, r == kNoRank ? 0 : rank_id_[r]};
@@ -419,6 +423,7 @@ void Gpt2Tokenizer::MergePiece(const Tables& t, std::string_view piece, Cache::I
         std::memmove(&ranks[best + 1], &ranks[best + 2], (len - best - 3) * sizeof(uint32_t));
       }
       --len;
+      if (best > 0) t.merges.Prefetch(ids[best - 1], ids[best]);
       if (best + 1 < len) ranks[best] = t.merges.Rank(ids[best], ids[best + 1]);
       if (best > 0) ranks[best - 1] = t.merges.Rank(ids[best - 1], ids[best]);
     }

@@ -36,5 +36,95 @@ TEST(ParseShardSource, ClassifiesUrls) {
   EXPECT_FALSE(ParseShardSource("file://relative").ok());
 }
 
+TEST(FilesForRank, IsTheLaunchersContiguousSplit) {
+  const std::vector<int> files = {0, 1, 2, 3, 4, 5, 6};
+  EXPECT_THAT(FilesForRank(files, 0, 4), ElementsAre(0));
+  EXPECT_THAT(FilesForRank(files, 1, 4), ElementsAre(1, 2));
+  EXPECT_THAT(FilesForRank(files, 2, 4), ElementsAre(3, 4));
+  EXPECT_THAT(FilesForRank(files, 3, 4), ElementsAre(5, 6));
+  // Every file exactly once, in order, for any number of ranks.
+  for (int g = 1; g <= 12; ++g) {
+    std::vector<int> all;
+    for (int r = 0; r < g; ++r) {
+      for (int f : FilesForRank(files, r, g)) all.push_back(f);
+    }
+    EXPECT_EQ(all, files) << g;
+  }
+  EXPECT_TRUE(FilesForRank(files, 4, 4).empty());
+}
+
+TEST(ResolveRank, EachFamilyOfVariables) {
+  struct Case {
+    Environment env;
+    int rank, size;
+    std::string decided_by;
+  };
+  const Case cases[] = {
+      {{{"NGC_ARRAY_INDEX", "2"}, {"NGC_ARRAY_SIZE", "4"}}, 2, 4, "NGC_ARRAY_INDEX=2 NGC_ARRAY_SIZE=4"},
+      {{{"RANK", "3"}, {"WORLD_SIZE", "4"}}, 3, 4, "RANK=3 WORLD_SIZE=4"},
+      {{{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "4"}}, 1, 4,
+       "OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=4"},
+      {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}}, 0, 4, "SLURM_PROCID=0 SLURM_NTASKS=4"},
+      // BCP sets both NGC_ARRAY_* and RANK/WORLD_SIZE: NGC's come first.
+      {{{"NGC_ARRAY_INDEX", "1"}, {"NGC_ARRAY_SIZE", "2"}, {"RANK", "9"}, {"WORLD_SIZE", "16"}}, 1, 2,
+       "NGC_ARRAY_INDEX=1 NGC_ARRAY_SIZE=2"},
+      // Half a family does not count.
+      {{{"RANK", "3"}}, 0, 1, "no rank flags or variables: one node"},
+      {{}, 0, 1, "no rank flags or variables: one node"},
+  };
+  for (const Case& c : cases) {
+    auto a = ResolveRank({}, c.env);
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(a->rank, c.rank) << c.decided_by;
+    EXPECT_EQ(a->size, c.size) << c.decided_by;
+    EXPECT_EQ(a->array_task, -1);
+    EXPECT_EQ(a->decided_by, c.decided_by);
+  }
+}
+
+TEST(ResolveRank, FlagsWinOverTheEnvironment) {
+  const Environment env = {{"NGC_ARRAY_INDEX", "2"}, {"NGC_ARRAY_SIZE", "4"}};
+  auto both = ResolveRank({.nodes = 3, .rank = 0}, env);
+  ASSERT_TRUE(both.ok());
+  EXPECT_EQ(both->rank, 0);
+  EXPECT_EQ(both->size, 3);
+  EXPECT_EQ(both->decided_by, "--nodes 3 --rank 0");
+  // `pileprep --nodes $NGC_ARRAY_SIZE`: the rank comes from the environment.
+  auto nodes_only = ResolveRank({.nodes = 4}, env);
+  ASSERT_TRUE(nodes_only.ok());
+  EXPECT_EQ(nodes_only->rank, 2);
+  EXPECT_EQ(nodes_only->size, 4);
+  EXPECT_EQ(nodes_only->decided_by, "--nodes 4, NGC_ARRAY_INDEX=2");
+  auto rank_only = ResolveRank({.rank = 1}, {{"SLURM_NTASKS", "2"}});
+  ASSERT_TRUE(rank_only.ok());
+  EXPECT_EQ(rank_only->size, 2);
+  EXPECT_FALSE(ResolveRank({.nodes = 4}, {}).ok());
+  EXPECT_TRUE(ResolveRank({.nodes = 1}, {}).ok());
+}
+
+TEST(ResolveRank, SlurmArrayTaskProcessesOneFile) {
+  auto a = ResolveRank({}, {{"SLURM_ARRAY_TASK_ID", "5"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->array_task, 5);
+  EXPECT_EQ(a->decided_by, "SLURM_ARRAY_TASK_ID=5");
+  EXPECT_THAT(*FilesForAssignment({0, 1, 2, 3, 4, 5, 6}, *a), ElementsAre(5));
+  EXPECT_FALSE(FilesForAssignment({0, 1}, *a).ok());
+  // An array of multi-task steps splits by SLURM_PROCID instead.
+  auto b = ResolveRank({}, {{"SLURM_ARRAY_TASK_ID", "5"}, {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}});
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->array_task, -1);
+  EXPECT_EQ(b->rank, 1);
+}
+
+TEST(ResolveRank, RejectsNonsenseNamingTheVariable) {
+  auto a = ResolveRank({}, {{"RANK", "x"}, {"WORLD_SIZE", "4"}});
+  ASSERT_FALSE(a.ok());
+  EXPECT_THAT(std::string(a.status().message()), ::testing::HasSubstr("RANK=\"x\""));
+  auto b = ResolveRank({}, {{"RANK", "4"}, {"WORLD_SIZE", "4"}});
+  ASSERT_FALSE(b.ok());
+  EXPECT_THAT(std::string(b.status().message()), ::testing::HasSubstr("RANK=4 WORLD_SIZE=4"));
+  EXPECT_FALSE(ResolveRank({.nodes = 0, .rank = 0}, {}).ok());
+}
+
 }  // namespace
 }  // namespace pileprep

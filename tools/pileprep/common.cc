@@ -131,6 +131,14 @@ ShardOutcome RunOne(const std::string& display_name, const std::string& input, I
                          &progress);
     progress.Finish();
   }
+  ReportOutcome(display_name, input, std::move(status), prefixes, c, &outcome);
+  return outcome;
+}
+
+void ReportOutcome(const std::string& display_name, const std::string& input, absl::Status status,
+                   const std::vector<std::string>& prefixes, const Common& c,
+                   ShardOutcome* outcome_ptr) {
+  ShardOutcome& outcome = *outcome_ptr;
   if (status.ok() && !outcome.stats.published) {
     status = absl::FailedPreconditionError(absl::StrCat(
         input, ": no tokens in any document; nothing published (no reader can open an empty "
@@ -175,7 +183,6 @@ ShardOutcome RunOne(const std::string& display_name, const std::string& input, I
                  display_name.c_str(), static_cast<unsigned long long>(s.replaced_invalid_utf8),
                  static_cast<unsigned long long>(s.replaced_lone_surrogates));
   }
-  return outcome;
 }
 
 }  // namespace pileprep::cli

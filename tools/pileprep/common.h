@@ -47,6 +47,13 @@ ShardOutcome RunOne(const std::string& display_name, const std::string& input, I
                     const std::vector<std::string>& prefixes, const Gpt2Tokenizer& tokenizer,
                     const Common& c);
 
+// The reporting half of RunOne, for callers that run the pipeline themselves (the shard job, which
+// downloads and may restart): fills outcome->status/error/outputs from `status` and outcome->stats,
+// and prints the error, the bad records and the replacement counts.
+void ReportOutcome(const std::string& display_name, const std::string& input, absl::Status status,
+                   const std::vector<std::string>& prefixes, const Common& c,
+                   ShardOutcome* outcome);
+
 // A subcommand: `pileprep NAME ...`. Each command file registers itself, so adding one touches no
 // other file. `first` is the index of the first argument after the command name.
 using CommandFn = int (*)(int argc, char** argv, int first);

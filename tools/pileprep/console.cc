@@ -1,9 +1,11 @@
 #include "console.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "jsonl/utf8.h"
 
 namespace pileprep::cli {
 
@@ -34,7 +36,14 @@ ConsoleProgress::ConsoleProgress(ConsoleOptions options, std::string label)
 
 std::string ConsoleProgress::Line(const ShardStats& s, int64_t size_hint) const {
   const double rate = s.seconds > 0 ? s.bytes_decompressed / s.seconds : 0;
-  std::string line = absl::StrCat(label_, ": ", HumanBytes(s.bytes_in));
+  std::string line = label_ + ": ";
+  FetchStats fetch;
+  if (download_) {
+    fetch = download_();
+    absl::StrAppend(&line, "downloaded ", HumanBytes(static_cast<double>(fetch.bytes_delivered)));
+  } else {
+    absl::StrAppend(&line, HumanBytes(s.bytes_in));
+  }
   if (size_hint > 0) {
     const double frac = static_cast<double>(s.bytes_in) / size_hint;
     absl::StrAppendFormat(&line, " / %s (%.0f%%)", HumanBytes(size_hint), 100 * frac);
@@ -42,9 +51,13 @@ std::string ConsoleProgress::Line(const ShardStats& s, int64_t size_hint) const 
       absl::StrAppend(&line, ", ETA ", HumanDuration(s.seconds * (1 - frac) / frac));
     }
   }
+  if (download_ && s.seconds > 0) {
+    absl::StrAppend(&line, ", ", HumanBytes(fetch.bytes_delivered / s.seconds), "/s in");
+  }
   absl::StrAppend(&line, ", ", HumanBytes(rate), "/s of JSON, ", HumanCount(s.documents), " docs, ",
                   HumanCount(s.tokens), " tokens");
   if (s.bad_records > 0) absl::StrAppend(&line, ", ", s.bad_records, " bad records");
+  if (fetch.retries > 0) absl::StrAppend(&line, ", ", fetch.retries, " retries");
   return line;
 }
 
@@ -69,17 +82,29 @@ void ConsoleProgress::Finish() {
   drew_ = false;
 }
 
+void ConsoleFetchObserver::OnRetry(const std::string& url, int attempt, double delay_s,
+                                   uint64_t resume_from, const std::string& cause) {
+  if (options_.quiet) return;
+  std::fprintf(stderr, "%s%s: %s; retry %d in %.1fs%s\n", options_.tty ? "\r\033[K" : "",
+               url.c_str(), cause.c_str(), attempt, delay_s,
+               resume_from > 0 ? absl::StrCat(" from byte ", resume_from, " (Range)").c_str() : "");
+  std::fflush(stderr);
+}
+
 std::string SummaryTable(const std::vector<ShardOutcome>& outcomes, int threads) {
-  std::string out = absl::StrFormat("%-16s %-8s %11s %11s %14s %6s %9s %10s\n", "shard", "status",
-                                    "input", "documents", "tokens", "bad", "seconds", "MB/s/core");
+  std::string out = absl::StrFormat("%-16s %-8s %11s %11s %14s %6s %7s %9s %10s\n", "shard",
+                                    "status", "input", "documents", "tokens", "bad", "retries",
+                                    "seconds", "MB/s/core");
+  int total_retries = 0;
   ShardStats total;
   for (const ShardOutcome& o : outcomes) {
     const ShardStats& s = o.stats;
     const double per_core =
         s.seconds > 0 ? s.bytes_decompressed / 1e6 / s.seconds / std::max(1, threads) : 0;
-    absl::StrAppendFormat(&out, "%-16s %-8s %11s %11d %14d %6d %9.1f %10.2f\n", o.name, o.status,
-                          HumanBytes(s.bytes_in), s.documents, s.tokens, s.bad_records, s.seconds,
-                          per_core);
+    absl::StrAppendFormat(&out, "%-16s %-8s %11s %11d %14d %6d %7d %9.1f %10.2f\n", o.name,
+                          o.status, HumanBytes(s.bytes_in), s.documents, s.tokens, s.bad_records,
+                          o.retries, s.seconds, per_core);
+    total_retries += o.retries;
     total.bytes_in += s.bytes_in;
     total.bytes_decompressed += s.bytes_decompressed;
     total.documents += s.documents;
@@ -91,10 +116,93 @@ std::string SummaryTable(const std::vector<ShardOutcome>& outcomes, int threads)
     const double per_core = total.seconds > 0 ? total.bytes_decompressed / 1e6 / total.seconds /
                                                     std::max(1, threads)
                                               : 0;
-    absl::StrAppendFormat(&out, "%-16s %-8s %11s %11d %14d %6d %9.1f %10.2f\n", "total", "",
+    absl::StrAppendFormat(&out, "%-16s %-8s %11s %11d %14d %6d %7d %9.1f %10.2f\n", "total", "",
                           HumanBytes(total.bytes_in), total.documents, total.tokens,
-                          total.bad_records, total.seconds, per_core);
+                          total.bad_records, total_retries, total.seconds, per_core);
   }
+  return out;
+}
+
+namespace {
+
+// A JSON string literal; invalid UTF-8 becomes U+FFFD so the file always parses.
+std::string JsonString(std::string_view in) {
+  std::string valid;
+  internal::AppendUtf8Replacing(in, &valid);
+  std::string out = "\"";
+  for (const char ch : valid) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          absl::StrAppendFormat(&out, "\\u%04x", c);
+        } else {
+          out += ch;
+        }
+    }
+  }
+  out += "\"";
+  return out;
+}
+
+}  // namespace
+
+std::string SummaryJson(const RunInfo& info, const std::vector<ShardOutcome>& outcomes) {
+  std::string out = "{\n";
+  absl::StrAppend(&out, "  \"pileprep_version\": ", JsonString(info.version), ",\n");
+  absl::StrAppend(&out, "  \"source\": ", JsonString(info.source), ",\n");
+  absl::StrAppend(&out, "  \"output_dir\": ", JsonString(info.output_dir), ",\n");
+  absl::StrAppend(&out, "  \"rank\": ", info.rank, ",\n  \"nodes\": ", info.nodes, ",\n");
+  if (info.array_task >= 0) absl::StrAppend(&out, "  \"slurm_array_task\": ", info.array_task, ",\n");
+  absl::StrAppend(&out, "  \"decided_by\": ", JsonString(info.decided_by), ",\n");
+  out += "  \"files\": [";
+  for (size_t i = 0; i < info.files.size(); ++i) absl::StrAppend(&out, i ? ", " : "", info.files[i]);
+  out += "],\n";
+  absl::StrAppend(&out, "  \"exit_status\": ", info.exit_status, ",\n");
+  absl::StrAppendFormat(&out, "  \"seconds\": %.3f,\n", info.seconds);
+  out += "  \"shards\": [";
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    const ShardOutcome& o = outcomes[i];
+    const ShardStats& s = o.stats;
+    absl::StrAppend(&out, i ? "," : "", "\n    {\n");
+    absl::StrAppend(&out, "      \"shard\": ", JsonString(o.name), ",\n");
+    absl::StrAppend(&out, "      \"status\": ", JsonString(o.status), ",\n");
+    if (!o.error.empty()) absl::StrAppend(&out, "      \"error\": ", JsonString(o.error), ",\n");
+    absl::StrAppend(&out, "      \"source\": ", JsonString(o.source), ",\n");
+    out += "      \"outputs\": [";
+    for (size_t k = 0; k < o.outputs.size(); ++k) {
+      absl::StrAppend(&out, k ? ", " : "", JsonString(o.outputs[k]));
+    }
+    out += "],\n";
+    absl::StrAppend(&out, "      \"bytes_in\": ", s.bytes_in, ",\n");
+    absl::StrAppend(&out, "      \"bytes_downloaded\": ", o.bytes_downloaded, ",\n");
+    absl::StrAppend(&out, "      \"bytes_decompressed\": ", s.bytes_decompressed, ",\n");
+    absl::StrAppend(&out, "      \"lines\": ", s.lines, ",\n");
+    absl::StrAppend(&out, "      \"documents\": ", s.documents, ",\n");
+    absl::StrAppend(&out, "      \"empty_documents\": ", s.empty_documents, ",\n");
+    absl::StrAppend(&out, "      \"tokens\": ", s.tokens, ",\n");
+    absl::StrAppend(&out, "      \"bad_records\": ", s.bad_records, ",\n");
+    out += "      \"bad_record_samples\": [";
+    for (size_t k = 0; k < s.bad_record_samples.size(); ++k) {
+      const BadRecord& b = s.bad_record_samples[k];
+      absl::StrAppend(&out, k ? ",\n        " : "\n        ", "{\"line\": ", b.line,
+                      ", \"kind\": ", JsonString(BadRecordKindName(b.kind)),
+                      ", \"detail\": ", JsonString(b.detail), "}");
+    }
+    out += s.bad_record_samples.empty() ? "],\n" : "\n      ],\n";
+    absl::StrAppend(&out, "      \"replaced_invalid_utf8\": ", s.replaced_invalid_utf8, ",\n");
+    absl::StrAppend(&out, "      \"replaced_lone_surrogates\": ", s.replaced_lone_surrogates, ",\n");
+    absl::StrAppend(&out, "      \"retries\": ", o.retries, ",\n");
+    absl::StrAppend(&out, "      \"resumes\": ", o.resumes, ",\n");
+    absl::StrAppend(&out, "      \"restarts\": ", o.restarts, ",\n");
+    absl::StrAppendFormat(&out, "      \"seconds\": %.3f\n    }", s.seconds);
+  }
+  out += outcomes.empty() ? "]\n}\n" : "\n  ]\n}\n";
   return out;
 }
 

@@ -5,9 +5,11 @@
 #define PILEPREP_TOOLS_PILEPREP_CONSOLE_H_
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "pileprep/fetch.h"
 #include "pileprep/pipeline.h"
 
 namespace pileprep::cli {
@@ -22,6 +24,8 @@ class ConsoleProgress : public ProgressObserver {
  public:
   ConsoleProgress(ConsoleOptions options, std::string label);
   void OnProgress(const ShardStats& s, int64_t source_size_hint) override;
+  // For a download: the line then shows bytes downloaded and retries from this snapshot.
+  void set_download(std::function<FetchStats()> download) { download_ = std::move(download); }
   // Clears the live line before other output.
   void Finish();
 
@@ -31,6 +35,18 @@ class ConsoleProgress : public ProgressObserver {
   std::string label_;
   std::chrono::steady_clock::time_point last_;
   bool drew_ = false;
+  std::function<FetchStats()> download_;
+};
+
+// Prints download retries as they happen (from the download thread), clearing a live line first.
+class ConsoleFetchObserver : public FetchObserver {
+ public:
+  explicit ConsoleFetchObserver(ConsoleOptions options) : options_(options) {}
+  void OnRetry(const std::string& url, int attempt, double delay_s, uint64_t resume_from,
+               const std::string& cause) override;
+
+ private:
+  ConsoleOptions options_;
 };
 
 // "12.3 MB", "1.20 GB".
@@ -40,14 +56,34 @@ std::string HumanDuration(double seconds);
 
 struct ShardOutcome {
   std::string name;       // "00.jsonl.zst"
-  std::string status;     // "done", "FAILED", "skipped"
+  std::string status;     // "done", "FAILED", "skipped" (outputs already complete)
   ShardStats stats;
   std::string error;      // when failed
   std::vector<std::string> outputs;
+  // Downloads only.
+  std::string source;     // URL (redacted) or path
+  uint64_t bytes_downloaded = 0;  // over every attempt and restart
+  int retries = 0;
+  int resumes = 0;        // Range requests that continued a dropped transfer
+  int restarts = 0;       // times the shard was started again from byte 0 (file changed, no Range)
 };
 
 // The end-of-run table.
 std::string SummaryTable(const std::vector<ShardOutcome>& outcomes, int threads);
+
+// The per-rank JSON summary (pileprep-summary-rank{R}.json): what ran, where, and per shard bytes in,
+// documents, tokens, bad records with line numbers, replaced characters, retries, seconds, status.
+struct RunInfo {
+  std::string version;
+  std::string source;      // --url, redacted
+  std::string output_dir;
+  int rank = 0, nodes = 1, array_task = -1;
+  std::string decided_by;
+  std::vector<int> files;  // this rank's files
+  int exit_status = 0;
+  double seconds = 0;
+};
+std::string SummaryJson(const RunInfo& info, const std::vector<ShardOutcome>& outcomes);
 
 }  // namespace pileprep::cli
 

@@ -1,9 +1,20 @@
-// The shard job: `pileprep --url SRC --files 0-29 --output-dir DIR`.
+// The shard job: `pileprep --url SRC --files 0-29 --output-dir DIR [--nodes N --rank R]`.
+//
+// Per process: resolve the rank (flags, then the launcher's environment), take the launcher's
+// contiguous block of the file list, remove stale temporaries of those shards, skip shards whose
+// outputs already validate (unless --force), and stream the rest from a directory or over HTTP(S)
+// (the next shard's download starts while the current one is processed; its queue bounds the memory).
+// A download that must start over (the file changed, the server ignores Range) reruns the shard from
+// byte 0; the pipeline's writers publish nothing from the aborted run.
 #include "common.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -11,25 +22,197 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "oneapi/tbb/info.h"
+#include "pileprep/fetch.h"
 #include "pileprep/gpt2_tokenizer.h"
+#include "pileprep/indexed_dataset.h"
 #include "pileprep/pipeline.h"
 #include "pileprep/shard_plan.h"
+#include "pileprep/validate.h"
 
 namespace pileprep::cli {
 namespace {
 constexpr char kDefaultUrl[] =
     "https://huggingface.co/datasets/monology/pile-uncopyrighted/resolve/main/train/";
+constexpr int kMaxRestarts = 3;  // whole-shard restarts of a download before the shard fails
+
+struct JobConfig {
+  ShardSource source;
+  std::string output_dir, output_prefix, keep_downloads;
+  FetchOptions fetch;
+  bool force = false;
+};
+
+std::vector<std::string> PrefixesFor(const JobConfig& job, const Common& c, int n) {
+  std::vector<std::string> prefixes;
+  for (const std::string& key : c.pipeline.jsonl.json_keys) {
+    prefixes.push_back(ShardOutputPrefix(job.output_dir, job.output_prefix, n, key));
+  }
+  return prefixes;
+}
+
+std::string CachePath(const JobConfig& job, int n) {
+  if (job.keep_downloads.empty()) return "";
+  return (std::filesystem::path(job.keep_downloads) / ShardFileName(n)).string();
+}
+
+// Temporaries a killed run may have left for shard n: they are never valid input to anything.
+void RemoveStaleTemporaries(const JobConfig& job, const Common& c, int n) {
+  std::vector<std::string> paths;
+  for (const std::string& p : PrefixesFor(job, c, n)) {
+    for (const char* ext : {".bin", ".idx", ".lengths", ".docidx"}) {
+      paths.push_back(absl::StrCat(p, ext, kIndexedDatasetTempSuffix));
+    }
+  }
+  if (!job.keep_downloads.empty()) paths.push_back(CachePath(job, n) + kIndexedDatasetTempSuffix);
+  for (const std::string& path : paths) {
+    if (::unlink(path.c_str()) == 0 && !c.console.quiet) {
+      std::fprintf(stderr, "removed a stale temporary file of an interrupted run: %s\n",
+                   path.c_str());
+    }
+  }
+}
+
+// True when every output of shard n exists and validates; fills the outcome's counts from them.
+bool AlreadyComplete(const JobConfig& job, const Common& c, const Gpt2Tokenizer& tokenizer, int n,
+                     ShardOutcome* outcome) {
+  ValidateOptions v;
+  v.vocab_size = tokenizer.vocab_size();
+  v.expect_eod = c.pipeline.append_eod;
+  v.eod_id = tokenizer.eod_id();
+  v.check_tokens = true;
+  v.threads = c.pipeline.threads;
+  uint64_t documents = 0, tokens = 0, bytes = 0;
+  for (const std::string& p : PrefixesFor(job, c, n)) {
+    if (!std::filesystem::exists(p + ".bin") || !std::filesystem::exists(p + ".idx")) return false;
+    auto report = ValidateDataset(p, v);
+    if (!report.ok() || !report->ok()) {
+      if (!c.console.quiet) {
+        std::fprintf(stderr, "%s: existing outputs do not validate (%s); making them again\n",
+                     p.c_str(),
+                     !report.ok() ? std::string(report.status().message()).c_str()
+                                  : report->violations.front().message.c_str());
+      }
+      return false;
+    }
+    documents = report->documents;
+    tokens += report->tokens;
+    bytes += report->bin_bytes;
+    outcome->outputs.push_back(p);
+  }
+  outcome->status = "skipped";
+  outcome->stats.documents = documents;
+  outcome->stats.tokens = tokens;
+  outcome->stats.published = true;
+  return true;
+}
+
+// An open input: a file, a cached download, or an HTTP download in flight.
+struct OpenedSource {
+  std::unique_ptr<ByteSource> source;
+  HttpSource* http = nullptr;  // source.get() when downloading
+  absl::Status status;
+  std::string input;           // path or redacted URL, for messages
+};
+
+OpenedSource OpenShard(const JobConfig& job, int n, FetchObserver* observer) {
+  OpenedSource o;
+  const std::string input = ShardInput(job.source, n);
+  if (job.source.kind == SourceKind::kLocalDirectory) {
+    o.input = input;
+  } else {
+    o.input = RedactUrl(input);
+    const std::string cache = CachePath(job, n);
+    if (!cache.empty() && std::filesystem::exists(cache)) {
+      o.input = cache;  // a complete earlier download (written by rename once its length matched)
+    } else {
+      FetchOptions f = job.fetch;
+      f.cache_path = cache;
+      auto http = OpenHttpSource(input, f, observer);
+      if (!http.ok()) {
+        o.status = http.status();
+        return o;
+      }
+      o.http = http->get();
+      o.source = std::move(*http);
+      return o;
+    }
+  }
+  auto file = OpenFileSource(o.input);
+  if (!file.ok()) {
+    o.status = file.status();
+  } else {
+    o.source = std::move(*file);
+  }
+  return o;
+}
+
+absl::Status WriteFileAtomically(const std::string& path, const std::string& data) {
+  const std::string tmp = path + kIndexedDatasetTempSuffix;
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return absl::PermissionDeniedError(absl::StrCat(tmp, ": ", std::strerror(errno)));
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t w = ::write(fd, data.data() + done, data.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) {
+      const int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return absl::DataLossError(absl::StrCat(tmp, ": write: ", std::strerror(err)));
+    }
+    done += static_cast<size_t>(w);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return absl::DataLossError(absl::StrCat(path, ": ", std::strerror(err)));
+  }
+  return absl::OkStatus();
+}
+
+void PrintPlan(const std::vector<int>& files, const RankAssignment& a, const JobConfig& job,
+               const Common& c) {
+  std::printf("pileprep plan: %zu file(s) from %s\n", files.size(),
+              RedactUrl(job.source.base).c_str());
+  std::printf("decided by: %s\n", a.decided_by.c_str());
+  auto names = [](const std::vector<int>& v) {
+    std::vector<std::string> s;
+    for (int n : v) s.push_back(absl::StrFormat("%02d", n));
+    return s.empty() ? std::string("(none)") : absl::StrJoin(s, " ");
+  };
+  if (a.array_task >= 0) {
+    std::printf("Slurm array task %d: this process takes file %02d only\n", a.array_task,
+                a.array_task);
+  } else {
+    for (int r = 0; r < a.size; ++r) {
+      std::printf("  rank %d of %d: %s%s\n", r, a.size, names(FilesForRank(files, r, a.size)).c_str(),
+                  r == a.rank ? "   <- this process" : "");
+    }
+  }
+  auto mine = FilesForAssignment(files, a);
+  if (mine.ok()) {
+    for (int n : *mine) {
+      std::printf("  %s -> %s.{bin,idx}\n", RedactUrl(ShardInput(job.source, n)).c_str(),
+                  absl::StrJoin(PrefixesFor(job, c, n), ".{bin,idx}, ").c_str());
+    }
+  }
+  std::printf("summary: %s/pileprep-summary-rank%d.json\n", job.output_dir.c_str(),
+              a.array_task >= 0 ? a.array_task : a.rank);
+}
+
 }  // namespace
 
 int RunShardJob(int argc, char** argv, int first) {
+  const auto job_start = std::chrono::steady_clock::now();
+  const FetchOptions fetch_defaults;
   Args args;
   args.Add("url", Args::Kind::kValue, "SRC",
-           "where shards NN.jsonl.zst are: a local directory or file:// URL (http(s) arrives with "
-           "the download stage)",
+           "where shards NN.jsonl.zst are: https://, http://, file:// or a local directory",
            kDefaultUrl);
   args.Add("files", Args::Kind::kValue, "LIST", "shard numbers, e.g. 0-29 or 0,3,5-7", "0-29");
   args.Add("output-dir", Args::Kind::kValue, "DIR", "where the .bin/.idx pairs go", ".");
@@ -38,6 +221,38 @@ int RunShardJob(int argc, char** argv, int first) {
            "my-gpt3");
   args.Add("json-keys", Args::Kind::kMulti, "KEY", "JSON field(s) holding the text", "text");
   args.Add("threads", Args::Kind::kValue, "N", "worker threads", "all cores");
+  args.Add("nodes", Args::Kind::kValue, "N",
+           "number of ranks sharing --files (default: from NGC_ARRAY_SIZE, WORLD_SIZE, "
+           "OMPI_COMM_WORLD_SIZE or SLURM_NTASKS; else 1)");
+  args.Add("rank", Args::Kind::kValue, "R",
+           "this process's rank, 0..N-1 (default: from NGC_ARRAY_INDEX, RANK, OMPI_COMM_WORLD_RANK "
+           "or SLURM_PROCID; SLURM_ARRAY_TASK_ID alone processes just that file)");
+  args.Add("dry-run", Args::Kind::kSwitch, "",
+           "print which rank does which shards (and which variables decided it) and exit");
+  args.Add("force", Args::Kind::kSwitch, "",
+           "make every shard again, even those whose outputs already validate");
+  args.Add("keep-downloads", Args::Kind::kValue, "DIR",
+           "also keep the downloaded NN.jsonl.zst in DIR (complete files only); a rerun reads them "
+           "instead of downloading");
+  args.Add("header", Args::Kind::kMulti, "\"NAME: VALUE\"",
+           "extra HTTP request header(s), e.g. \"Authorization: Bearer $HF_TOKEN\" (never printed)");
+  args.Add("retries", Args::Kind::kValue, "N",
+           "download attempts in a row without progress before a shard fails",
+           absl::StrCat(fetch_defaults.max_retries));
+  args.Add("retry-wait", Args::Kind::kValue, "SECONDS",
+           "first wait before a retry; doubles each time (with jitter) up to 60 s",
+           absl::StrCat(fetch_defaults.backoff_initial_s));
+  args.Add("connect-timeout", Args::Kind::kValue, "SECONDS", "TCP + TLS connect timeout",
+           absl::StrCat(fetch_defaults.connect_timeout_s));
+  args.Add("low-speed-time", Args::Kind::kValue, "SECONDS",
+           "a download below 1 kB/s for this long is dropped and resumed",
+           absl::StrCat(fetch_defaults.low_speed_time_s));
+  args.Add("download-buffer-mb", Args::Kind::kValue, "MB",
+           "memory between the socket and the pipeline, per download (two with prefetch)",
+           absl::StrCat(fetch_defaults.queue_bytes >> 20));
+  args.Add("ca-file", Args::Kind::kValue, "FILE", "CA bundle for TLS (default: the system's)");
+  args.Add("insecure", Args::Kind::kSwitch, "", "do not verify TLS certificates (testing only)",
+           "", true);
   AddCommonFlags(args);
   if (auto s = args.Parse(argc, argv, first); !s.ok()) {
     PrintError(std::string(s.message()));
@@ -49,12 +264,15 @@ int RunShardJob(int argc, char** argv, int first) {
       absl::StrAppendFormat(&commands, "  pileprep %-11s %s\n", cmd.name, cmd.summary);
     }
     std::printf(
-        "Usage: pileprep [--url SRC] [--files LIST] [--output-dir DIR] [flags]\n"
+        "Usage: pileprep [--url SRC] [--files LIST] [--output-dir DIR] [--nodes N --rank R] [flags]\n"
         "       pileprep COMMAND [flags]\n\n"
-        "Prepares GPT pre-training data: each shard SRC/NN.jsonl.zst is decompressed (zstd), parsed\n"
-        "(one JSON document per line), tokenized with GPT-2 BPE and written as a Megatron indexed\n"
-        "dataset DIR/NAME_NN_text_document.{bin,idx}, byte-identical to Megatron's\n"
-        "tools/preprocess_data.py --append-eod. Outputs appear only when complete.\n\n"
+        "Prepares GPT pre-training data: each shard SRC/NN.jsonl.zst is streamed (from a directory or\n"
+        "over HTTP(S), with retries and Range resume), decompressed (zstd), parsed (one JSON document\n"
+        "per line), tokenized with GPT-2 BPE and written as a Megatron indexed dataset\n"
+        "DIR/NAME_NN_text_document.{bin,idx}, byte-identical to Megatron's tools/preprocess_data.py\n"
+        "--append-eod. Outputs appear only when complete; a rerun skips shards whose outputs validate.\n"
+        "Ranks split --files as the NeMo launcher does; a JSON summary goes to\n"
+        "DIR/pileprep-summary-rankR.json.\n\n"
         "Other commands (pileprep help COMMAND for their flags):\n%s\n"
         "Flags:\n%s\n%s",
         commands.c_str(), args.Help().c_str(), ExitCodeHelp().c_str());
@@ -70,14 +288,51 @@ int RunShardJob(int argc, char** argv, int first) {
     PrintError(std::string(s.message()));
     return kExitUsage;
   }
-  long long threads = 0;
-  if (auto s = args.GetInt("threads", 1, 4096, &threads); !s.ok()) {
-    PrintError(std::string(s.message()));
-    return kExitUsage;
+  long long threads = 0, nodes = -1, rank = -1, retries = fetch_defaults.max_retries,
+            connect = fetch_defaults.connect_timeout_s, low_speed = fetch_defaults.low_speed_time_s,
+            buffer_mb = static_cast<long long>(fetch_defaults.queue_bytes >> 20);
+  for (absl::Status s : {args.GetInt("threads", 1, 4096, &threads),
+                         args.GetInt("nodes", 1, 1000000, &nodes),
+                         args.GetInt("rank", 0, 999999, &rank),
+                         args.GetInt("retries", 0, 1000, &retries),
+                         args.GetInt("connect-timeout", 1, 3600, &connect),
+                         args.GetInt("low-speed-time", 1, 3600, &low_speed),
+                         args.GetInt("download-buffer-mb", 1, 65536, &buffer_mb)}) {
+    if (!s.ok()) {
+      PrintError(std::string(s.message()));
+      return kExitUsage;
+    }
   }
   c.pipeline.threads = static_cast<int>(threads);
   c.pipeline.append_eod = true;
   if (args.Has("json-keys")) c.pipeline.jsonl.json_keys = args.GetAll("json-keys");
+
+  JobConfig job;
+  job.fetch.max_retries = static_cast<int>(retries);
+  job.fetch.connect_timeout_s = static_cast<long>(connect);
+  job.fetch.low_speed_time_s = static_cast<long>(low_speed);
+  job.fetch.queue_bytes = static_cast<size_t>(buffer_mb) << 20;
+  job.fetch.insecure = args.Has("insecure");
+  job.fetch.ca_file = args.Get("ca-file");
+  job.fetch.user_agent = absl::StrCat("pileprep/", PILEPREP_VERSION);
+  if (args.Has("retry-wait")) {
+    double wait = 0;
+    if (!absl::SimpleAtod(args.Get("retry-wait"), &wait) || wait < 0 || wait > 3600) {
+      PrintError("--retry-wait: expected seconds from 0 to 3600");
+      return kExitUsage;
+    }
+    job.fetch.backoff_initial_s = wait;
+    job.fetch.backoff_max_s = std::max(wait, job.fetch.backoff_max_s);
+  }
+  if (args.Has("header")) job.fetch.headers = args.GetAll("header");
+  for (const std::string& h : job.fetch.headers) {
+    if (absl::Status s = CheckHeader(h); !s.ok()) {
+      PrintError(std::string(s.message()));
+      return kExitUsage;
+    }
+  }
+  job.force = args.Has("force");
+  job.keep_downloads = args.Get("keep-downloads");
 
   auto files = ParseFileNumbers(args.Get("files", "0-29"));
   auto source = ParseShardSource(args.Get("url", kDefaultUrl));
@@ -85,22 +340,38 @@ int RunShardJob(int argc, char** argv, int first) {
     PrintError(std::string((!files.ok() ? files.status() : source.status()).message()));
     return kExitUsage;
   }
-  if (source->kind == SourceKind::kHttp) {
-    PrintError(absl::StrCat(
-        "--url ", source->base,
-        ": downloading over HTTP(S) is not in this build yet; download the shards and pass "
-        "--url /path/to/shards"));
-    return kExitUsage;
-  }
-  const std::string output_dir = args.Get("output-dir", ".");
-  const std::string output_prefix = args.Get("output-prefix", "my-gpt3");
-  if (output_prefix.empty() || output_prefix.find('/') != std::string::npos) {
+  job.source = *source;
+  job.output_dir = args.Get("output-dir", ".");
+  job.output_prefix = args.Get("output-prefix", "my-gpt3");
+  if (job.output_prefix.empty() || job.output_prefix.find('/') != std::string::npos) {
     PrintError("--output-prefix must be a plain name without '/'; use --output-dir for the directory");
     return kExitUsage;
   }
-  if (auto s = EnsureDirectory(output_dir); !s.ok()) {
+  auto assignment = ResolveRank({static_cast<int>(nodes), static_cast<int>(rank)},
+                                CurrentEnvironment());
+  if (!assignment.ok()) {
+    PrintError(std::string(assignment.status().message()));
+    return kExitUsage;
+  }
+  auto mine = FilesForAssignment(*files, *assignment);
+  if (!mine.ok()) {
+    PrintError(std::string(mine.status().message()));
+    return kExitUsage;
+  }
+  if (args.Has("dry-run")) {
+    PrintPlan(*files, *assignment, job, c);
+    return kExitOk;
+  }
+  const int summary_rank = assignment->array_task >= 0 ? assignment->array_task : assignment->rank;
+  if (auto s = EnsureDirectory(job.output_dir); !s.ok()) {
     PrintError(std::string(s.message()));
     return kExitUsage;
+  }
+  if (!job.keep_downloads.empty()) {
+    if (auto s = EnsureDirectory(job.keep_downloads); !s.ok()) {
+      PrintError(absl::StrCat("--keep-downloads: ", s.message()));
+      return kExitUsage;
+    }
   }
   auto tokenizer = LoadTokenizer(c);
   if (!tokenizer.ok()) {
@@ -110,22 +381,106 @@ int RunShardJob(int argc, char** argv, int first) {
   const int used_threads =
       c.pipeline.threads > 0 ? c.pipeline.threads : tbb::info::default_concurrency();
   if (!c.console.quiet) {
-    std::fprintf(stderr, "pileprep %s: %zu shard(s) from %s -> %s, %d threads\n", PILEPREP_VERSION,
-                 files->size(), source->base.c_str(), output_dir.c_str(), used_threads);
+    std::fprintf(stderr,
+                 "pileprep %s: rank %d of %d (%s): %zu of %zu shard(s) from %s -> %s, %d threads\n",
+                 PILEPREP_VERSION, assignment->rank, assignment->size,
+                 assignment->decided_by.c_str(), mine->size(), files->size(),
+                 RedactUrl(job.source.base).c_str(), job.output_dir.c_str(), used_threads);
   }
 
-  std::vector<ShardOutcome> outcomes;
-  int failed = 0;
-  for (int n : *files) {
-    std::vector<std::string> prefixes;
-    for (const std::string& key : c.pipeline.jsonl.json_keys) {
-      prefixes.push_back(ShardOutputPrefix(output_dir, output_prefix, n, key));
+  // Resume: a killed run's temporaries go; complete, valid outputs stay and are not made again.
+  std::vector<ShardOutcome> outcomes(mine->size());
+  std::vector<size_t> todo;
+  for (size_t i = 0; i < mine->size(); ++i) {
+    const int n = (*mine)[i];
+    RemoveStaleTemporaries(job, c, n);
+    outcomes[i].name = ShardFileName(n);
+    outcomes[i].source = RedactUrl(ShardInput(job.source, n));
+    if (!job.force && AlreadyComplete(job, c, **tokenizer, n, &outcomes[i])) {
+      if (!c.console.quiet) {
+        std::fprintf(stderr, "%s: outputs already complete and valid; skipped (--force redoes it)\n",
+                     outcomes[i].name.c_str());
+      }
+      continue;
     }
-    outcomes.push_back(RunOne(ShardFileName(n), ShardInput(*source, n), InputFormat::kZstd,
-                              prefixes, **tokenizer, c));
-    if (outcomes.back().status != "done") ++failed;
+    todo.push_back(i);
   }
+
+  ConsoleFetchObserver observer(c.console);
+  OpenedSource next;
+  size_t next_for = SIZE_MAX;
+  int failed = 0;
+  for (size_t t = 0; t < todo.size(); ++t) {
+    const size_t i = todo[t];
+    const int n = (*mine)[i];
+    ShardOutcome& outcome = outcomes[i];
+    const std::vector<std::string> prefixes = PrefixesFor(job, c, n);
+    OpenedSource cur = next_for == i ? std::move(next) : OpenShard(job, n, &observer);
+    next = OpenedSource{};
+    next_for = SIZE_MAX;
+    // Prefetch: the next shard's download fills its bounded queue while this one is processed.
+    if (cur.http != nullptr && t + 1 < todo.size()) {
+      next_for = todo[t + 1];
+      next = OpenShard(job, (*mine)[next_for], &observer);
+    }
+    absl::Status status;
+    while (true) {
+      if (!cur.status.ok()) {
+        status = cur.status;
+        break;
+      }
+      ConsoleProgress progress(c.console, outcome.name);
+      if (cur.http != nullptr) {
+        HttpSource* http = cur.http;
+        progress.set_download([http] { return http->stats(); });
+      }
+      status = RunPipeline(*cur.source, InputFormat::kZstd, **tokenizer, prefixes, c.pipeline,
+                           &outcome.stats, &progress);
+      progress.Finish();
+      if (cur.http != nullptr) {
+        const FetchStats f = cur.http->stats();
+        outcome.bytes_downloaded += f.bytes_delivered;
+        outcome.retries += f.retries;
+        outcome.resumes += f.resumes;
+      }
+      if (IsRestartRequired(status) && outcome.restarts < kMaxRestarts) {
+        ++outcome.restarts;
+        if (!c.console.quiet) {
+          std::fprintf(stderr, "%s; restart %d of %d\n", std::string(status.message()).c_str(),
+                       outcome.restarts, kMaxRestarts);
+        }
+        cur = OpenedSource{};  // stop the old download before the new one starts
+        cur = OpenShard(job, n, &observer);
+        continue;
+      }
+      break;
+    }
+    outcome.source = cur.input;
+    ReportOutcome(outcome.name, cur.input, std::move(status), prefixes, c, &outcome);
+    if (outcome.status != "done") ++failed;
+  }
+  next = OpenedSource{};
+
   std::fprintf(stderr, "\n%s", SummaryTable(outcomes, used_threads).c_str());
+  RunInfo info;
+  info.version = PILEPREP_VERSION;
+  info.source = RedactUrl(job.source.base);
+  info.output_dir = job.output_dir;
+  info.rank = assignment->rank;
+  info.nodes = assignment->size;
+  info.array_task = assignment->array_task;
+  info.decided_by = assignment->decided_by;
+  info.files = *mine;
+  info.exit_status = failed > 0 ? kExitFailed : kExitOk;
+  info.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - job_start).count();
+  const std::string summary_path =
+      (std::filesystem::path(job.output_dir) / absl::StrCat("pileprep-summary-rank", summary_rank, ".json"))
+          .string();
+  if (auto s = WriteFileAtomically(summary_path, SummaryJson(info, outcomes)); !s.ok()) {
+    PrintError(absl::StrCat("summary not written: ", s.message()));
+    if (failed == 0) return kExitFailed;
+  }
   if (failed > 0) {
     std::fprintf(stderr, "pileprep: %d of %zu shard(s) FAILED (see the errors above); nothing was "
                          "published for them. Fix the cause and rerun.\n",

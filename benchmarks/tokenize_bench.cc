@@ -1,0 +1,71 @@
+// Single-thread tokenizer throughput on real text, for scripts/bench.sh, which runs the peers
+// (tiktoken's native core, a Python baseline) on the very same texts.
+//
+//   tokenize_bench [--export-texts F] [--export-ids F] [--passes N]
+//
+// Texts come from bench_corpus (data/samples or $PILEPREP_BENCH_CORPUS). Prints one JSON line:
+// {"text_bytes":..,"tokens":..,"cold_seconds":..,"warm_seconds":..}. cold: a fresh pre-token cache
+// (the start of a shard); warm: the best later pass with the cache kept (the rest of a shard).
+// --export-texts writes each text as u32 length + UTF-8; --export-ids writes each text's ids as
+// u32 count + u32 ids, so a peer can prove it produced the same ids.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "bench_corpus.h"
+#include "pileprep/gpt2_tokenizer.h"
+
+int main(int argc, char** argv) {
+  std::string export_texts, export_ids;
+  int passes = 3;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--export-texts")) export_texts = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--export-ids")) export_ids = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--passes")) passes = std::max(2, std::atoi(argv[i + 1]));
+  }
+  const pileprep::bench::Corpus& corpus = pileprep::bench::LoadCorpus();
+  auto tok = pileprep::Gpt2Tokenizer::FromDefaultFiles({});
+  if (!tok.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(tok.status().message()).c_str());
+    return 2;
+  }
+  std::vector<uint32_t> ids;
+  ids.reserve(corpus.text_bytes / 2);
+  double cold = 0, warm = 1e30;
+  size_t tokens = 0;
+  auto cache = std::make_unique<pileprep::Gpt2Tokenizer::Cache>(**tok);
+  for (int pass = 0; pass < passes; ++pass) {
+    ids.clear();
+    const auto start = std::chrono::steady_clock::now();
+    for (const std::string& t : corpus.texts) (*tok)->Encode(t, *cache, &ids);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (pass == 0) cold = s;
+    else warm = std::min(warm, s);
+    tokens = ids.size();
+  }
+  if (!export_texts.empty()) {
+    std::ofstream out(export_texts, std::ios::binary);
+    for (const std::string& t : corpus.texts) {
+      const uint32_t n = static_cast<uint32_t>(t.size());
+      out.write(reinterpret_cast<const char*>(&n), 4);
+      out.write(t.data(), n);
+    }
+  }
+  if (!export_ids.empty()) {
+    std::ofstream out(export_ids, std::ios::binary);
+    std::vector<uint32_t> one;
+    for (const std::string& t : corpus.texts) {
+      one.clear();
+      (*tok)->Encode(t, *cache, &one);
+      const uint32_t n = static_cast<uint32_t>(one.size());
+      out.write(reinterpret_cast<const char*>(&n), 4);
+      out.write(reinterpret_cast<const char*>(one.data()), n * 4);
+    }
+  }
+  std::printf("{\"text_bytes\":%zu,\"documents\":%zu,\"tokens\":%zu,\"cold_seconds\":%.6f,\"warm_seconds\":%.6f}\n",
+              corpus.text_bytes, corpus.texts.size(), tokens, cold, warm);
+  return 0;
+}

@@ -1,0 +1,239 @@
+// The companion loader: Megatron-core's GPTDataset and BlendedDataset, reproduced exactly
+// (docs/loader.md), over memory-mapped pileprep/Megatron datasets. A training job that uses it gets
+// the very samples Megatron would give for the same data path, split, sequence length, sample
+// count and seed, without Megatron. CMake target `pileprep::loader` (Abseil only: no curl, zstd,
+// simdjson, RE2 or TBB).
+//
+//   pileprep::GptDatasetOptions options;
+//   options.sequence_length = 2048;
+//   options.num_samples = 1000000;
+//   options.split = "969,30,1";            // train split (split_index 0); "" = all sequences
+//   options.cache_dir = "/scratch/idx";    // optional: indices cached as .npy files
+//   PILEPREP_ASSIGN_OR_RETURN(auto ds, pileprep::GptDataset::Open("0.3 A 0.7 B", options));
+//   std::vector<int64_t> text;
+//   PILEPREP_RETURN_IF_ERROR(ds->GetSample(0, &text));   // sequence_length + 1 tokens
+//
+// Lifetime: a GptDataset owns its indices and shares its IndexedDatasetViews. Thread model:
+// immutable after Open; GetSample may be called from any number of threads at once.
+// Errors: InvalidArgument for bad options, split or blend strings (with the offending text),
+// FailedPrecondition for an empty split or a dataset with too few tokens, OutOfRange for a sample
+// index out of range, and the view's open errors (file and cause).
+#ifndef PILEPREP_LOADER_H_
+#define PILEPREP_LOADER_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "pileprep/indexed_dataset_view.h"
+
+namespace pileprep {
+
+// numpy's legacy `RandomState(seed)` for the two calls Megatron makes: an MT19937 seeded with
+// init_genrand (identical to std::mt19937(seed)), and `shuffle` of a 1-D array using rejection
+// sampling on masked draws (NEP 19 freezes this stream). Not thread-safe.
+class NumpyRandomState {
+ public:
+  explicit NumpyRandomState(uint32_t seed) : gen_(seed) {}
+  // numpy's random_interval: a uniform integer in [0, max].
+  uint64_t RandomInterval(uint64_t max);
+  // numpy's RandomState.shuffle on a contiguous 1-D array.
+  template <typename T>
+  void Shuffle(T* data, size_t n) {
+    for (size_t i = n; i-- > 1;) {
+      size_t j = static_cast<size_t>(RandomInterval(i));
+      std::swap(data[i], data[j]);
+    }
+  }
+
+ private:
+  std::mt19937 gen_;
+};
+
+// ---- Split strings ---------------------------------------------------------------------------
+
+enum class SplitRounding {
+  kCurrent,  // Megatron-core: round(bookend · N) per boundary (Python round, half to even)
+  kLegacy,   // Megatron/NeMo before core: accumulate round(piece · N), shift so the last is N
+};
+
+// [begin, end) of sequence indices.
+struct SequenceRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t size() const { return end - begin; }
+};
+
+// Megatron's train/valid/test split of `num_sequences` sequences from a split string such as
+// "969,30,1" (every `[.0-9]+` substring is a weight; padded to three with 0; normalized). A split
+// of zero weight (kCurrent) or zero width (kLegacy) is not built: nullopt. Errors: InvalidArgument
+// for no weights, more than three, a token that is not a number, or a zero sum.
+absl::StatusOr<std::array<std::optional<SequenceRange>, 3>> ComputeSplit(
+    absl::string_view split, int64_t num_sequences, SplitRounding rounding = SplitRounding::kCurrent);
+
+// ---- GPT indices -----------------------------------------------------------------------------
+
+struct GptIndexOptions {
+  // Tokens per sample (Megatron's --seq-length). Must be >= 1.
+  int64_t sequence_length = 2048;
+  // Samples requested; nullopt: one epoch (Megatron's num_samples = None).
+  std::optional<int64_t> num_samples;
+  // Seed of the numpy RandomState (Megatron's --seed).
+  uint32_t seed = 1234;
+  // add_extra_token_to_sequence: samples of sequence_length + 1 tokens, overlapping by one.
+  bool add_extra_token = true;
+  // false only for Megatron's validation split with drop_last_partial_validation_sequence = False:
+  // the sample count is rounded up (the last sample is short).
+  bool drop_last_partial_sequence = true;
+};
+
+// Megatron-core's three index arrays for one dataset split. Values are stored widened; the
+// `*_int64` flags say which dtype Megatron would hold them in (and which the .npy cache and the
+// Python module use).
+struct GptIndices {
+  int32_t num_epochs = 0;
+  bool separate_final_epoch = false;
+  int64_t tokens_per_epoch = 0;
+  // document_index (int32): sequence ids in sample order, epochs concatenated.
+  std::vector<int32_t> document_index;
+  // sample_index, flattened rows of (position in document_index, token offset); rows = size() + 1.
+  std::vector<int64_t> sample_index;
+  bool sample_index_int64 = false;  // false: int32 (max(len(document_index), max size) fits)
+  // shuffle_index: a permutation of sample rows.
+  std::vector<int64_t> shuffle_index;
+  bool shuffle_index_int64 = false;  // false: uint32
+  int64_t size() const { return static_cast<int64_t>(shuffle_index.size()); }
+};
+
+// Builds the indices of Megatron-core's GPTDataset (`_build_document_sample_shuffle_indices`):
+// `sizes` = all sequence lengths of the dataset, `sequence_ids` = the split's sequences (ascending).
+// O(epochs · sequences + samples). Errors: InvalidArgument (sequence_length < 1, num_samples < 0,
+// an id out of range), FailedPrecondition (the split has no tokens, or fewer than needed for one
+// sample).
+absl::StatusOr<GptIndices> BuildGptIndices(absl::Span<const int32_t> sizes,
+                                           absl::Span<const int32_t> sequence_ids,
+                                           const GptIndexOptions& options);
+
+// ---- Blending --------------------------------------------------------------------------------
+
+struct BlendingIndices {
+  std::vector<int16_t> dataset_index;
+  std::vector<int64_t> dataset_sample_index;
+};
+
+// helpers.cpp build_blending_indices: `size` picks, each from the dataset with the largest
+// w·max(s,1) − count (first wins ties). `weights` as given (Megatron passes normalized weights).
+BlendingIndices BuildBlendingIndices(absl::Span<const double> weights, int64_t size);
+// helpers.cpp build_exhaustive_blending_indices: exactly sizes[d] picks from each dataset d, in the
+// same greedy order with weights sizes[d] / Σ sizes. Datasets of size 0 are never picked.
+BlendingIndices BuildExhaustiveBlendingIndices(absl::Span<const int64_t> sizes);
+
+// A parsed --data-path list: weighted (even length, every even item a float; weights normalized in
+// float64) or plain prefixes (weights empty).
+struct Blend {
+  std::vector<std::string> prefixes;
+  std::vector<double> weights;  // empty: unweighted
+};
+// Parses Megatron's --data-path items ("0.3", "A", "0.7", "B" or "A", "B"). Errors:
+// InvalidArgument for no items or a weight < 0 or a zero sum.
+absl::StatusOr<Blend> ParseBlend(const std::vector<std::string>& items);
+// The same for one string, items separated by whitespace ("0.3 A 0.7 B"; a lone prefix).
+absl::StatusOr<Blend> ParseBlend(absl::string_view data_path);
+
+// ---- The dataset -----------------------------------------------------------------------------
+
+struct GptDatasetOptions {
+  int64_t sequence_length = 2048;
+  // Samples requested from the whole (blended) dataset; nullopt: one epoch of each dataset.
+  std::optional<int64_t> num_samples;
+  uint32_t seed = 1234;
+  bool add_extra_token = true;
+  bool drop_last_partial_sequence = true;
+  // Split string ("969,30,1"); empty: every sequence (no split).
+  std::string split;
+  // Which split: 0 train, 1 valid, 2 test.
+  int split_index = 0;
+  SplitRounding split_rounding = SplitRounding::kCurrent;
+  // Where to cache the indices (created if missing); empty: build in memory every time. Files are
+  // `{cache_dir}/{hash}-pileprep-gpt-{document,sample,shuffle}_index.npy` and `...-description.txt`,
+  // the hash covering the sequence lengths, the split range and every option above. Written under a
+  // unique temporary name and renamed, so ranks building at once are safe (identical contents).
+  std::string cache_dir;
+  // Megatron's mid_level_dataset_surplus: each dataset of a weighted blend is asked for
+  // ceil(ceil(S·w)·(1 + surplus)) samples.
+  double blend_surplus = 0.005;
+  IndexedDatasetViewOptions view;
+};
+
+// One part of a sample: `count` tokens of `sequence` from token `offset`.
+struct SamplePart {
+  int64_t sequence = 0;
+  int64_t offset = 0;
+  int64_t count = 0;
+};
+
+class GptDataset {
+ public:
+  // `data_path` as Megatron's --data-path: a prefix, "0.3 A 0.7 B" or "A B".
+  // Weighted blend with num_samples S: dataset d is built for ceil(ceil(S·w_d)·(1+surplus))
+  // samples, the blend has Σ ceil(S·w_d) samples from build_blending_indices (num_samples required).
+  // Unweighted blend: each dataset one epoch; exhaustive blending when num_samples is nullopt, else
+  // build_blending_indices with weights ∝ dataset sizes and min(S, Σ sizes) samples.
+  static absl::StatusOr<std::unique_ptr<GptDataset>> Open(absl::string_view data_path,
+                                                          const GptDatasetOptions& options);
+  static absl::StatusOr<std::unique_ptr<GptDataset>> Open(const Blend& blend,
+                                                          const GptDatasetOptions& options);
+
+  // Number of samples (Megatron's len()).
+  int64_t size() const { return size_; }
+  // Tokens in a full sample: sequence_length + (add_extra_token ? 1 : 0).
+  int64_t sample_tokens() const { return sample_tokens_; }
+
+  // Sample i's text as int64 tokens (Megatron's "text"; tokens = text[:-1], labels = text[1:]).
+  // Errors: OutOfRange.
+  absl::Status GetSample(int64_t i, std::vector<int64_t>* text) const;
+  // Where sample i's tokens are (zero-copy access through dataset(k)). Returns k, the dataset.
+  absl::StatusOr<int> GetSampleParts(int64_t i, std::vector<SamplePart>* parts) const;
+
+  bool is_blend() const { return blend_; }
+  int num_datasets() const { return static_cast<int>(parts_.size()); }
+  const IndexedDatasetView& dataset(int k = 0) const { return *parts_[k].view; }
+  const GptIndices& indices(int k = 0) const { return parts_[k].indices; }
+  // The split's sequences of dataset k.
+  SequenceRange sequences(int k = 0) const { return parts_[k].range; }
+  // Blends only (empty otherwise).
+  const BlendingIndices& blending() const { return blending_; }
+  // Whether dataset k's indices came from the cache.
+  bool loaded_from_cache(int k = 0) const { return parts_[k].from_cache; }
+
+ private:
+  struct Part {
+    std::shared_ptr<const IndexedDatasetView> view;
+    SequenceRange range;
+    GptIndices indices;
+    bool from_cache = false;
+  };
+  GptDataset() = default;
+  absl::Status LocalParts(int k, int64_t j, std::vector<SamplePart>* parts) const;
+
+  std::vector<Part> parts_;
+  BlendingIndices blending_;
+  bool blend_ = false;
+  int64_t size_ = 0;
+  int64_t sample_tokens_ = 0;
+  int64_t extra_ = 1;
+};
+
+}  // namespace pileprep
+
+#endif  // PILEPREP_LOADER_H_

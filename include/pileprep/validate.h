@@ -1,0 +1,101 @@
+// Validation of a Megatron .bin/.idx pair against every invariant of docs/format.md, so broken
+// datasets are found before a training job trips on them (readers check almost nothing: a truncated
+// .bin or Megatron's 2023 EOD off-by-one is read silently).
+//
+//   ValidateOptions options;                       // vocabulary size, --expect-eod, threads
+//   PILEPREP_ASSIGN_OR_RETURN(ValidationReport r, ValidateDataset("out/my-gpt3_00_text_document", options));
+//   if (!r.ok()) for (const Violation& v : r.violations) ...   // first violation of each kind
+//
+// Checked, each with its Violation::kind:
+//   idx_magic        bytes 0..8 are "MMIDIDX\0\0"
+//   idx_version      u64 at byte 9 is 1
+//   dtype            dtype code at byte 17 is 4 (int32) or 8 (uint16); 6/7 (floats) and others refused
+//   idx_size         the .idx is exactly 34 + 12·S + 8·D1 bytes (shorter: truncated; longer: trailing
+//                    bytes, which readers ignore but which mean the file is not what the header says)
+//   document_count   D1 ≥ 1 (document_indices holds at least the leading 0)
+//   zero_length      no sequence has length 0 (Megatron never writes one)
+//   negative_length  no sequence has a negative length
+//   pointer          pointers[0] = 0, pointers[i+1] = pointers[i] + itemsize·lengths[i] in 64 bits
+//   doc_index_start  document_indices[0] = 0
+//   doc_index_order  document_indices is non-decreasing
+//   doc_index_end    document_indices[D1-1] = S
+//   bin_size         the .bin is exactly itemsize·Σ lengths bytes (catches truncated copies and
+//                    Megatron's 2023-06..08 EOD off-by-one, which no reader notices)
+//   empty_dataset    at least one token (no reader can mmap an empty .bin)
+//   token_range      every token < vocab_size (and ≥ 0 for int32)
+//   eod              with expect_eod: every sequence ends with eod_id
+// For each kind the report keeps the first occurrence (file offset, sequence or document index and
+// a message naming the file, the byte offset, the cause and what to do) and counts all of them.
+// When the .idx header or size is unusable the array checks are skipped (they would only repeat the
+// same fault); token checks need a dtype of 4 or 8.
+//
+// Speed: both files are memory-mapped; the index checks are one sequential pass, the .bin token
+// checks run in parallel (oneTBB) over large blocks, so a 20 GB .bin is checked at disk speed.
+// check_tokens = false skips reading the .bin (its size is still checked): a cheap structural check.
+//
+// Thread model: ValidateDataset is reentrant; it blocks and uses up to `options.threads` threads.
+// Errors (absl::Status) are only for files that cannot be opened or mapped (a missing .bin or .idx:
+// NotFound, naming the path); problems with their contents are Violations in the report.
+#ifndef PILEPREP_VALIDATE_H_
+#define PILEPREP_VALIDATE_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "pileprep/indexed_dataset.h"
+
+namespace pileprep {
+
+struct ValidateOptions {
+  uint64_t vocab_size = 50257;  // every token must be < vocab_size (GPT-2)
+  bool expect_eod = false;      // every sequence must end with eod_id (--append-eod datasets)
+  uint32_t eod_id = 50256;
+  bool check_tokens = true;     // false: index-only checks (fast; skips reading the .bin)
+  int threads = 0;              // 0: all cores
+};
+
+struct Violation {
+  std::string kind;      // stable identifier, e.g. "bin_size", "pointer", "token_range"
+  std::string message;   // what is wrong, where (byte offset, sequence index) and what it means
+  int64_t file_offset = -1;  // byte offset in the file the kind is about, when meaningful
+  int64_t index = -1;        // sequence or document index, when meaningful
+  uint64_t count = 0;        // how many times this kind occurred (the message is the first)
+};
+
+struct ValidationReport {
+  std::string prefix;
+  TokenDType dtype = TokenDType::kUint16;  // meaningful when the dtype code is 4 or 8
+  uint8_t dtype_code = 0;                  // as stored at byte 17
+  uint64_t sequences = 0;
+  uint64_t documents = 0;   // document_indices entries - 1
+  uint64_t tokens = 0;      // Σ positive lengths
+  uint64_t bin_bytes = 0;
+  uint64_t idx_bytes = 0;
+  bool tokens_checked = false;  // the .bin token checks ran (check_tokens and a usable index)
+  std::vector<Violation> violations;  // empty when sound
+  bool ok() const { return violations.empty(); }
+  // The violation of `kind`, or nullptr.
+  const Violation* Find(std::string_view kind) const;
+};
+
+// Validates `{prefix}.idx` and `{prefix}.bin`.
+absl::StatusOr<ValidationReport> ValidateDataset(const std::string& prefix,
+                                                 const ValidateOptions& options = {});
+
+// The same checks on bytes already in memory (any bytes at all: never reads out of bounds). `prefix`
+// only names the files in messages. For tests and the fuzzer.
+ValidationReport ValidateBuffers(std::string_view idx, std::string_view bin,
+                                 const std::string& prefix, const ValidateOptions& options = {});
+
+// Human-readable report: one line per violation, or a one-line summary when sound.
+std::string FormatValidationReport(const ValidationReport& report);
+// The report as one JSON object (prefix, ok, counts, violations[{kind, message, file_offset, index,
+// count}]).
+std::string ValidationReportToJson(const ValidationReport& report);
+
+}  // namespace pileprep
+
+#endif  // PILEPREP_VALIDATE_H_

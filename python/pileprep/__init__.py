@@ -1,0 +1,87 @@
+"""pileprep's loader: Megatron-core's IndexedDataset, GPTDataset and blending, reproduced exactly.
+
+    import pileprep
+    ds = pileprep.IndexedDataset("data/my-gpt3_00_text_document")
+    ds[0]                       # numpy view of sequence 0 (uint16 or int32), zero-copy, read-only
+    g = pileprep.GPTDataset("0.3 A 0.7 B", seq_length=2048, num_samples=10**6, split="969,30,1")
+    g[0]                        # int64 array of seq_length + 1 tokens: Megatron's sample 0
+
+`TorchGPTDataset` (when torch is importable) wraps a GPTDataset as a torch Dataset that returns
+Megatron's dict: tokens, labels, loss_mask, position_ids (and attention_mask on request).
+"""
+from ._pileprep import (  # noqa: F401
+    GPTDataset,
+    IndexedDataset,
+    blending_indices,
+    exhaustive_blending_indices,
+    split_ranges,
+)
+
+__all__ = [
+    "GPTDataset",
+    "IndexedDataset",
+    "blending_indices",
+    "exhaustive_blending_indices",
+    "split_ranges",
+]
+
+try:
+    import torch as _torch
+except ImportError:  # the loader itself needs only numpy
+    _torch = None
+
+
+def _megatron_sample(text, add_extra_token, eod_token, eod_mask_loss, pad_token, create_attention_mask,
+                     torch):
+    """GPTDataset.__getitem__'s tensors for one sample (default position ids and attention mask)."""
+    text = torch.from_numpy(text)
+    if add_extra_token:
+        tokens = text[:-1].contiguous()
+        labels = text[1:].contiguous()
+        loss_mask = torch.ones(tokens.shape[0], dtype=torch.float)
+    else:
+        tokens = text
+        labels = torch.roll(text, shifts=-1, dims=0)
+        labels[-1] = pad_token
+        loss_mask = torch.ones(tokens.shape[0], dtype=torch.float)
+        loss_mask[-1] = 0.0
+    if eod_mask_loss and eod_token is not None:
+        loss_mask[tokens == eod_token] = 0.0
+    sample = {
+        "tokens": tokens,
+        "labels": labels,
+        "loss_mask": loss_mask,
+        "position_ids": torch.arange(tokens.shape[0], dtype=torch.long),
+    }
+    if create_attention_mask:
+        n = tokens.shape[0]
+        sample["attention_mask"] = torch.tril(torch.ones((n, n))).unsqueeze(0) < 0.5
+    return sample
+
+
+if _torch is not None:
+
+    class TorchGPTDataset(_torch.utils.data.Dataset):
+        """A torch Dataset over a pileprep.GPTDataset, returning Megatron's sample dict.
+
+        TorchGPTDataset(pileprep.GPTDataset(...), eod_token=50256, eod_mask_loss=False,
+                        pad_token=-1, create_attention_mask=False)
+        """
+
+        def __init__(self, dataset, eod_token=50256, eod_mask_loss=False, pad_token=-1,
+                     create_attention_mask=False):
+            self.dataset = dataset
+            self.eod_token = eod_token
+            self.eod_mask_loss = eod_mask_loss
+            self.pad_token = pad_token
+            self.create_attention_mask = create_attention_mask
+
+        def __len__(self):
+            return len(self.dataset)
+
+        def __getitem__(self, i):
+            return _megatron_sample(self.dataset[i], self.dataset.add_extra_token, self.eod_token,
+                                    self.eod_mask_loss, self.pad_token, self.create_attention_mask,
+                                    _torch)
+
+    __all__.append("TorchGPTDataset")

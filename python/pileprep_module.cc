@@ -1,0 +1,259 @@
+// pileprep._pileprep: Python bindings of the loader (include/pileprep/loader.h). Errors become
+// Python exceptions here, at the edge: OutOfRange -> IndexError, NotFound -> FileNotFoundError,
+// InvalidArgument -> ValueError, anything else -> RuntimeError.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "pileprep/indexed_dataset_view.h"
+#include "pileprep/loader.h"
+
+namespace py = pybind11;
+
+namespace pileprep {
+namespace {
+
+[[noreturn]] void Raise(const absl::Status& s) {
+  std::string m(s.message());
+  switch (s.code()) {
+    case absl::StatusCode::kOutOfRange:
+      throw py::index_error(m);
+    case absl::StatusCode::kNotFound:
+      PyErr_SetString(PyExc_FileNotFoundError, m.c_str());
+      throw py::error_already_set();
+    case absl::StatusCode::kInvalidArgument:
+      throw py::value_error(m);
+    default:
+      throw std::runtime_error(m);
+  }
+}
+
+int64_t Normalize(int64_t i, int64_t n) {
+  if (i < 0) i += n;
+  if (i < 0 || i >= n) throw py::index_error("index out of range");
+  return i;
+}
+
+// A read-only numpy view of `count` items at `data`, kept alive by `owner`.
+template <typename T>
+py::array View(const T* data, std::vector<py::ssize_t> shape, py::handle owner) {
+  py::array a(py::dtype::of<T>(), shape, {}, data, owner);
+  py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+  return a;
+}
+
+template <typename To, typename From>
+py::array Narrowed(const std::vector<From>& v, std::vector<py::ssize_t> shape) {
+  py::array_t<To> a(shape);
+  To* out = a.mutable_data();
+  for (size_t i = 0; i < v.size(); ++i) out[i] = static_cast<To>(v[i]);
+  return a;
+}
+
+struct PyIndexedDataset {
+  std::shared_ptr<const IndexedDatasetView> view;
+};
+
+struct PyGptDataset {
+  std::unique_ptr<GptDataset> ds;
+  int64_t seq_length = 0;
+  const GptIndices& Single() const {
+    if (ds->is_blend()) {
+      throw py::value_error(
+          "a blend has one set of indices per dataset: use dataset_index / dataset_sample_index");
+    }
+    return ds->indices(0);
+  }
+};
+
+py::object NumpyDtype(TokenDType d) {
+  return py::module_::import("numpy").attr(d == TokenDType::kUint16 ? "uint16" : "int32");
+}
+
+}  // namespace
+}  // namespace pileprep
+
+PYBIND11_MODULE(_pileprep, m) {
+  using namespace pileprep;
+  m.doc() = "pileprep's loader: Megatron-core IndexedDataset, GPTDataset and blending, exactly.";
+
+  py::class_<PyIndexedDataset>(m, "IndexedDataset")
+      .def(py::init([](const std::string& prefix) {
+             auto v = IndexedDatasetView::Open(prefix);
+             if (!v.ok()) Raise(v.status());
+             return PyIndexedDataset{*std::move(v)};
+           }),
+           py::arg("prefix"))
+      .def("__len__", [](const PyIndexedDataset& d) { return d.view->num_sequences(); })
+      .def("__getitem__",
+           [](py::object self, int64_t i) -> py::array {
+             const auto& d = self.cast<const PyIndexedDataset&>();
+             i = Normalize(i, d.view->num_sequences());
+             py::ssize_t n = d.view->sequence_lengths()[i];
+             if (d.view->dtype() == TokenDType::kUint16) {
+               return View(d.view->Sequence<uint16_t>(i).data(), {n}, self);
+             }
+             return View(d.view->Sequence<int32_t>(i).data(), {n}, self);
+           })
+      .def_property_readonly("sequence_lengths",
+                             [](py::object self) {
+                               const auto& d = self.cast<const PyIndexedDataset&>();
+                               auto s = d.view->sequence_lengths();
+                               return View(s.data(), {static_cast<py::ssize_t>(s.size())}, self);
+                             })
+      .def_property_readonly("sequence_pointers",
+                             [](py::object self) {
+                               const auto& d = self.cast<const PyIndexedDataset&>();
+                               auto s = d.view->sequence_pointers();
+                               return View(s.data(), {static_cast<py::ssize_t>(s.size())}, self);
+                             })
+      .def_property_readonly("document_indices",
+                             [](py::object self) {
+                               const auto& d = self.cast<const PyIndexedDataset&>();
+                               auto s = d.view->document_indices();
+                               return View(s.data(), {static_cast<py::ssize_t>(s.size())}, self);
+                             })
+      .def_property_readonly("dtype", [](const PyIndexedDataset& d) { return NumpyDtype(d.view->dtype()); })
+      .def_property_readonly("num_tokens", [](const PyIndexedDataset& d) { return d.view->num_tokens(); })
+      .def_property_readonly("prefix", [](const PyIndexedDataset& d) { return d.view->prefix(); });
+
+  py::class_<PyGptDataset>(m, "GPTDataset")
+      .def(py::init([](py::object data_path, int64_t seq_length, std::optional<int64_t> num_samples,
+                       uint32_t seed, std::optional<std::string> split, int split_index,
+                       bool add_extra_token, bool drop_last_partial_sequence, bool legacy_split,
+                       std::optional<std::string> cache_dir) {
+             GptDatasetOptions o;
+             o.sequence_length = seq_length;
+             o.num_samples = num_samples;
+             o.seed = seed;
+             o.split = split.value_or("");
+             o.split_index = split_index;
+             o.add_extra_token = add_extra_token;
+             o.drop_last_partial_sequence = drop_last_partial_sequence;
+             o.split_rounding = legacy_split ? SplitRounding::kLegacy : SplitRounding::kCurrent;
+             o.cache_dir = cache_dir.value_or("");
+             absl::StatusOr<Blend> blend;
+             if (py::isinstance<py::str>(data_path)) {
+               blend = ParseBlend(data_path.cast<std::string>());
+             } else {
+               std::vector<std::string> items;
+               for (py::handle h : data_path) items.push_back(py::str(h).cast<std::string>());
+               blend = ParseBlend(items);
+             }
+             if (!blend.ok()) Raise(blend.status());
+             absl::StatusOr<std::unique_ptr<GptDataset>> ds;
+             {
+               py::gil_scoped_release release;
+               ds = GptDataset::Open(*blend, o);
+             }
+             if (!ds.ok()) Raise(ds.status());
+             return PyGptDataset{*std::move(ds), seq_length};
+           }),
+           py::arg("prefix_or_blend"), py::arg("seq_length"), py::arg("num_samples") = py::none(),
+           py::arg("seed") = 1234, py::arg("split") = py::none(), py::arg("split_index") = 0,
+           py::arg("add_extra_token") = true, py::arg("drop_last_partial_sequence") = true,
+           py::arg("legacy_split") = false, py::arg("cache_dir") = py::none())
+      .def("__len__", [](const PyGptDataset& g) { return g.ds->size(); })
+      .def("__getitem__",
+           [](const PyGptDataset& g, int64_t i) {
+             i = Normalize(i, g.ds->size());
+             std::vector<int64_t> text;
+             absl::Status s = g.ds->GetSample(i, &text);
+             if (!s.ok()) Raise(s);
+             py::array_t<int64_t> a(static_cast<py::ssize_t>(text.size()));
+             std::copy(text.begin(), text.end(), a.mutable_data());
+             return a;
+           })
+      .def_property_readonly("document_index",
+                             [](const PyGptDataset& g) {
+                               const auto& ix = g.Single();
+                               return Narrowed<int32_t>(
+                                   ix.document_index,
+                                   {static_cast<py::ssize_t>(ix.document_index.size())});
+                             })
+      .def_property_readonly("sample_index",
+                             [](const PyGptDataset& g) {
+                               const auto& ix = g.Single();
+                               std::vector<py::ssize_t> shape = {
+                                   static_cast<py::ssize_t>(ix.sample_index.size() / 2), 2};
+                               return ix.sample_index_int64 ? Narrowed<int64_t>(ix.sample_index, shape)
+                                                            : Narrowed<int32_t>(ix.sample_index, shape);
+                             })
+      .def_property_readonly("shuffle_index",
+                             [](const PyGptDataset& g) {
+                               const auto& ix = g.Single();
+                               std::vector<py::ssize_t> shape = {ix.size()};
+                               return ix.shuffle_index_int64 ? Narrowed<int64_t>(ix.shuffle_index, shape)
+                                                             : Narrowed<uint32_t>(ix.shuffle_index, shape);
+                             })
+      .def_property_readonly("num_epochs", [](const PyGptDataset& g) { return g.Single().num_epochs; })
+      .def_property_readonly("separate_final_epoch",
+                             [](const PyGptDataset& g) { return g.Single().separate_final_epoch; })
+      .def_property_readonly("is_blend", [](const PyGptDataset& g) { return g.ds->is_blend(); })
+      .def_property_readonly("sequence_range",
+                             [](const PyGptDataset& g) {
+                               g.Single();
+                               return py::make_tuple(g.ds->sequences().begin, g.ds->sequences().end);
+                             })
+      .def_property_readonly("dataset_index",
+                             [](const PyGptDataset& g) {
+                               const auto& v = g.ds->blending().dataset_index;
+                               return Narrowed<int16_t>(v, {static_cast<py::ssize_t>(v.size())});
+                             })
+      .def_property_readonly("dataset_sample_index",
+                             [](const PyGptDataset& g) {
+                               const auto& v = g.ds->blending().dataset_sample_index;
+                               return Narrowed<int64_t>(v, {static_cast<py::ssize_t>(v.size())});
+                             })
+      .def_property_readonly("loaded_from_cache",
+                             [](const PyGptDataset& g) { return g.ds->loaded_from_cache(0); })
+      .def_property_readonly("seq_length", [](const PyGptDataset& g) { return g.seq_length; })
+      .def_property_readonly("add_extra_token",
+                             [](const PyGptDataset& g) { return g.ds->sample_tokens() > g.seq_length; });
+
+  m.def(
+      "blending_indices",
+      [](std::vector<double> weights, int64_t size) {
+        BlendingIndices b = BuildBlendingIndices(weights, size);
+        return py::make_tuple(
+            Narrowed<int16_t>(b.dataset_index, {static_cast<py::ssize_t>(b.dataset_index.size())}),
+            Narrowed<int64_t>(b.dataset_sample_index,
+                              {static_cast<py::ssize_t>(b.dataset_sample_index.size())}));
+      },
+      py::arg("weights"), py::arg("size"),
+      "helpers.cpp build_blending_indices: (dataset_index int16, dataset_sample_index int64).");
+  m.def(
+      "exhaustive_blending_indices",
+      [](std::vector<int64_t> sizes) {
+        BlendingIndices b = BuildExhaustiveBlendingIndices(sizes);
+        return py::make_tuple(
+            Narrowed<int16_t>(b.dataset_index, {static_cast<py::ssize_t>(b.dataset_index.size())}),
+            Narrowed<int64_t>(b.dataset_sample_index,
+                              {static_cast<py::ssize_t>(b.dataset_sample_index.size())}));
+      },
+      py::arg("sizes"), "helpers.cpp build_exhaustive_blending_indices.");
+  m.def(
+      "split_ranges",
+      [](const std::string& split, int64_t num_sequences, bool legacy) {
+        auto r = ComputeSplit(split, num_sequences,
+                              legacy ? SplitRounding::kLegacy : SplitRounding::kCurrent);
+        if (!r.ok()) Raise(r.status());
+        py::list out;
+        for (const auto& range : *r) {
+          if (range) {
+            out.append(py::make_tuple(range->begin, range->end));
+          } else {
+            out.append(py::none());
+          }
+        }
+        return out;
+      },
+      py::arg("split"), py::arg("num_sequences"), py::arg("legacy") = false,
+      "Megatron's split of num_sequences: three (begin, end) or None.");
+}

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Measures pileprep beside its peers on the same real text, in one run, and prints one table.
+#
+#   scripts/bench.sh            # tokenizer (1 thread), whole job (1 and 2 threads), memory on ~100 MB / ~1 GB shards
+#   scripts/bench.sh --scaling  # also the whole job at 1, 2, 4, ... up to all cores
+#   BENCH_SKIP_MEMORY=1         # skip the large-shard memory runs
+#
+# Text: the documents of data/samples/*.jsonl.zst (Debian manuals in many languages, code, LaTeX, Unicode
+# data), or the .jsonl/.jsonl.zst files listed in $PILEPREP_BENCH_CORPUS (colon-separated).
+# Peers, on the same texts: tiktoken's native Rust core (npm tiktoken-rs-node-linux-x64-gnu, installed into
+# ~/.cache/pileprep, outside the repo; its ids must equal pileprep's) and a plain Python baseline
+# (benchmarks/peers/python_baseline.py: Megatron's preprocess_data.py loop with Megatron's GPT-2 BPE).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SCALING=0
+[[ "${1:-}" == "--scaling" ]] && SCALING=1
+
+scripts/setup.sh
+BUILD=${PILEPREP_BUILD_DIR:-build}
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPILEPREP_BUILD_BENCHMARKS=ON >/dev/null
+cmake --build "$BUILD" -j "$(nproc)" --target pileprep tokenize_bench >/dev/null
+
+CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/pileprep
+TIKTOKEN_VERSION=1.0.6
+TIKTOKEN=$CACHE/npm/node_modules/tiktoken-rs-node-linux-x64-gnu/tiktoken-rs-node.linux-x64-gnu.node
+if [[ ! -f $TIKTOKEN ]] && command -v npm >/dev/null; then
+  mkdir -p "$CACHE/npm"
+  (cd "$CACHE/npm" && npm install --no-save --no-audit --no-fund --silent \
+     "tiktoken-rs-node-linux-x64-gnu@$TIKTOKEN_VERSION" >/dev/null 2>&1) || true
+fi
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cores=$(nproc)
+PY=/usr/bin/python3
+json() { $PY -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])" "$1" "$2"; }
+rss() { awk '/Maximum resident/ {printf "%.0f", $6/1024}' "$1"; }   # MB from /usr/bin/time -v
+
+echo "== tokenizer, 1 thread (pileprep)" >&2
+tok=$("$BUILD/bin/tokenize_bench" --export-texts "$work/texts.bin" --export-ids "$work/ids.bin")
+text_bytes=$(json "$tok" text_bytes)
+text_mb=$($PY -c "print($text_bytes/1e6)")
+
+tik_mbps=""
+if [[ -f $TIKTOKEN ]] && command -v node >/dev/null; then
+  echo "== tokenizer, 1 thread (tiktoken)" >&2
+  tik=$(/usr/bin/time -v -o "$work/tik.time" node benchmarks/peers/tiktoken_bench.js "$TIKTOKEN" "$work/texts.bin" "$work/ids.bin")
+  tik_mbps=$($PY -c "print($text_bytes/1e6/$(json "$tik" seconds))")
+  [[ $(json "$tik" ids_match) == True ]] || { echo "tiktoken's ids differ from pileprep's (text $(json "$tik" first_mismatch))" >&2; exit 1; }
+else
+  echo "tiktoken peer unavailable (no node/npm or no registry): ratios omitted" >&2
+fi
+
+echo "== tokenizer, 1 process (Python baseline)" >&2
+pyt=$($PY benchmarks/peers/python_baseline.py tokenize "$work/texts.bin" "$work/ids.bin")
+[[ $(json "$pyt" ids_match) == True ]] || { echo "Python baseline ids differ from pileprep's" >&2; exit 1; }
+
+# Whole job input: the same documents as JSON lines.
+for f in ${PILEPREP_BENCH_CORPUS:-data/samples/*.jsonl.zst}; do
+  f=${f//:/ }
+  for g in $f; do case $g in *.zst) zstd -q -d -c "$g" ;; *) cat "$g" ;; esac; done
+done > "$work/corpus.jsonl"
+json_mb=$($PY -c "import os; print(os.path.getsize('$work/corpus.jsonl')/1e6)")
+
+echo "== whole job (Python baseline, 2 workers)" >&2
+pyj=$(/usr/bin/time -v -o "$work/pyj.time" $PY benchmarks/peers/python_baseline.py job "$work/corpus.jsonl" "$work/py" 2)
+
+declare -A job_s job_rss
+threads_list="1 2"
+if ((SCALING)); then
+  threads_list=""; t=1
+  while ((t < cores)); do threads_list+="$t "; t=$((t * 2)); done
+  threads_list+="$cores"
+fi
+for t in $threads_list; do
+  echo "== whole job (pileprep, $t threads)" >&2
+  best=1e9
+  for rep in 1 2 3; do
+    /usr/bin/time -v -o "$work/pp.time" "$BUILD/bin/pileprep" preprocess --input "$work/corpus.jsonl" \
+      --output-prefix "$work/pp" --append-eod --workers "$t" -q 2>/dev/null
+    s=$(awk '/Elapsed \(wall clock\)/ {n=split($8,a,":"); s=0; for(i=1;i<=n;i++) s=s*60+a[i]; print s}' "$work/pp.time")
+    best=$($PY -c "print(min($best, $s))")
+    job_rss[$t]=$(rss "$work/pp.time")
+  done
+  job_s[$t]=$best
+done
+cmp -s "$work/py.bin" "$work/pp_text_document.bin" && cmp -s "$work/py.idx" "$work/pp_text_document.idx" \
+  || { echo "Python baseline output differs from pileprep's" >&2; exit 1; }
+
+mem_lines=""
+if [[ -z "${BENCH_SKIP_MEMORY:-}" ]]; then
+  mkdir -p "$work/shards" "$work/out"
+  reps_small=$($PY -c "import math; print(max(1, math.ceil(100/$json_mb)))")
+  reps_large=$($PY -c "import math; print(max(1, math.ceil(1000/$json_mb)))")
+  for spec in "00 $reps_small" "01 $reps_large"; do
+    set -- $spec
+    for ((i = 0; i < $2; i++)); do cat "$work/corpus.jsonl"; done | zstd -q -3 -T0 -o "$work/shards/$1.jsonl.zst"
+  done
+  for n in 0 1; do
+    echo "== memory: shard $n" >&2
+    /usr/bin/time -v -o "$work/mem$n.time" "$BUILD/bin/pileprep" --url "$work/shards" --files "$n" \
+      --output-dir "$work/out" -q 2>/dev/null
+    reps=$([[ $n == 0 ]] && echo "$reps_small" || echo "$reps_large")
+    size=$($PY -c "print('%.0f' % ($json_mb * $reps))")
+    mem_lines+="$(printf '%-34s %7s %14s %s MB\n' "pileprep shard job, ${size} MB JSON" "$cores" "" "$(rss "$work/mem$n.time")")"$'\n'
+    rm -f "$work/out"/*
+  done
+fi
+
+echo
+echo "Text: $(json "$tok" documents) documents, ${text_mb} MB of text (${json_mb} MB JSON lines), $(json "$tok" tokens) tokens"
+echo "Machine: $(lscpu | awk -F: '/Model name/ {gsub(/^ +/,"",$2); print $2}'), $cores cores, $(uname -r)"
+echo
+printf '%-34s %7s %12s %12s %10s %10s\n' implementation threads "MB/s text" "MB/s/core" "x tiktoken" "peak RSS"
+row() {  # name threads seconds rss
+  local mbps per ratio
+  mbps=$($PY -c "print('%.1f' % ($text_bytes/1e6/$3))")
+  per=$($PY -c "print('%.1f' % ($text_bytes/1e6/$3/$2))")
+  ratio=$([[ -n $tik_mbps ]] && $PY -c "print('%.1f' % ($text_bytes/1e6/$3/$2/$tik_mbps))" || echo "-")
+  printf '%-34s %7s %12s %12s %10s %10s\n' "$1" "$2" "$mbps" "$per" "$ratio" "$4"
+}
+[[ -n $tik_mbps ]] && row "tiktoken (Rust core via npm)" 1 "$(json "$tik" seconds)" "$(rss "$work/tik.time") MB"
+row "python baseline, tokenizer" 1 "$(json "$pyt" seconds)" "-"
+row "pileprep tokenizer, cold cache" 1 "$(json "$tok" cold_seconds)" "-"
+row "pileprep tokenizer, warm cache" 1 "$(json "$tok" warm_seconds)" "-"
+row "python baseline, whole job" 2 "$(json "$pyj" seconds)" "$(rss "$work/pyj.time") MB"
+for t in $threads_list; do
+  row "pileprep whole job" "$t" "${job_s[$t]}" "${job_rss[$t]} MB"
+done
+py_job=$(json "$pyj" seconds)
+echo
+echo "whole job, 2 threads vs Python baseline (2 workers): $($PY -c "print('%.0f' % ($py_job/${job_s[2]:-${job_s[1]}}))")x"
+[[ -n ${job_s[2]:-} ]] && echo "scaling 1 -> 2 threads: $($PY -c "print('%.2f' % (${job_s[1]}/${job_s[2]}))")x"
+[[ -n $mem_lines ]] && { echo; echo "Memory (peak RSS of the shard job, all cores):"; printf '%s' "$mem_lines"; }
+exit 0

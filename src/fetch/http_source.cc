@@ -1,0 +1,598 @@
+#include <curl/curl.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "pileprep/fetch.h"
+
+namespace pileprep {
+namespace {
+
+constexpr char kRestartPayload[] = "type.pileprep/fetch.restart";
+
+absl::Status RestartStatus(const std::string& message) {
+  absl::Status s = absl::AbortedError(message);
+  s.SetPayload(kRestartPayload, absl::Cord("restart"));
+  return s;
+}
+
+void GlobalInit() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == '\r' || s.back() == '\n' || s.back() == ' ' || s.back() == '\t')) {
+    s.pop_back();
+  }
+  size_t i = 0;
+  while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
+  return s.substr(i);
+}
+
+// Curl errors that a new attempt may cure: the network, the server going away, timeouts.
+bool IsTransientCurlError(CURLcode code) {
+  switch (code) {
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_GOT_NOTHING:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_WEIRD_SERVER_REPLY:
+    case CURLE_BAD_CONTENT_ENCODING:
+    case CURLE_AGAIN:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Everything one request learned from the headers of its final response.
+struct Response {
+  long code = 0;
+  std::string status_line;
+  std::string etag;
+  std::string last_modified;
+  int64_t content_length = -1;
+  int64_t range_start = -1, range_total = -1;  // from Content-Range
+  bool checked = false;                        // the first body byte has been judged
+};
+
+class HttpSourceImpl final : public HttpSource {
+ public:
+  HttpSourceImpl(std::string url, FetchOptions options, FetchObserver* observer)
+      : url_(std::move(url)), name_(RedactUrl(url_)), options_(std::move(options)),
+        observer_(observer), rng_(std::random_device{}()) {
+    multi_ = curl_multi_init();
+    easy_ = curl_easy_init();
+  }
+
+  ~HttpSourceImpl() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      cancel_ = true;
+    }
+    cv_.notify_all();
+    if (multi_ != nullptr) curl_multi_wakeup(multi_);
+    if (thread_.joinable()) thread_.join();
+    if (easy_ != nullptr) curl_easy_cleanup(easy_);
+    if (multi_ != nullptr) curl_multi_cleanup(multi_);
+    if (cache_fd_ >= 0) {
+      ::close(cache_fd_);
+      ::unlink(CacheTemp().c_str());
+    }
+  }
+
+  absl::Status Start() {
+    if (multi_ == nullptr || easy_ == nullptr) {
+      return absl::InternalError(absl::StrCat(name_, ": cannot initialise libcurl"));
+    }
+    if (!options_.cache_path.empty()) {
+      cache_fd_ = ::open(CacheTemp().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (cache_fd_ < 0) {
+        return absl::PermissionDeniedError(absl::StrCat(CacheTemp(), ": cannot create: ",
+                                                        std::strerror(errno)));
+      }
+    }
+    thread_ = std::thread([this] { Run(); });
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<size_t> Read(char* buffer, size_t capacity) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return !chunks_.empty() || finished_; });
+    if (!error_.ok() && (chunks_.empty() || IsRestartRequired(error_))) return error_;
+    if (chunks_.empty()) return size_t{0};
+    size_t copied = 0;
+    while (copied < capacity && !chunks_.empty()) {
+      std::string& front = chunks_.front();
+      const size_t n = std::min(capacity - copied, front.size() - front_offset_);
+      std::memcpy(buffer + copied, front.data() + front_offset_, n);
+      copied += n;
+      front_offset_ += n;
+      if (front_offset_ == front.size()) {
+        chunks_.pop_front();
+        front_offset_ = 0;
+      }
+    }
+    const bool was_full = queued_bytes_ >= options_.queue_bytes;
+    queued_bytes_ -= copied;
+    lock.unlock();
+    if (was_full && queued_bytes_ < options_.queue_bytes) curl_multi_wakeup(multi_);
+    return copied;
+  }
+
+  int64_t size_hint() const override { return total_.load(std::memory_order_relaxed); }
+  const std::string& name() const override { return name_; }
+
+  FetchStats stats() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    FetchStats s = stats_;
+    s.total_bytes = total_.load();
+    return s;
+  }
+
+ private:
+  std::string CacheTemp() const { return options_.cache_path + ".pileprep-tmp"; }
+
+  static size_t HeaderCallback(char* data, size_t size, size_t count, void* self) {
+    auto* me = static_cast<HttpSourceImpl*>(self);
+    const size_t n = size * count;
+    std::string line = Trim(std::string(data, n));
+    Response& r = me->response_;
+    if (absl::StartsWith(line, "HTTP/")) {
+      // A new response (after a redirect or a 100 Continue): forget the previous one's headers.
+      r = Response{};
+      r.status_line = line;
+      return n;
+    }
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) return n;
+    const std::string key = absl::AsciiStrToLower(line.substr(0, colon));
+    const std::string value = Trim(line.substr(colon + 1));
+    if (key == "etag") {
+      r.etag = value;
+    } else if (key == "last-modified") {
+      r.last_modified = value;
+    } else if (key == "content-length") {
+      int64_t v;
+      if (absl::SimpleAtoi(value, &v)) r.content_length = v;
+    } else if (key == "content-range") {
+      // "bytes START-END/TOTAL" (TOTAL may be '*').
+      long long a = -1, b = -1, t = -1;
+      if (std::sscanf(value.c_str(), "bytes %lld-%lld/%lld", &a, &b, &t) >= 2) {
+        r.range_start = a;
+        r.range_total = t;
+      }
+    }
+    return n;
+  }
+
+  static size_t WriteCallback(char* data, size_t size, size_t count, void* self) {
+    return static_cast<HttpSourceImpl*>(self)->OnBody(data, size * count);
+  }
+
+  // Judges the response at its first body byte: deliver, skip a prefix, restart, or fail.
+  bool CheckResponse() {
+    Response& r = response_;
+    r.checked = true;
+    curl_easy_getinfo(easy_, CURLINFO_RESPONSE_CODE, &r.code);
+    if (r.code < 200 || r.code >= 300) return false;  // judged after the transfer
+    const uint64_t offset = attempt_offset_;
+    if (r.code == 206) {
+      if (r.range_start < 0 || static_cast<uint64_t>(r.range_start) != offset) {
+        abort_status_ = RestartStatus(absl::StrCat(
+            name_, ": asked for bytes from ", offset, ", the server sent a range starting at ",
+            r.range_start, "; restarting the shard"));
+        return false;
+      }
+      const int64_t total = total_.load();
+      if (r.range_total >= 0 && total >= 0 && r.range_total != total) {
+        abort_status_ = RestartStatus(absl::StrCat(
+            name_, ": the file changed size from ", total, " to ", r.range_total,
+            " bytes between requests; restarting the shard"));
+        return false;
+      }
+      if (offset > 0) {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++stats_.resumes;
+      }
+      return true;
+    }
+    // 200: the whole file from byte 0.
+    if (offset == 0) {
+      etag_ = r.etag;
+      last_modified_ = r.last_modified;
+      if (r.content_length >= 0) total_.store(r.content_length);
+      return true;
+    }
+    const bool same_file = !r.etag.empty() && !absl::StartsWith(r.etag, "W/") && r.etag == etag_ &&
+                           (r.content_length < 0 || r.content_length == total_.load());
+    if (same_file) {
+      // The server ignores Range but the file is the same: drop what was already delivered.
+      skip_ = offset;
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.skipped_prefixes;
+      return true;
+    }
+    abort_status_ = RestartStatus(absl::StrCat(
+        name_, ": the server answered a request for bytes ", offset,
+        "- with the whole file (",
+        etag_.empty() && last_modified_.empty() ? "no ETag or Last-Modified to prove it unchanged"
+                                                : "the file changed",
+        "); restarting the shard from byte 0"));
+    return false;
+  }
+
+  size_t OnBody(char* data, size_t n) {
+    if (!response_.checked && !CheckResponse()) return 0;
+    if (response_.code < 200 || response_.code >= 300) return 0;
+    size_t skip = static_cast<size_t>(std::min<uint64_t>(skip_, n));
+    const size_t len = n - skip;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (cancel_) return 0;
+      if (len > 0 && queued_bytes_ >= options_.queue_bytes) {
+        paused_ = true;
+        return CURL_WRITEFUNC_PAUSE;  // curl hands the same bytes again after the unpause
+      }
+    }
+    skip_ -= skip;
+    if (len == 0) return n;
+    const int64_t total = total_.load();
+    if (total >= 0 && delivered_ + len > static_cast<uint64_t>(total)) {
+      abort_status_ = absl::DataLossError(absl::StrCat(
+          name_, ": the server sent more than the ", total, " bytes of its Content-Length"));
+      return 0;
+    }
+    if (cache_fd_ >= 0) {
+      const char* p = data + skip;
+      size_t left = len;
+      while (left > 0) {
+        const ssize_t w = ::write(cache_fd_, p, left);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) {
+          abort_status_ = absl::DataLossError(
+              absl::StrCat(CacheTemp(), ": write error: ", std::strerror(errno)));
+          return 0;
+        }
+        p += w;
+        left -= static_cast<size_t>(w);
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      chunks_.emplace_back(data + skip, len);
+      queued_bytes_ += len;
+      delivered_ += len;
+      attempt_delivered_ += len;
+      stats_.bytes_delivered = delivered_;
+    }
+    cv_.notify_one();
+    return n;
+  }
+
+  // One request from `delivered_`. Returns the curl code; response_ and abort_status_ say the rest.
+  CURLcode Perform() {
+    response_ = Response{};
+    abort_status_ = absl::OkStatus();
+    attempt_offset_ = delivered_;
+    attempt_delivered_ = 0;
+    skip_ = 0;
+    curl_easy_reset(easy_);
+    curl_easy_setopt(easy_, CURLOPT_URL, url_.c_str());
+    curl_easy_setopt(easy_, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(easy_, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(easy_, CURLOPT_MAXREDIRS, 10L);
+    curl_easy_setopt(easy_, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(easy_, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(easy_, CURLOPT_CONNECTTIMEOUT, options_.connect_timeout_s);
+    curl_easy_setopt(easy_, CURLOPT_LOW_SPEED_LIMIT, options_.low_speed_limit);
+    curl_easy_setopt(easy_, CURLOPT_LOW_SPEED_TIME, options_.low_speed_time_s);
+    curl_easy_setopt(easy_, CURLOPT_USERAGENT, options_.user_agent.c_str());
+    curl_easy_setopt(easy_, CURLOPT_SSL_VERIFYPEER, options_.insecure ? 0L : 1L);
+    curl_easy_setopt(easy_, CURLOPT_SSL_VERIFYHOST, options_.insecure ? 0L : 2L);
+    if (!options_.ca_file.empty()) curl_easy_setopt(easy_, CURLOPT_CAINFO, options_.ca_file.c_str());
+    curl_easy_setopt(easy_, CURLOPT_HEADERFUNCTION, &HeaderCallback);
+    curl_easy_setopt(easy_, CURLOPT_HEADERDATA, this);
+    curl_easy_setopt(easy_, CURLOPT_WRITEFUNCTION, &WriteCallback);
+    curl_easy_setopt(easy_, CURLOPT_WRITEDATA, this);
+    curl_easy_setopt(easy_, CURLOPT_BUFFERSIZE, 256L * 1024);
+    curl_slist* headers = nullptr;
+    for (const std::string& h : options_.headers) headers = curl_slist_append(headers, h.c_str());
+    std::string range;
+    if (attempt_offset_ > 0) {
+      range = absl::StrCat(attempt_offset_, "-");
+      curl_easy_setopt(easy_, CURLOPT_RANGE, range.c_str());
+      const std::string& validator = !etag_.empty() && !absl::StartsWith(etag_, "W/")
+                                         ? etag_
+                                         : last_modified_;
+      if (!validator.empty()) {
+        headers = curl_slist_append(headers, absl::StrCat("If-Range: ", validator).c_str());
+      }
+    }
+    if (headers != nullptr) curl_easy_setopt(easy_, CURLOPT_HTTPHEADER, headers);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.requests;
+    }
+
+    CURLcode result = CURLE_OK;
+    curl_multi_add_handle(multi_, easy_);
+    while (true) {
+      int running = 0;
+      curl_multi_perform(multi_, &running);
+      int pending = 0;
+      bool got = false;
+      while (CURLMsg* msg = curl_multi_info_read(multi_, &pending)) {
+        if (msg->msg == CURLMSG_DONE) {
+          result = msg->data.result;
+          got = true;
+        }
+      }
+      if (got || running == 0) break;
+      bool resume = false;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (cancel_) {
+          result = CURLE_ABORTED_BY_CALLBACK;
+          break;
+        }
+        if (paused_ && queued_bytes_ < options_.queue_bytes) {
+          paused_ = false;
+          resume = true;
+        }
+      }
+      if (resume) {
+        curl_easy_pause(easy_, CURLPAUSE_CONT);
+        continue;
+      }
+      curl_multi_poll(multi_, nullptr, 0, 250, nullptr);
+    }
+    curl_multi_remove_handle(multi_, easy_);
+    curl_slist_free_all(headers);
+    return result;
+  }
+
+  absl::Status FinishCache() {
+    if (cache_fd_ < 0) return absl::OkStatus();
+    const int fd = cache_fd_;
+    cache_fd_ = -1;
+    if (::fsync(fd) != 0 || ::close(fd) != 0) {
+      return absl::DataLossError(absl::StrCat(CacheTemp(), ": fsync: ", std::strerror(errno)));
+    }
+    if (::rename(CacheTemp().c_str(), options_.cache_path.c_str()) != 0) {
+      return absl::DataLossError(absl::StrCat(options_.cache_path, ": rename from ", CacheTemp(),
+                                              ": ", std::strerror(errno)));
+    }
+    return absl::OkStatus();
+  }
+
+  void Finish(absl::Status status) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      error_ = std::move(status);
+      finished_ = true;
+    }
+    cv_.notify_all();
+  }
+
+  double Backoff(int failures) {
+    const double base =
+        std::min(options_.backoff_max_s, options_.backoff_initial_s * std::pow(2.0, failures - 1));
+    return base * std::uniform_real_distribution<double>(0.5, 1.0)(rng_);
+  }
+
+  void Run() {
+    int failures = 0;  // consecutive attempts that delivered nothing
+    while (true) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (cancel_) return Finish(absl::CancelledError(absl::StrCat(name_, ": cancelled")));
+      }
+      const int64_t total = total_.load();
+      if (delivered_ > 0 && total >= 0 && delivered_ == static_cast<uint64_t>(total)) {
+        return Finish(FinishCache());  // every byte arrived; the connection failed after them
+      }
+      const CURLcode code = Perform();
+      const Response r = response_;
+      if (!abort_status_.ok()) return Finish(abort_status_);
+      std::string cause;
+      bool transient = false;
+      double retry_after = -1;
+      if (r.checked && (r.code < 200 || r.code >= 300)) {
+        std::string line = r.status_line.empty() ? absl::StrCat("HTTP ", r.code) : r.status_line;
+        if (absl::StartsWith(line, "HTTP/")) {
+          // "HTTP/1.1 404 Not Found" -> "HTTP 404 Not Found"
+          const size_t space = line.find(' ');
+          line = absl::StrCat("HTTP ", space == std::string::npos ? line : line.substr(space + 1));
+        }
+        cause = line;
+        if (r.code >= 500 || r.code == 408 || r.code == 429) {
+          transient = true;
+          curl_off_t ra = -1;
+          if (curl_easy_getinfo(easy_, CURLINFO_RETRY_AFTER, &ra) == CURLE_OK && ra > 0) {
+            retry_after = std::min<double>(static_cast<double>(ra), 10 * options_.backoff_max_s);
+          }
+        } else {
+          std::string hint;
+          if (r.code == 401 || r.code == 403) {
+            hint = " (a gated dataset needs --header \"Authorization: Bearer TOKEN\")";
+          }
+          absl::Status s = absl::FailedPreconditionError(absl::StrCat(name_, ": ", cause));
+          if (r.code == 404 || r.code == 410) s = absl::NotFoundError(absl::StrCat(name_, ": ", cause));
+          if (r.code == 401 || r.code == 403) {
+            s = absl::PermissionDeniedError(absl::StrCat(name_, ": ", cause, hint));
+          }
+          return Finish(s);
+        }
+      } else if (code == CURLE_OK) {
+        if (r.code == 0 || !r.checked) {
+          // An empty body: fine when the file is empty, else a short answer.
+          curl_easy_getinfo(easy_, CURLINFO_RESPONSE_CODE, &response_.code);
+          if (response_.code < 200 || response_.code >= 300) {
+            cause = absl::StrCat("HTTP ", response_.code);
+            if (response_.code >= 500 || response_.code == 429 || response_.code == 408) {
+              transient = true;
+            } else {
+              return Finish(absl::FailedPreconditionError(absl::StrCat(name_, ": ", cause)));
+            }
+          }
+        }
+        if (cause.empty()) {
+          const int64_t t = total_.load();
+          if (t < 0 || delivered_ == static_cast<uint64_t>(t)) return Finish(FinishCache());
+          cause = absl::StrCat("the answer ended at byte ", delivered_, " of ", t);
+          transient = true;
+        }
+      } else {
+        cause = absl::StrCat("curl: ", curl_easy_strerror(code));
+        transient = IsTransientCurlError(code);
+        if (!transient) {
+          std::string hint;
+          if (code == CURLE_PEER_FAILED_VERIFICATION || code == CURLE_SSL_CACERT_BADFILE) {
+            hint = " (TLS certificate not trusted; --ca-file names a CA bundle)";
+          }
+          return Finish(absl::UnavailableError(absl::StrCat(name_, ": ", cause, hint)));
+        }
+      }
+      // A transient failure: wait and try again from the byte already delivered.
+      failures = attempt_delivered_ > 0 ? 1 : failures + 1;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        stats_.last_error = cause;
+      }
+      if (failures > options_.max_retries) {
+        return Finish(absl::UnavailableError(absl::StrCat(
+            name_, ": ", cause, " (gave up after ", options_.max_retries,
+            " retries without progress, at byte ", delivered_, ")")));
+      }
+      const double delay = retry_after >= 0 ? retry_after : Backoff(failures);
+      if (observer_ != nullptr) observer_->OnRetry(name_, failures, delay, delivered_, cause);
+      std::unique_lock<std::mutex> lock(mu_);
+      ++stats_.retries;
+      cv_.wait_for(lock, std::chrono::duration<double>(delay), [&] { return cancel_; });
+    }
+  }
+
+  const std::string url_;
+  const std::string name_;
+  const FetchOptions options_;
+  FetchObserver* const observer_;
+  CURLM* multi_ = nullptr;
+  CURL* easy_ = nullptr;
+  std::thread thread_;
+  int cache_fd_ = -1;
+
+  // Download thread only.
+  Response response_;
+  absl::Status abort_status_;
+  std::string etag_, last_modified_;  // of the first answer
+  uint64_t attempt_offset_ = 0;
+  uint64_t attempt_delivered_ = 0;
+  uint64_t skip_ = 0;
+  std::mt19937_64 rng_;
+
+  std::atomic<int64_t> total_{-1};
+
+  // Shared, under mu_.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::string> chunks_;
+  size_t front_offset_ = 0;
+  size_t queued_bytes_ = 0;
+  uint64_t delivered_ = 0;  // written by the download thread under mu_
+  bool paused_ = false;
+  bool cancel_ = false;
+  bool finished_ = false;
+  absl::Status error_;
+  FetchStats stats_;
+};
+
+}  // namespace
+
+bool IsRestartRequired(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kAborted &&
+         status.GetPayload(kRestartPayload).has_value();
+}
+
+std::string RedactUrl(const std::string& url) {
+  std::string out = url;
+  const size_t cut = out.find_first_of("?#");
+  if (cut != std::string::npos) out.resize(cut);
+  const size_t scheme = out.find("://");
+  if (scheme != std::string::npos) {
+    const size_t host_start = scheme + 3;
+    const size_t path = out.find('/', host_start);
+    const size_t at = out.rfind('@', path == std::string::npos ? out.size() : path);
+    if (at != std::string::npos && at >= host_start) out.erase(host_start, at + 1 - host_start);
+  }
+  return out;
+}
+
+absl::Status CheckHeader(const std::string& header) {
+  const size_t colon = header.find(':');
+  if (colon == std::string::npos || colon == 0 ||
+      header.find_first_of("\r\n") != std::string::npos) {
+    const std::string name = colon == std::string::npos ? "" : header.substr(0, colon);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--header ", name.empty() ? "(value hidden)" : name,
+        ": expected \"Name: value\" on one line, e.g. \"Authorization: Bearer TOKEN\""));
+  }
+  for (size_t i = 0; i < colon; ++i) {
+    const char c = header[i];
+    if (!(absl::ascii_isalnum(c) || c == '-' || c == '_')) {
+      return absl::InvalidArgumentError(
+          "--header: the name before ':' may hold only letters, digits, '-' and '_'");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<HttpSource>> OpenHttpSource(const std::string& url,
+                                                           const FetchOptions& options,
+                                                           FetchObserver* observer) {
+  GlobalInit();
+  const std::string lower = absl::AsciiStrToLower(url.substr(0, 8));
+  if (!absl::StartsWith(lower, "http://") && !absl::StartsWith(lower, "https://")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(RedactUrl(url), ": not an http:// or https:// URL"));
+  }
+  for (const std::string& h : options.headers) {
+    if (absl::Status s = CheckHeader(h); !s.ok()) return s;
+  }
+  FetchOptions o = options;
+  if (o.queue_bytes == 0) o.queue_bytes = 1;
+  auto source = std::make_unique<HttpSourceImpl>(url, std::move(o), observer);
+  if (absl::Status s = source->Start(); !s.ok()) return s;
+  return std::unique_ptr<HttpSource>(std::move(source));
+}
+
+}  // namespace pileprep

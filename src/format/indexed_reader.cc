@@ -1,0 +1,211 @@
+#include "pileprep/indexed_reader.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "format/mapped_file.h"
+#include "pileprep/status_macros.h"
+
+namespace pileprep {
+
+static_assert(std::endian::native == std::endian::little, "pileprep reads host-order arrays");
+
+namespace {
+
+template <typename T>
+T Load(const char* p) {
+  T value;
+  std::memcpy(&value, p, sizeof(T));
+  return value;
+}
+
+}  // namespace
+
+struct IndexedDatasetReader::Storage {
+  internal::MappedFile idx, bin;
+};
+
+IndexedDatasetReader::~IndexedDatasetReader() = default;
+
+absl::StatusOr<std::unique_ptr<IndexedDatasetReader>> IndexedDatasetReader::Open(
+    const std::string& prefix) {
+  auto storage = std::make_unique<Storage>();
+  PILEPREP_ASSIGN_OR_RETURN(storage->idx, internal::MappedFile::Open(prefix + ".idx"));
+  PILEPREP_ASSIGN_OR_RETURN(
+      storage->bin, internal::MappedFile::Open(prefix + ".bin", internal::MappedFile::Access::kRandom));
+  std::unique_ptr<IndexedDatasetReader> reader(new IndexedDatasetReader());
+  reader->prefix_ = prefix;
+  reader->idx_ = storage->idx.view();
+  reader->bin_ = storage->bin.view();
+  reader->storage_ = std::move(storage);
+  PILEPREP_RETURN_IF_ERROR(reader->Parse());
+  return reader;
+}
+
+absl::StatusOr<std::unique_ptr<IndexedDatasetReader>> IndexedDatasetReader::FromBuffers(
+    std::string_view idx, std::string_view bin, const std::string& prefix) {
+  std::unique_ptr<IndexedDatasetReader> reader(new IndexedDatasetReader());
+  reader->prefix_ = prefix;
+  reader->idx_ = idx;
+  reader->bin_ = bin;
+  PILEPREP_RETURN_IF_ERROR(reader->Parse());
+  return reader;
+}
+
+absl::Status IndexedDatasetReader::Parse() {
+  const std::string path = prefix_ + ".idx";
+  auto bad = [&](size_t offset, const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": byte ", offset, ": ", what));
+  };
+  const size_t size = idx_.size();
+  if (size < sizeof(kIdxMagic) || std::memcmp(idx_.data(), kIdxMagic, sizeof(kIdxMagic)) != 0) {
+    return bad(0, "bad magic: not a Megatron index (expected \"MMIDIDX\\0\\0\")");
+  }
+  if (size < kIdxHeaderBytes) {
+    return bad(size, absl::StrCat("file ends inside the ", kIdxHeaderBytes, "-byte header"));
+  }
+  const uint64_t version = Load<uint64_t>(idx_.data() + kIdxVersionOffset);
+  if (version != kIdxVersion) {
+    return bad(kIdxVersionOffset, absl::StrCat("version ", version, ", expected ", kIdxVersion));
+  }
+  const uint8_t code = Load<uint8_t>(idx_.data() + kIdxDTypeOffset);
+  if (code != static_cast<uint8_t>(TokenDType::kInt32) &&
+      code != static_cast<uint8_t>(TokenDType::kUint16)) {
+    return bad(kIdxDTypeOffset,
+               absl::StrCat("dtype code ", code,
+                            " is not a token dtype (expected 4 = int32 or 8 = uint16)"));
+  }
+  dtype_ = static_cast<TokenDType>(code);
+  num_sequences_ = Load<uint64_t>(idx_.data() + kIdxSequenceCountOffset);
+  num_doc_indices_ = Load<uint64_t>(idx_.data() + kIdxDocumentCountOffset);
+  const uint64_t body = size - kIdxHeaderBytes;
+  if (num_sequences_ > body / 12 || num_doc_indices_ > body / 8 ||
+      12 * num_sequences_ + 8 * num_doc_indices_ != body) {
+    return bad(kIdxSequenceCountOffset,
+               absl::StrCat("the header declares ", num_sequences_, " sequences and ",
+                            num_doc_indices_, " document indices (", kIdxHeaderBytes, " + 12*",
+                            num_sequences_, " + 8*", num_doc_indices_,
+                            " bytes) but the file has ", size, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+std::string_view IndexedDatasetReader::lengths_bytes() const {
+  return idx_.substr(kIdxHeaderBytes, 4 * num_sequences_);
+}
+std::string_view IndexedDatasetReader::pointers_bytes() const {
+  return idx_.substr(kIdxHeaderBytes + 4 * num_sequences_, 8 * num_sequences_);
+}
+std::string_view IndexedDatasetReader::document_indices_bytes() const {
+  return idx_.substr(kIdxHeaderBytes + 12 * num_sequences_, 8 * num_doc_indices_);
+}
+
+int32_t IndexedDatasetReader::sequence_length(uint64_t i) const {
+  if (i >= num_sequences_) return 0;
+  return Load<int32_t>(idx_.data() + kIdxHeaderBytes + 4 * i);
+}
+int64_t IndexedDatasetReader::sequence_pointer(uint64_t i) const {
+  if (i >= num_sequences_) return 0;
+  return Load<int64_t>(idx_.data() + kIdxHeaderBytes + 4 * num_sequences_ + 8 * i);
+}
+int64_t IndexedDatasetReader::document_index(uint64_t j) const {
+  if (j >= num_doc_indices_) return 0;
+  return Load<int64_t>(idx_.data() + kIdxHeaderBytes + 12 * num_sequences_ + 8 * j);
+}
+
+absl::Status IndexedDatasetReader::ReadSequence(uint64_t i, std::vector<uint32_t>* tokens) const {
+  tokens->clear();
+  if (i >= num_sequences_) {
+    return absl::InvalidArgumentError(absl::StrCat(prefix_, ": sequence ", i,
+                                                   " does not exist (the dataset has ",
+                                                   num_sequences_, " sequences)"));
+  }
+  const int32_t length = sequence_length(i);
+  const int64_t pointer = sequence_pointer(i);
+  const size_t item = itemsize();
+  if (length < 0 || pointer < 0 || static_cast<uint64_t>(pointer) > bin_.size() ||
+      static_cast<uint64_t>(length) * item > bin_.size() - static_cast<uint64_t>(pointer)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(prefix_, ".bin: sequence ", i, " (", length, " tokens at byte ", pointer,
+                     ") does not lie within the ", bin_.size(),
+                     "-byte .bin; run `pileprep validate` on it"));
+  }
+  tokens->resize(static_cast<size_t>(length));
+  const char* p = bin_.data() + pointer;
+  if (dtype_ == TokenDType::kUint16) {
+    for (int32_t k = 0; k < length; ++k) (*tokens)[k] = Load<uint16_t>(p + 2 * k);
+  } else {
+    for (int32_t k = 0; k < length; ++k) {
+      (*tokens)[k] = static_cast<uint32_t>(Load<int32_t>(p + 4 * k));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status IndexedDatasetReader::ReadDocument(uint64_t d, std::vector<uint32_t>* tokens) const {
+  tokens->clear();
+  if (d + 1 >= num_doc_indices_ || d >= num_doc_indices_) {
+    return absl::InvalidArgumentError(absl::StrCat(prefix_, ": document ", d,
+                                                   " does not exist (the dataset has ",
+                                                   num_documents(), " documents)"));
+  }
+  const int64_t first = document_index(d);
+  const int64_t last = document_index(d + 1);
+  if (first < 0 || last < first || static_cast<uint64_t>(last) > num_sequences_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(prefix_, ".idx: document ", d, " spans sequences ", first, "..", last,
+                     ", not within 0..", num_sequences_, "; run `pileprep validate` on it"));
+  }
+  std::vector<uint32_t> sequence;
+  for (int64_t i = first; i < last; ++i) {
+    PILEPREP_RETURN_IF_ERROR(ReadSequence(static_cast<uint64_t>(i), &sequence));
+    tokens->insert(tokens->end(), sequence.begin(), sequence.end());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> FindDatasetPrefixes(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec);
+  if (ec) return absl::NotFoundError(absl::StrCat(dir, ": cannot list: ", ec.message()));
+  std::set<std::string> idx, bin;
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    if (ec) return absl::UnavailableError(absl::StrCat(dir, ": cannot list: ", ec.message()));
+    std::error_code type_ec;
+    if (!it->is_regular_file(type_ec)) continue;
+    const std::string name = it->path().filename().string();
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".idx") == 0) {
+      idx.insert(name.substr(0, name.size() - 4));
+    } else if (name.size() > 4 && name.compare(name.size() - 4, 4, ".bin") == 0) {
+      bin.insert(name.substr(0, name.size() - 4));
+    }
+  }
+  std::vector<std::string> prefixes;
+  const std::string base = (dir.empty() || dir.back() == '/') ? dir : dir + "/";
+  for (const std::string& name : idx) {
+    if (!bin.count(name)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(base, name, ".idx has no ", name, ".bin beside it"));
+    }
+    prefixes.push_back(base + name);
+  }
+  for (const std::string& name : bin) {
+    if (!idx.count(name)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(base, name, ".bin has no ", name, ".idx beside it"));
+    }
+  }
+  // std::set orders std::string by byte (char_traits compares as unsigned char), which is
+  // Python's code-point order for UTF-8 names.
+  return prefixes;
+}
+
+}  // namespace pileprep

@@ -1,0 +1,58 @@
+#include "format/mapped_file.h"
+
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <utility>
+
+#include "format/file_util.h"
+#include "pileprep/status_macros.h"
+
+namespace pileprep::internal {
+
+absl::StatusOr<MappedFile> MappedFile::Open(const std::string& path, Access access) {
+  PILEPREP_ASSIGN_OR_RETURN(UniqueFd fd, OpenForRead(path));
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return ErrnoError(errno, path, "stat");
+  if (!S_ISREG(st.st_mode)) return absl::InvalidArgumentError(path + ": not a regular file");
+  MappedFile file;
+  file.path_ = path;
+  file.size_ = static_cast<size_t>(st.st_size);
+  if (file.size_ == 0) return file;
+  void* p = ::mmap(nullptr, file.size_, PROT_READ, MAP_SHARED, fd.get(), 0);
+  if (p == MAP_FAILED) return ErrnoError(errno, path, "mmap");
+  // Advice only; failure changes nothing but speed.
+  ::madvise(p, file.size_, access == Access::kSequential ? MADV_SEQUENTIAL : MADV_RANDOM);
+  file.data_ = static_cast<const char*>(p);
+  file.mapped_ = true;
+  return file;
+}
+
+MappedFile::~MappedFile() { Unmap(); }
+
+MappedFile::MappedFile(MappedFile&& other) noexcept
+    : path_(std::move(other.path_)),
+      data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      mapped_(std::exchange(other.mapped_, false)) {}
+
+MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
+  if (this != &other) {
+    Unmap();
+    path_ = std::move(other.path_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    mapped_ = std::exchange(other.mapped_, false);
+  }
+  return *this;
+}
+
+void MappedFile::Unmap() {
+  if (mapped_) ::munmap(const_cast<char*>(data_), size_);
+  data_ = nullptr;
+  size_ = 0;
+  mapped_ = false;
+}
+
+}  // namespace pileprep::internal

@@ -1,0 +1,46 @@
+// A read-only memory mapping of a whole file, for the validator, the reader and merge. The bytes are
+// shared with the page cache; nothing is copied. A zero-length file maps to an empty view (mmap(2)
+// refuses length 0). Errors name the path and strerror. Movable, not copyable; the view lives as long
+// as the object. Thread-safe for concurrent reads.
+#ifndef PILEPREP_SRC_FORMAT_MAPPED_FILE_H_
+#define PILEPREP_SRC_FORMAT_MAPPED_FILE_H_
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace pileprep::internal {
+
+class MappedFile {
+ public:
+  enum class Access { kSequential, kRandom };
+  // Maps `path` read-only. `access` is a hint to the kernel (madvise) about the read pattern.
+  static absl::StatusOr<MappedFile> Open(const std::string& path,
+                                         Access access = Access::kSequential);
+
+  MappedFile() = default;
+  ~MappedFile();
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile& operator=(MappedFile&& other) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const char* data() const { return data_; }
+  size_t size() const { return size_; }
+  std::string_view view() const { return {data_, size_}; }
+  const std::string& path() const { return path_; }
+
+ private:
+  void Unmap();
+  std::string path_;
+  const char* data_ = nullptr;
+  size_t size_ = 0;
+  bool mapped_ = false;
+};
+
+}  // namespace pileprep::internal
+
+#endif  // PILEPREP_SRC_FORMAT_MAPPED_FILE_H_

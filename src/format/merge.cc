@@ -1,0 +1,195 @@
+#include "pileprep/merge.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "format/file_util.h"
+#include "pileprep/indexed_reader.h"
+#include "pileprep/status_macros.h"
+#include "pileprep/validate.h"
+
+namespace pileprep {
+
+static_assert(std::endian::native == std::endian::little, "pileprep writes host-order arrays");
+
+namespace {
+
+using internal::BufferedFileWriter;
+
+bool SameFile(const std::string& a, const std::string& b) {
+  struct stat sa, sb;
+  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
+         sa.st_ino == sb.st_ino;
+}
+
+const char* CodeText(TokenDType dtype) {
+  return dtype == TokenDType::kUint16 ? "uint16 (code 8)" : "int32 (code 4)";
+}
+
+// Removes the temporaries unless released (error paths).
+class TempFiles {
+ public:
+  explicit TempFiles(const std::string& output_prefix)
+      : bin(absl::StrCat(output_prefix, ".bin", kIndexedDatasetTempSuffix)),
+        idx(absl::StrCat(output_prefix, ".idx", kIndexedDatasetTempSuffix)) {}
+  ~TempFiles() {
+    if (armed_) {
+      internal::RemoveFileIfExists(bin).IgnoreError();
+      internal::RemoveFileIfExists(idx).IgnoreError();
+    }
+  }
+  void Release() { armed_ = false; }
+  const std::string bin, idx;
+
+ private:
+  bool armed_ = true;
+};
+
+absl::Status Changed(const std::string& prefix) {
+  return absl::FailedPreconditionError(
+      absl::StrCat(prefix, ": the dataset changed while it was being merged"));
+}
+
+}  // namespace
+
+absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs,
+                                          const std::string& output_prefix,
+                                          const MergeOptions& options) {
+  if (inputs.empty()) return absl::InvalidArgumentError("merge: no input datasets");
+  if (output_prefix.empty()) return absl::InvalidArgumentError("merge: empty output prefix");
+  const size_t block = std::max<size_t>(options.buffer_bytes & ~size_t{7}, 8);
+
+  // Pass 1: check every input and count. Only the counts are kept, never the arrays.
+  MergeResult result;
+  std::vector<uint64_t> sequences(inputs.size());  // 8 bytes per input: flat enough
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const std::string& prefix = inputs[k];
+    if (prefix == output_prefix || SameFile(prefix + ".bin", output_prefix + ".bin") ||
+        SameFile(prefix + ".idx", output_prefix + ".idx")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("merge: the output ", output_prefix, " is also an input"));
+    }
+    PILEPREP_ASSIGN_OR_RETURN(auto reader, IndexedDatasetReader::Open(prefix));
+    if (k == 0) {
+      result.dtype = reader->dtype();
+    } else if (reader->dtype() != result.dtype) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          prefix, ".idx: dtype ", CodeText(reader->dtype()), " but ", inputs[0], ".idx is ",
+          CodeText(result.dtype),
+          ": all inputs of a merge must share one dtype (datasets tokenized with different "
+          "vocabularies cannot be merged); re-tokenize one side"));
+    }
+    if (options.validate_inputs) {
+      ValidateOptions vo;
+      vo.check_tokens = false;
+      PILEPREP_ASSIGN_OR_RETURN(ValidationReport report, ValidateDataset(prefix, vo));
+      // An input with no tokens cannot be produced by any writer, but merging it is harmless.
+      const Violation* v = report.violations.empty() ? nullptr : &report.violations.front();
+      if (v != nullptr && !(report.violations.size() == 1 && v->kind == "empty_dataset")) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "merge: input ", prefix, " is not sound (run `pileprep validate` on it): ",
+            v->message));
+      }
+    }
+    sequences[k] = reader->num_sequences();
+    result.sequences += reader->num_sequences();
+    result.documents += reader->num_documents();
+    result.bin_bytes += reader->bin_bytes().size();
+    ++result.inputs;
+  }
+  const size_t itemsize = DTypeSize(result.dtype);
+  if (result.bin_bytes == 0) return result;  // nothing to publish (no reader opens an empty .bin)
+
+  TempFiles temps(output_prefix);
+  // Pass 2: the .bin, block by block; appends larger than the writer's buffer go straight through.
+  {
+    PILEPREP_ASSIGN_OR_RETURN(auto bin, BufferedFileWriter::Open(temps.bin, 1 << 16));
+    for (const std::string& prefix : inputs) {
+      PILEPREP_ASSIGN_OR_RETURN(auto reader, IndexedDatasetReader::Open(prefix));
+      const std::string_view data = reader->bin_bytes();
+      for (size_t off = 0; off < data.size(); off += block) {
+        PILEPREP_RETURN_IF_ERROR(bin->Append(data.data() + off, std::min(block, data.size() - off)));
+      }
+    }
+    if (bin->bytes() != result.bin_bytes) return Changed(output_prefix + ".bin");
+    if (options.sync) PILEPREP_RETURN_IF_ERROR(bin->Sync());
+    PILEPREP_RETURN_IF_ERROR(bin->Close());
+  }
+
+  // Passes 3-5: the .idx in Megatron's order: header, lengths, pointers, document indices.
+  {
+    PILEPREP_ASSIGN_OR_RETURN(auto idx, BufferedFileWriter::Open(temps.idx, block));
+    PILEPREP_RETURN_IF_ERROR(idx->Append(kIdxMagic, sizeof(kIdxMagic)));
+    PILEPREP_RETURN_IF_ERROR(idx->AppendValue(kIdxVersion));
+    PILEPREP_RETURN_IF_ERROR(idx->AppendValue(static_cast<uint8_t>(result.dtype)));
+    PILEPREP_RETURN_IF_ERROR(idx->AppendValue(result.sequences));
+    PILEPREP_RETURN_IF_ERROR(idx->AppendValue(result.documents + 1));
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      PILEPREP_ASSIGN_OR_RETURN(auto reader, IndexedDatasetReader::Open(inputs[k]));
+      if (reader->num_sequences() != sequences[k]) return Changed(inputs[k]);
+      const std::string_view lengths = reader->lengths_bytes();
+      PILEPREP_RETURN_IF_ERROR(idx->Append(lengths.data(), lengths.size()));
+    }
+    uint64_t pointer = 0;
+    uint64_t tokens = 0;
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      PILEPREP_ASSIGN_OR_RETURN(auto reader, IndexedDatasetReader::Open(inputs[k]));
+      if (reader->num_sequences() != sequences[k]) return Changed(inputs[k]);
+      const std::string_view lengths = reader->lengths_bytes();
+      for (size_t i = 0; i < lengths.size(); i += sizeof(int32_t)) {
+        int32_t length;
+        std::memcpy(&length, lengths.data() + i, sizeof(length));
+        PILEPREP_RETURN_IF_ERROR(idx->AppendValue(static_cast<int64_t>(pointer)));
+        pointer += static_cast<uint64_t>(static_cast<int64_t>(length)) * itemsize;
+        tokens += static_cast<uint64_t>(static_cast<int64_t>(length));
+      }
+    }
+    result.tokens = tokens;
+    PILEPREP_RETURN_IF_ERROR(idx->AppendValue(int64_t{0}));
+    uint64_t before = 0;  // sequences of the inputs before this one
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      PILEPREP_ASSIGN_OR_RETURN(auto reader, IndexedDatasetReader::Open(inputs[k]));
+      if (reader->num_sequences() != sequences[k]) return Changed(inputs[k]);
+      const std::string_view doc = reader->document_indices_bytes();
+      for (size_t j = sizeof(int64_t); j < doc.size(); j += sizeof(int64_t)) {
+        int64_t value;
+        std::memcpy(&value, doc.data() + j, sizeof(value));
+        PILEPREP_RETURN_IF_ERROR(idx->AppendValue(static_cast<int64_t>(value + before)));
+      }
+      before += sequences[k];
+    }
+    if (options.sync) PILEPREP_RETURN_IF_ERROR(idx->Sync());
+    PILEPREP_RETURN_IF_ERROR(idx->Close());
+    result.idx_bytes = idx->bytes();
+  }
+
+  // Publish as IndexedDatasetWriter does: the old .idx goes first so that no reader pairs it with
+  // the new .bin.
+  const std::string final_bin = output_prefix + ".bin";
+  const std::string final_idx = output_prefix + ".idx";
+  PILEPREP_RETURN_IF_ERROR(internal::RemoveFileIfExists(final_idx));
+  PILEPREP_RETURN_IF_ERROR(internal::RenameFile(temps.bin, final_bin));
+  absl::Status status = internal::RenameFile(temps.idx, final_idx);
+  if (status.ok() && options.sync) {
+    status = internal::SyncDirectory(internal::DirName(output_prefix));
+  }
+  if (!status.ok()) {
+    internal::RemoveFileIfExists(final_bin).IgnoreError();
+    internal::RemoveFileIfExists(final_idx).IgnoreError();
+    return status;
+  }
+  temps.Release();
+  result.published = true;
+  return result;
+}
+
+}  // namespace pileprep

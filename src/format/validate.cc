@@ -1,0 +1,575 @@
+#include "pileprep/validate.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "format/mapped_file.h"
+#include "oneapi/tbb/blocked_range.h"
+#include "oneapi/tbb/parallel_reduce.h"
+#include "oneapi/tbb/task_arena.h"
+#include "pileprep/status_macros.h"
+
+namespace pileprep {
+
+static_assert(std::endian::native == std::endian::little, "pileprep reads host-order arrays");
+
+namespace {
+
+template <typename T>
+T Load(const char* p) {
+  T value;
+  std::memcpy(&value, p, sizeof(T));
+  return value;
+}
+
+// Bytes per element of each Megatron dtype code (1..8); 0 for unknown codes.
+size_t ItemSizeForCode(uint8_t code) {
+  switch (code) {
+    case 1: case 2: return 1;
+    case 3: case 8: return 2;
+    case 4: case 7: return 4;
+    case 5: case 6: return 8;
+    default: return 0;
+  }
+}
+
+const char* CodeName(uint8_t code) {
+  static constexpr const char* kNames[] = {"?",     "uint8",   "int8",    "int16", "int32",
+                                           "int64", "float64", "float32", "uint16"};
+  return code <= 8 ? kNames[code] : "unknown";
+}
+
+std::string Plural(uint64_t n, const char* one, const char* many) {
+  return absl::StrCat(n, " ", n == 1 ? one : many);
+}
+
+class Checker {
+ public:
+  Checker(std::string_view idx, std::string_view bin, const std::string& prefix,
+          const ValidateOptions& options)
+      : idx_(idx), bin_(bin), options_(options),
+        idx_name_(prefix + ".idx"), bin_name_(prefix + ".bin") {
+    report_.prefix = prefix;
+    report_.idx_bytes = idx.size();
+    report_.bin_bytes = bin.size();
+  }
+
+  ValidationReport Run() {
+    if (CheckHeader()) {
+      CheckArrays();
+      CheckBinSize();
+      if (options_.check_tokens && token_dtype_ok_) CheckTokens();
+    }
+    return std::move(report_);
+  }
+
+ private:
+  // Records an occurrence of `kind`; the message is built only for the first one.
+  template <typename MessageFn>
+  void Add(const char* kind, int64_t offset, int64_t index, uint64_t count, MessageFn&& message) {
+    for (Violation& v : report_.violations) {
+      if (v.kind == kind) {
+        v.count += count;
+        return;
+      }
+    }
+    Violation v;
+    v.kind = kind;
+    v.file_offset = offset;
+    v.index = index;
+    v.count = count;
+    v.message = message();
+    report_.violations.push_back(std::move(v));
+  }
+  bool Has(const char* kind) const { return report_.Find(kind) != nullptr; }
+
+  std::string At(const std::string& file, uint64_t offset) const {
+    return absl::StrCat(file, ": byte ", offset, ": ");
+  }
+
+  // Magic, version, dtype and size. Returns whether the arrays can be read.
+  bool CheckHeader() {
+    const size_t size = idx_.size();
+    if (size < sizeof(kIdxMagic) || std::memcmp(idx_.data(), kIdxMagic, sizeof(kIdxMagic)) != 0) {
+      Add("idx_magic", 0, -1, 1, [&] {
+        return absl::StrCat(At(idx_name_, 0),
+                            "bad magic: this is not a Megatron index (expected \"MMIDIDX\\0\\0\"); "
+                            "check the path, or regenerate the dataset");
+      });
+    }
+    if (size < kIdxHeaderBytes) {
+      Add("idx_size", static_cast<int64_t>(size), -1, 1, [&] {
+        return absl::StrCat(At(idx_name_, size), "the file ends inside the ", kIdxHeaderBytes,
+                            "-byte header (", size,
+                            " bytes): the .idx is truncated; copy it again or regenerate it");
+      });
+      return false;
+    }
+    const uint64_t version = Load<uint64_t>(idx_.data() + kIdxVersionOffset);
+    if (version != kIdxVersion) {
+      Add("idx_version", kIdxVersionOffset, -1, 1, [&] {
+        return absl::StrCat(At(idx_name_, kIdxVersionOffset), "version ", version, ", expected ",
+                            kIdxVersion,
+                            ": Megatron and NeMo readers refuse it; regenerate the dataset");
+      });
+    }
+    code_ = Load<uint8_t>(idx_.data() + kIdxDTypeOffset);
+    report_.dtype_code = code_;
+    itemsize_ = ItemSizeForCode(code_);
+    token_dtype_ok_ = code_ == static_cast<uint8_t>(TokenDType::kInt32) ||
+                      code_ == static_cast<uint8_t>(TokenDType::kUint16);
+    if (token_dtype_ok_) {
+      report_.dtype = static_cast<TokenDType>(code_);
+    } else {
+      Add("dtype", kIdxDTypeOffset, -1, 1, [&] {
+        std::string why;
+        if (code_ == 6 || code_ == 7) {
+          why = absl::StrCat(" (", CodeName(code_),
+                             "): float token types are read differently by NeMo (code 7 as "
+                             "float64) and Megatron (float32)");
+        } else if (itemsize_ != 0) {
+          why = absl::StrCat(" (", CodeName(code_), "): not a dtype any GPT writer uses for tokens");
+        } else {
+          why = " is not a Megatron dtype code at all (1..8)";
+        }
+        return absl::StrCat(At(idx_name_, kIdxDTypeOffset), "dtype code ", code_, why,
+                            "; expected 8 = uint16 (vocabulary < 65500) or 4 = int32; "
+                            "regenerate the dataset (pointer, .bin size and token checks "
+                            "skipped)");
+      });
+    }
+    num_sequences_ = Load<uint64_t>(idx_.data() + kIdxSequenceCountOffset);
+    num_doc_indices_ = Load<uint64_t>(idx_.data() + kIdxDocumentCountOffset);
+    report_.sequences = num_sequences_;
+    report_.documents = num_doc_indices_ > 0 ? num_doc_indices_ - 1 : 0;
+
+    // Bound the counts by the file size first so that the arithmetic cannot overflow.
+    const uint64_t body = size - kIdxHeaderBytes;
+    const bool fits = num_sequences_ <= body / 12 && num_doc_indices_ <= body / 8 &&
+                      12 * num_sequences_ + 8 * num_doc_indices_ <= body;
+    if (!fits) {
+      Add("idx_size", static_cast<int64_t>(size), -1, 1, [&] {
+        return absl::StrCat(
+            At(idx_name_, kIdxSequenceCountOffset), "the header declares ",
+            Plural(num_sequences_, "sequence", "sequences"), " and ", num_doc_indices_,
+            " document indices, which need ", kIdxHeaderBytes, " + 12×", num_sequences_, " + 8×",
+            num_doc_indices_, " bytes, but the file has only ", size,
+            " bytes: the .idx is truncated (an interrupted copy or write?); copy it again or "
+            "regenerate it");
+      });
+      return false;
+    }
+    const uint64_t expected = kIdxHeaderBytes + 12 * num_sequences_ + 8 * num_doc_indices_;
+    if (size != expected) {
+      const uint64_t extra = size - expected;
+      Add("idx_size", static_cast<int64_t>(expected), -1, 1, [&] {
+        std::string why =
+            extra == num_sequences_ && extra > 0
+                ? " — exactly one byte per sequence: a multimodal sequence_modes array, which "
+                  "text datasets never have"
+                : "";
+        return absl::StrCat(At(idx_name_, expected), "the .idx is ", size,
+                            " bytes but its header describes ", expected, " (", kIdxHeaderBytes,
+                            " + 12×", num_sequences_, " + 8×", num_doc_indices_, "): ",
+                            Plural(extra, "trailing byte", "trailing bytes"), why,
+                            "; readers ignore them, but the file is not what its header says: "
+                            "regenerate it");
+      });
+    }
+    lengths_offset_ = kIdxHeaderBytes;
+    pointers_offset_ = lengths_offset_ + 4 * num_sequences_;
+    doc_offset_ = pointers_offset_ + 8 * num_sequences_;
+    return true;
+  }
+
+  int32_t Length(uint64_t i) const { return Load<int32_t>(idx_.data() + lengths_offset_ + 4 * i); }
+  int64_t Pointer(uint64_t i) const {
+    return Load<int64_t>(idx_.data() + pointers_offset_ + 8 * i);
+  }
+  int64_t DocIndex(uint64_t j) const { return Load<int64_t>(idx_.data() + doc_offset_ + 8 * j); }
+
+  void CheckArrays() {
+    // Lengths and pointers in one pass. The expected pointer follows the definition (running sum of
+    // the stored lengths), so one bad length shows up in every later pointer: `count` says how many.
+    __int128 expected = 0;  // cannot overflow: S < 2^61, |length| < 2^31, itemsize ≤ 8
+    __int128 total = 0;
+    uint64_t tokens = 0;
+    for (uint64_t i = 0; i < num_sequences_; ++i) {
+      const int32_t length = Length(i);
+      if (length <= 0) {
+        if (first_bad_length_ < 0) first_bad_length_ = static_cast<int64_t>(i);
+        const int64_t off = static_cast<int64_t>(lengths_offset_ + 4 * i);
+        if (length == 0) {
+          Add("zero_length", off, static_cast<int64_t>(i), 1, [&] {
+            return absl::StrCat(At(idx_name_, off), "sequence ", i,
+                                " has length 0: Megatron never writes an empty sequence, and GPT "
+                                "sample building divides by it; regenerate the dataset");
+          });
+        } else {
+          Add("negative_length", off, static_cast<int64_t>(i), 1, [&] {
+            return absl::StrCat(At(idx_name_, off), "sequence ", i, " has negative length ",
+                                length,
+                                " (a corrupted index or a 32-bit overflow in the writer); "
+                                "regenerate the dataset");
+          });
+        }
+      } else {
+        tokens += static_cast<uint32_t>(length);
+      }
+      const int64_t pointer = Pointer(i);
+      if (token_dtype_ok_ && static_cast<__int128>(pointer) != expected) {
+        const int64_t off = static_cast<int64_t>(pointers_offset_ + 8 * i);
+        const __int128 want = expected;
+        Add("pointer", off, static_cast<int64_t>(i), 1, [&] {
+          const __int128 diff = static_cast<__int128>(pointer) - want;
+          std::string how;
+          if (want > 0 && want <= std::numeric_limits<int64_t>::max() &&
+              (static_cast<uint64_t>(pointer) & 0xffffffffu) ==
+                  (static_cast<uint64_t>(static_cast<int64_t>(want)) & 0xffffffffu)) {
+            how = " (equal in the low 32 bits: the writer computed pointers in 32 bits and "
+                  "overflowed past 4 GiB)";
+          } else if (diff % static_cast<__int128>(itemsize_) == 0) {
+            const __int128 tok = diff / static_cast<__int128>(itemsize_);
+            how = absl::StrCat(" (", tok > 0 ? "+" : "", static_cast<int64_t>(tok),
+                               std::abs(static_cast<int64_t>(tok)) == 1 ? " token)" : " tokens)");
+          } else {
+            how = absl::StrCat(" (", static_cast<int64_t>(diff),
+                               " bytes: not even a whole number of tokens)");
+          }
+          if (first_bad_length_ >= 0 && static_cast<uint64_t>(first_bad_length_) < i) {
+            absl::StrAppend(&how, ", which follows from the bad length of sequence ",
+                            first_bad_length_);
+          }
+          return absl::StrCat(
+              At(idx_name_, off), "sequence ", i, ": pointer is byte ", pointer,
+              " but the lengths before it put it at byte ", static_cast<int64_t>(want), how,
+              "; readers would read this sequence from the wrong place; regenerate the index");
+        });
+      }
+      expected += static_cast<__int128>(itemsize_) * length;
+      total += length;
+    }
+    report_.tokens = tokens;
+    expected_bin_ = expected;
+    total_tokens_ = total;
+
+    if (num_doc_indices_ == 0) {
+      Add("document_count", kIdxDocumentCountOffset, -1, 1, [&] {
+        return absl::StrCat(At(idx_name_, kIdxDocumentCountOffset),
+                            "document count 0: document_indices must hold at least its leading 0 "
+                            "(documents + 1 entries); regenerate the index");
+      });
+      return;
+    }
+    const int64_t first = DocIndex(0);
+    if (first != 0) {
+      Add("doc_index_start", static_cast<int64_t>(doc_offset_), 0, 1, [&] {
+        return absl::StrCat(At(idx_name_, doc_offset_), "document_indices[0] is ", first,
+                            ", expected 0; regenerate the index");
+      });
+    }
+    int64_t previous = first;
+    for (uint64_t j = 1; j < num_doc_indices_; ++j) {
+      const int64_t value = DocIndex(j);
+      if (value < previous) {
+        const int64_t off = static_cast<int64_t>(doc_offset_ + 8 * j);
+        Add("doc_index_order", off, static_cast<int64_t>(j), 1, [&] {
+          return absl::StrCat(At(idx_name_, off), "document_indices[", j, "] is ", value,
+                              ", less than document_indices[", j - 1, "] = ", previous,
+                              ": document boundaries must be non-decreasing; regenerate the "
+                              "index");
+        });
+      }
+      previous = value;
+    }
+    const int64_t last = DocIndex(num_doc_indices_ - 1);
+    if (last < 0 || static_cast<uint64_t>(last) != num_sequences_) {
+      const int64_t off = static_cast<int64_t>(doc_offset_ + 8 * (num_doc_indices_ - 1));
+      Add("doc_index_end", off, static_cast<int64_t>(num_doc_indices_ - 1), 1, [&] {
+        return absl::StrCat(At(idx_name_, off), "the last document index (document_indices[",
+                            num_doc_indices_ - 1, "]) is ", last, " but the index has ",
+                            Plural(num_sequences_, "sequence", "sequences"),
+                            ": current Megatron asserts they are equal; regenerate the index");
+      });
+    }
+  }
+
+  void CheckBinSize() {
+    // With a dtype that is not a token dtype the itemsize is a guess at best: every size-based
+    // check would only restate the dtype violation.
+    if (!token_dtype_ok_) return;
+    const __int128 actual = static_cast<__int128>(bin_.size());
+    if (total_tokens_ == 0 && num_sequences_ == 0 && bin_.empty()) {
+      Add("empty_dataset", 0, -1, 1, [&] {
+        return absl::StrCat(bin_name_,
+                            ": the dataset holds no tokens: no reader can open it (cannot mmap "
+                            "an empty file); do not publish it");
+      });
+      return;
+    }
+    if (actual == expected_bin_) return;
+    const int64_t want = static_cast<int64_t>(expected_bin_);
+    Add("bin_size", static_cast<int64_t>(std::min(actual, expected_bin_)), -1, 1, [&] {
+      std::string head = absl::StrCat(bin_name_, ": the .bin is ", bin_.size(),
+                                      " bytes but the index describes ", want, " (", itemsize_,
+                                      " × ", static_cast<int64_t>(total_tokens_), " tokens): ");
+      if (actual > expected_bin_) {
+        const uint64_t extra = static_cast<uint64_t>(actual - expected_bin_);
+        if (extra == itemsize_ * num_sequences_) {
+          return absl::StrCat(
+              head, Plural(extra, "extra byte", "extra bytes"),
+              ", one uncounted token per sequence — the signature of Megatron's 2023-06..08 EOD "
+              "off-by-one (EOD written but not counted in the lengths, so every sequence after "
+              "the first is read misaligned; no reader notices); regenerate the dataset with a "
+              "fixed preprocess");
+        }
+        if (extra % itemsize_ == 0) {
+          return absl::StrCat(head, Plural(extra, "extra byte", "extra bytes"), " (",
+                              Plural(extra / itemsize_, "token", "tokens"),
+                              " that no sequence covers): the .bin and .idx do not belong "
+                              "together, or the writer lost count; regenerate the dataset");
+        }
+        return absl::StrCat(head, Plural(extra, "extra byte", "extra bytes"),
+                            ", not even a whole number of tokens: the .bin and .idx do not belong "
+                            "together; regenerate the dataset");
+      }
+      const uint64_t missing = static_cast<uint64_t>(expected_bin_ - actual);
+      return absl::StrCat(head, Plural(missing, "byte", "bytes"),
+                          " missing: the .bin is truncated (an interrupted copy, download or "
+                          "write?) and training would read past its end; copy it again or "
+                          "regenerate it");
+    });
+  }
+
+  // Index of the sequence holding byte `offset` of the .bin, by the (verified) pointers.
+  // -1 when no sequence covers it (bytes past the last sequence).
+  int64_t SequenceAt(uint64_t offset) const {
+    uint64_t lo = 0, hi = num_sequences_;  // first i with Pointer(i) > offset
+    while (lo < hi) {
+      const uint64_t mid = lo + (hi - lo) / 2;
+      if (static_cast<uint64_t>(Pointer(mid)) <= offset) lo = mid + 1; else hi = mid;
+    }
+    if (lo == 0) return -1;
+    const uint64_t i = lo - 1;
+    const uint64_t end = static_cast<uint64_t>(Pointer(i)) +
+                         itemsize_ * static_cast<uint32_t>(Length(i));
+    return offset < end ? static_cast<int64_t>(i) : -1;
+  }
+
+  struct Found {
+    uint64_t first = std::numeric_limits<uint64_t>::max();  // token or sequence index
+    uint64_t value = 0;
+    uint64_t count = 0;
+    static Found Join(const Found& a, const Found& b) {
+      Found r = a.first <= b.first ? a : b;
+      r.count = a.count + b.count;
+      return r;
+    }
+  };
+
+  template <typename T>
+  Found ScanTokens(const char* data, uint64_t begin, uint64_t end) const {
+    // Copy blocks into an aligned buffer (the mapping is aligned, but memcpy keeps this defined for
+    // any bytes) and take the maximum: a branch-free loop the compiler vectorizes.
+    constexpr size_t kBlock = 4096;
+    T buffer[kBlock];
+    Found found;
+    const uint64_t vocab = options_.vocab_size;
+    for (uint64_t i = begin; i < end; i += kBlock) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(kBlock, end - i));
+      std::memcpy(buffer, data + i * sizeof(T), n * sizeof(T));
+      // int32 tokens are compared as unsigned, so negative ones are out of range too.
+      using U = std::make_unsigned_t<T>;
+      U max = 0;
+      for (size_t k = 0; k < n; ++k) max = std::max(max, static_cast<U>(buffer[k]));
+      if (max < vocab) continue;
+      for (size_t k = 0; k < n; ++k) {
+        const U v = static_cast<U>(buffer[k]);
+        if (v >= vocab) {
+          if (found.count == 0) {
+            found.first = i + k;
+            found.value = static_cast<uint64_t>(static_cast<int64_t>(buffer[k]));
+          }
+          ++found.count;
+        }
+      }
+    }
+    return found;
+  }
+
+  void CheckTokens() {
+    report_.tokens_checked = true;
+    const uint64_t num_tokens = bin_.size() / itemsize_;
+    const bool pointers_ok = !Has("pointer") && !Has("negative_length") && !Has("zero_length");
+    tbb::task_arena arena(options_.threads > 0 ? options_.threads
+                                               : tbb::task_arena::automatic);
+    Found bad, no_eod;
+    arena.execute([&] {
+      constexpr uint64_t kGrain = uint64_t{1} << 20;  // tokens per task
+      bad = tbb::parallel_reduce(
+          tbb::blocked_range<uint64_t>(0, num_tokens, kGrain), Found{},
+          [&](const tbb::blocked_range<uint64_t>& r, Found acc) {
+            Found f = itemsize_ == 2 ? ScanTokens<uint16_t>(bin_.data(), r.begin(), r.end())
+                                     : ScanTokens<int32_t>(bin_.data(), r.begin(), r.end());
+            return Found::Join(acc, f);
+          },
+          Found::Join);
+      if (options_.expect_eod && pointers_ok) {
+        no_eod = tbb::parallel_reduce(
+            tbb::blocked_range<uint64_t>(0, num_sequences_, 1 << 16), Found{},
+            [&](const tbb::blocked_range<uint64_t>& r, Found acc) {
+              for (uint64_t i = r.begin(); i < r.end(); ++i) {
+                const uint64_t end = static_cast<uint64_t>(Pointer(i)) +
+                                     itemsize_ * static_cast<uint32_t>(Length(i));
+                if (end > bin_.size()) break;  // a truncated .bin: reported as bin_size
+                const char* p = bin_.data() + end - itemsize_;
+                const uint64_t last = itemsize_ == 2 ? Load<uint16_t>(p)
+                                                     : static_cast<uint32_t>(Load<int32_t>(p));
+                if (last != options_.eod_id) {
+                  if (acc.count == 0 || i < acc.first) {
+                    acc.first = i;
+                    acc.value = last;
+                  }
+                  ++acc.count;
+                }
+              }
+              return acc;
+            },
+            Found::Join);
+      }
+    });
+    if (bad.count > 0) {
+      const uint64_t byte = bad.first * itemsize_;
+      const int64_t seq = pointers_ok && num_sequences_ > 0 ? SequenceAt(byte) : -1;
+      Add("token_range", static_cast<int64_t>(byte), seq, bad.count, [&] {
+        std::string where =
+            seq >= 0 ? absl::StrCat(" (sequence ", seq, ", position ",
+                                    (byte - static_cast<uint64_t>(Pointer(seq))) / itemsize_, ")")
+                     : (pointers_ok ? " (after the last sequence)" : "");
+        const int64_t value = itemsize_ == 4 ? static_cast<int32_t>(bad.value)
+                                             : static_cast<int64_t>(bad.value);
+        return absl::StrCat(At(bin_name_, byte), "token ", value, " at token ", bad.first, where,
+                            " is outside the vocabulary (", options_.vocab_size,
+                            " ids): the embedding lookup would fail or read garbage; ",
+                            Plural(bad.count, "token is", "tokens are"),
+                            " out of range; regenerate the dataset (or pass the right "
+                            "--vocab-size)");
+      });
+    }
+    if (no_eod.count > 0) {
+      const uint64_t i = no_eod.first;
+      const uint64_t byte = static_cast<uint64_t>(Pointer(i)) +
+                            itemsize_ * (static_cast<uint32_t>(Length(i)) - 1);
+      Add("eod", static_cast<int64_t>(byte), static_cast<int64_t>(i), no_eod.count, [&] {
+        return absl::StrCat(At(bin_name_, byte), "sequence ", i, " ends with token ",
+                            no_eod.value, ", not EOD ", options_.eod_id, "; ",
+                            Plural(no_eod.count, "sequence lacks", "sequences lack"),
+                            " a final EOD: the dataset was not made with --append-eod (drop "
+                            "--expect-eod if that is intended)");
+      });
+    }
+  }
+
+  std::string_view idx_, bin_;
+  const ValidateOptions& options_;
+  std::string idx_name_, bin_name_;
+  ValidationReport report_;
+  uint8_t code_ = 0;
+  int64_t first_bad_length_ = -1;
+  size_t itemsize_ = 0;
+  bool token_dtype_ok_ = false;
+  uint64_t num_sequences_ = 0, num_doc_indices_ = 0;
+  uint64_t lengths_offset_ = 0, pointers_offset_ = 0, doc_offset_ = 0;
+  __int128 expected_bin_ = 0, total_tokens_ = 0;
+};
+
+std::string JsonEscape(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          out += absl::StrFormat("\\u%04x", c);
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+const Violation* ValidationReport::Find(std::string_view kind) const {
+  for (const Violation& v : violations) {
+    if (v.kind == kind) return &v;
+  }
+  return nullptr;
+}
+
+ValidationReport ValidateBuffers(std::string_view idx, std::string_view bin,
+                                 const std::string& prefix, const ValidateOptions& options) {
+  return Checker(idx, bin, prefix, options).Run();
+}
+
+absl::StatusOr<ValidationReport> ValidateDataset(const std::string& prefix,
+                                                 const ValidateOptions& options) {
+  PILEPREP_ASSIGN_OR_RETURN(internal::MappedFile idx, internal::MappedFile::Open(prefix + ".idx"));
+  PILEPREP_ASSIGN_OR_RETURN(internal::MappedFile bin, internal::MappedFile::Open(prefix + ".bin"));
+  ValidateOptions effective = options;
+  std::string_view bin_view = bin.view();
+  if (!options.check_tokens) {
+    // Only the size of the .bin matters then; never touch its pages.
+    effective.expect_eod = false;
+  }
+  return ValidateBuffers(idx.view(), bin_view, prefix, effective);
+}
+
+std::string FormatValidationReport(const ValidationReport& r) {
+  if (r.ok()) {
+    return absl::StrCat(r.prefix, ": ok (", DTypeName(r.dtype), ", ",
+                        Plural(r.sequences, "sequence", "sequences"), ", ",
+                        Plural(r.documents, "document", "documents"), ", ",
+                        Plural(r.tokens, "token", "tokens"),
+                        r.tokens_checked ? "" : "; tokens not checked", ")\n");
+  }
+  std::string out;
+  for (const Violation& v : r.violations) {
+    absl::StrAppend(&out, v.message);
+    if (v.count > 1) absl::StrAppend(&out, " [", v.kind, ": ", v.count, " occurrences]");
+    else absl::StrAppend(&out, " [", v.kind, "]");
+    out += '\n';
+  }
+  return out;
+}
+
+std::string ValidationReportToJson(const ValidationReport& r) {
+  std::string out = absl::StrCat(
+      "{\"prefix\":\"", JsonEscape(r.prefix), "\",\"ok\":", r.ok() ? "true" : "false",
+      ",\"dtype_code\":", r.dtype_code, ",\"dtype\":\"",
+      r.dtype_code == 4 || r.dtype_code == 8 ? DTypeName(r.dtype) : "invalid",
+      "\",\"sequences\":", r.sequences, ",\"documents\":", r.documents, ",\"tokens\":", r.tokens,
+      ",\"bin_bytes\":", r.bin_bytes, ",\"idx_bytes\":", r.idx_bytes,
+      ",\"tokens_checked\":", r.tokens_checked ? "true" : "false", ",\"violations\":[");
+  for (size_t i = 0; i < r.violations.size(); ++i) {
+    const Violation& v = r.violations[i];
+    absl::StrAppend(&out, i ? "," : "", "{\"kind\":\"", JsonEscape(v.kind), "\",\"message\":\"",
+                    JsonEscape(v.message), "\",\"file_offset\":", v.file_offset,
+                    ",\"index\":", v.index, ",\"count\":", v.count, "}");
+  }
+  out += "]}";
+  return out;
+}
+
+}  // namespace pileprep

@@ -1,0 +1,674 @@
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <set>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "loader/npy.h"
+#include "pileprep/loader.h"
+#include "pileprep/status_macros.h"
+
+namespace pileprep {
+namespace {
+
+// Python's float() of a `[.0-9]+` token ("1.2.3" and "." are errors there too).
+std::optional<double> ParseFloat(absl::string_view s) {
+  double v = 0;
+  auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (r.ec != std::errc() || r.ptr != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+// Python's round() to an integer: half to even (nearbyint in the default rounding mode).
+int64_t RoundHalfEven(double x) { return static_cast<int64_t>(std::nearbyint(x)); }
+
+// Epochs, tokens per epoch and whether the final epoch is shuffled apart
+// (GPTDataset._get_num_epochs and the separate_final_epoch rule).
+struct EpochPlan {
+  int64_t tokens_per_epoch = 0;
+  int32_t num_epochs = 1;
+  bool separate = false;
+  int64_t samples_sans_final_epoch = 0;
+};
+
+absl::StatusOr<EpochPlan> PlanEpochs(absl::Span<const int32_t> sizes,
+                                     absl::Span<const int32_t> ids, const GptIndexOptions& o) {
+  if (o.sequence_length < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sequence_length ", o.sequence_length, " (expected >= 1)"));
+  }
+  if (o.num_samples && *o.num_samples < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("num_samples ", *o.num_samples, " < 0"));
+  }
+  const int64_t extra = o.add_extra_token ? 1 : 0;
+  EpochPlan plan;
+  for (int32_t id : ids) {
+    if (id < 0 || static_cast<size_t>(id) >= sizes.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sequence id ", id, " out of range (", sizes.size(), " sequences)"));
+    }
+    plan.tokens_per_epoch += sizes[static_cast<size_t>(id)];
+  }
+  if (plan.tokens_per_epoch <= extra) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the split's ", ids.size(), " sequences hold ", plan.tokens_per_epoch,
+        " tokens: too few for any sample"));
+  }
+  if (!o.num_samples) return plan;
+  const int64_t requested = *o.num_samples * o.sequence_length + extra;
+  int64_t tokens = plan.tokens_per_epoch;
+  while (tokens < requested) {
+    tokens += plan.tokens_per_epoch;
+    ++plan.num_epochs;
+  }
+  if (plan.num_epochs > 1) {
+    const int64_t seq = o.sequence_length;
+    plan.samples_sans_final_epoch =
+        ((plan.num_epochs - 1) * plan.tokens_per_epoch - extra) / seq;
+    const int64_t from_final = *o.num_samples - plan.samples_sans_final_epoch;
+    const int64_t per_epoch = (plan.tokens_per_epoch - extra) / seq;
+    plan.separate = from_final < static_cast<int64_t>(0.80 * static_cast<double>(per_epoch));
+  }
+  return plan;
+}
+
+// _build_document_index for one group of epochs: ids tiled, shuffled in place.
+void AppendShuffledEpochs(absl::Span<const int32_t> ids, int32_t epochs, NumpyRandomState* rng,
+                          std::vector<int32_t>* out) {
+  const size_t start = out->size();
+  for (int32_t e = 0; e < epochs; ++e) out->insert(out->end(), ids.begin(), ids.end());
+  rng->Shuffle(out->data() + start, out->size() - start);
+}
+
+// helpers.cpp build_sample_idx.
+void BuildSampleIndex(absl::Span<const int32_t> sizes, const std::vector<int32_t>& doc_index,
+                      const GptIndexOptions& o, int32_t num_epochs, int64_t tokens_per_epoch,
+                      std::vector<int64_t>* out) {
+  const int64_t extra = o.add_extra_token ? 1 : 0;
+  const int64_t seq = o.sequence_length;
+  int64_t num_samples;
+  if (o.drop_last_partial_sequence) {
+    num_samples = (num_epochs * tokens_per_epoch - extra) / seq;
+  } else {
+    // Upstream divides a float (single precision), then takes the ceiling.
+    num_samples = static_cast<int64_t>(
+        std::ceil(static_cast<float>(num_epochs * tokens_per_epoch - extra) / seq));
+  }
+  out->assign(2 * static_cast<size_t>(num_samples + 1), 0);
+  int64_t* rows = out->data();
+  const int64_t last = static_cast<int64_t>(doc_index.size()) - 1;
+  int64_t pos = 0;
+  int64_t offset = 0;
+  for (int64_t s = 1; s <= num_samples; ++s) {
+    int64_t remaining = seq + extra;
+    while (remaining != 0) {
+      const int64_t length = sizes[static_cast<size_t>(doc_index[static_cast<size_t>(pos)])] - offset;
+      remaining -= length;
+      if (remaining <= 0) {
+        offset += remaining + length - extra;
+        remaining = 0;
+      } else {
+        if (pos == last) {
+          offset = sizes[static_cast<size_t>(doc_index[static_cast<size_t>(pos)])] - extra;
+          break;
+        }
+        ++pos;
+        offset = 0;
+      }
+    }
+    rows[2 * s] = pos;
+    rows[2 * s + 1] = offset;
+  }
+}
+
+// _build_shuffle_index.
+void BuildShuffleIndex(int64_t num_samples, int64_t total, NumpyRandomState* rng,
+                       std::vector<int64_t>* out) {
+  out->resize(static_cast<size_t>(total));
+  for (int64_t i = 0; i < total; ++i) (*out)[static_cast<size_t>(i)] = i;
+  rng->Shuffle(out->data(), static_cast<size_t>(num_samples));
+  if (num_samples == total) return;
+  rng->Shuffle(out->data() + num_samples, static_cast<size_t>(total - num_samples));
+}
+
+void FillPlan(const EpochPlan& plan, GptIndices* out) {
+  out->num_epochs = plan.num_epochs;
+  out->separate_final_epoch = plan.separate;
+  out->tokens_per_epoch = plan.tokens_per_epoch;
+}
+
+int64_t MaxSize(absl::Span<const int32_t> sizes) {
+  int64_t m = 0;
+  for (int32_t s : sizes) m = std::max<int64_t>(m, s);
+  return m;
+}
+
+void SetDtypes(absl::Span<const int32_t> sizes, GptIndices* out) {
+  const int64_t sample_max =
+      std::max<int64_t>(static_cast<int64_t>(out->document_index.size()), MaxSize(sizes));
+  out->sample_index_int64 = sample_max > std::numeric_limits<int32_t>::max();
+  out->shuffle_index_int64 = out->size() >= int64_t{0xFFFFFFFF} - 1;
+}
+
+absl::StatusOr<GptIndices> BuildWithPlan(absl::Span<const int32_t> sizes,
+                                         absl::Span<const int32_t> ids, const GptIndexOptions& o,
+                                         const EpochPlan& plan) {
+  GptIndices out;
+  FillPlan(plan, &out);
+  NumpyRandomState rng(o.seed);
+  out.document_index.reserve(ids.size() * static_cast<size_t>(plan.num_epochs));
+  if (!plan.separate) {
+    AppendShuffledEpochs(ids, plan.num_epochs, &rng, &out.document_index);
+  } else {
+    AppendShuffledEpochs(ids, plan.num_epochs - 1, &rng, &out.document_index);
+    AppendShuffledEpochs(ids, 1, &rng, &out.document_index);
+  }
+  BuildSampleIndex(sizes, out.document_index, o, plan.num_epochs, plan.tokens_per_epoch,
+                   &out.sample_index);
+  const int64_t total = static_cast<int64_t>(out.sample_index.size() / 2) - 1;
+  BuildShuffleIndex(plan.separate ? plan.samples_sans_final_epoch : total, total, &rng,
+                    &out.shuffle_index);
+  SetDtypes(sizes, &out);
+  return out;
+}
+
+// ---- Cache -------------------------------------------------------------------------------------
+
+// Two independent 64-bit lanes over 8-byte words, finished with splitmix64's mixer. Not
+// cryptographic; it only has to tell different index inputs apart.
+class Hasher {
+ public:
+  void Add(const void* data, size_t size) {
+    const auto* p = static_cast<const uint8_t*>(data);
+    AddWord(size);
+    size_t i = 0;
+    for (; i + 8 <= size; i += 8) {
+      uint64_t w;
+      std::memcpy(&w, p + i, 8);
+      AddWord(w);
+    }
+    uint64_t tail = 0;
+    std::memcpy(&tail, p + i, size - i);
+    AddWord(tail);
+  }
+  void Add(absl::string_view s) { Add(s.data(), s.size()); }
+  std::string Hex() const {
+    std::string out;
+    for (uint64_t v : {Mix(a_ ^ b_), Mix(b_ + 0x9e37)}) {
+      for (int shift = 60; shift >= 0; shift -= 4) out.push_back("0123456789abcdef"[(v >> shift) & 15]);
+    }
+    return out;
+  }
+
+ private:
+  static uint64_t Rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+  static uint64_t Mix(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  void AddWord(uint64_t w) {
+    a_ = Rotl(a_ ^ (w * 0x87c37b91114253d5ULL), 31) * 0x4cf5ad432745937fULL;
+    b_ = Rotl(b_ + (w ^ 0x52dce729da3ed7b5ULL), 27) * 0x9e3779b97f4a7c15ULL + a_;
+  }
+  uint64_t a_ = 0x243f6a8885a308d3ULL;
+  uint64_t b_ = 0x13198a2e03707344ULL;
+};
+
+constexpr char kCacheVersion[] = "pileprep-gpt-indices v1";
+
+std::string CacheDescription(const IndexedDatasetView& view, SequenceRange range,
+                             const GptIndexOptions& o) {
+  return absl::StrCat(
+      kCacheVersion, "\nprefix: ", view.prefix(), "\nsequences: ", view.num_sequences(),
+      "\nsplit_sequences: [", range.begin, ", ", range.end, ")\nsequence_length: ",
+      o.sequence_length, "\nnum_samples: ", o.num_samples ? absl::StrCat(*o.num_samples) : "None",
+      "\nseed: ", o.seed, "\nadd_extra_token_to_sequence: ", o.add_extra_token ? 1 : 0,
+      "\ndrop_last_partial_sequence: ", o.drop_last_partial_sequence ? 1 : 0, "\n");
+}
+
+std::string CacheKey(const IndexedDatasetView& view, SequenceRange range, const GptIndexOptions& o) {
+  Hasher h;
+  h.Add(kCacheVersion);
+  auto lengths = view.sequence_lengths();
+  h.Add(lengths.data(), lengths.size() * sizeof(int32_t));
+  const int64_t fields[] = {range.begin,
+                            range.end,
+                            o.sequence_length,
+                            o.num_samples ? *o.num_samples : -1,
+                            o.seed,
+                            o.add_extra_token ? 1 : 0,
+                            o.drop_last_partial_sequence ? 1 : 0};
+  h.Add(fields, sizeof(fields));
+  return h.Hex();
+}
+
+std::string CachePath(const std::string& dir, const std::string& key, absl::string_view what) {
+  return absl::StrCat(dir, "/", key, "-pileprep-gpt-", what);
+}
+
+// A cache hit fills `out` (its plan fields already set); anything unreadable or inconsistent is a
+// miss, and the caller rebuilds and rewrites.
+bool LoadCached(const std::string& dir, const std::string& key, absl::Span<const int32_t> sizes,
+                absl::Span<const int32_t> ids, GptIndices* out) {
+  auto load = [&](absl::string_view what) -> std::optional<internal::NpyArray> {
+    std::string path = CachePath(dir, key, what);
+    auto bytes = internal::ReadWholeFile(path);
+    if (!bytes.ok()) return std::nullopt;
+    auto arr = internal::DecodeNpy(*bytes, path);
+    if (!arr.ok()) return std::nullopt;
+    return std::move(*arr);
+  };
+  auto doc = load("document_index.npy");
+  auto sample = load("sample_index.npy");
+  auto shuffle = load("shuffle_index.npy");
+  if (!doc || !sample || !shuffle) return false;
+  const int64_t docs = static_cast<int64_t>(ids.size()) * out->num_epochs;
+  if (doc->descr != "<i4" || doc->shape != std::vector<int64_t>{docs}) return false;
+  if (sample->shape.size() != 2 || sample->shape[1] != 2 || sample->shape[0] < 1) return false;
+  const int64_t rows = sample->shape[0];
+  if (shuffle->shape != std::vector<int64_t>{rows - 1}) return false;
+  for (int64_t d : doc->values) {
+    if (d < 0 || d >= static_cast<int64_t>(sizes.size())) return false;
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t pos = sample->values[2 * r];
+    int64_t off = sample->values[2 * r + 1];
+    if (pos < 0 || pos >= docs || off < -1 ||
+        off > sizes[static_cast<size_t>(doc->values[static_cast<size_t>(pos)])]) {
+      return false;
+    }
+  }
+  for (int64_t s : shuffle->values) {
+    if (s < 0 || s >= rows - 1) return false;
+  }
+  out->document_index.assign(doc->values.begin(), doc->values.end());
+  out->sample_index = std::move(sample->values);
+  out->shuffle_index = std::move(shuffle->values);
+  SetDtypes(sizes, out);
+  return out->sample_index_int64 == (sample->descr == "<i8") &&
+         out->shuffle_index_int64 == (shuffle->descr == "<i8");
+}
+
+absl::Status StoreCached(const std::string& dir, const std::string& key,
+                         const std::string& description, const GptIndices& ix) {
+  PILEPREP_RETURN_IF_ERROR(internal::MakeDirectories(dir));
+  const int64_t rows = static_cast<int64_t>(ix.sample_index.size() / 2);
+  PILEPREP_RETURN_IF_ERROR(internal::WriteFileAtomically(
+      CachePath(dir, key, "document_index.npy"),
+      internal::EncodeNpy("<i4", {static_cast<int64_t>(ix.document_index.size())},
+                          ix.document_index.data(), ix.document_index.size())));
+  PILEPREP_RETURN_IF_ERROR(internal::WriteFileAtomically(
+      CachePath(dir, key, "sample_index.npy"),
+      internal::EncodeNpy(ix.sample_index_int64 ? "<i8" : "<i4", {rows, 2}, ix.sample_index.data(),
+                          ix.sample_index.size())));
+  PILEPREP_RETURN_IF_ERROR(internal::WriteFileAtomically(
+      CachePath(dir, key, "shuffle_index.npy"),
+      internal::EncodeNpy(ix.shuffle_index_int64 ? "<i8" : "<u4", {ix.size()},
+                          ix.shuffle_index.data(), ix.shuffle_index.size())));
+  return internal::WriteFileAtomically(CachePath(dir, key, "description.txt"), description);
+}
+
+}  // namespace
+
+// ---- NumpyRandomState --------------------------------------------------------------------------
+
+uint64_t NumpyRandomState::RandomInterval(uint64_t max) {
+  if (max == 0) return 0;
+  uint64_t mask = max;
+  mask |= mask >> 1;
+  mask |= mask >> 2;
+  mask |= mask >> 4;
+  mask |= mask >> 8;
+  mask |= mask >> 16;
+  mask |= mask >> 32;
+  uint64_t value;
+  if (max <= 0xFFFFFFFFULL) {
+    do {
+      value = static_cast<uint32_t>(gen_()) & mask;
+    } while (value > max);
+  } else {
+    do {
+      uint64_t hi = static_cast<uint32_t>(gen_());
+      uint64_t lo = static_cast<uint32_t>(gen_());
+      value = ((hi << 32) | lo) & mask;
+    } while (value > max);
+  }
+  return value;
+}
+
+// ---- Split -------------------------------------------------------------------------------------
+
+absl::StatusOr<std::array<std::optional<SequenceRange>, 3>> ComputeSplit(
+    absl::string_view split, int64_t num_sequences, SplitRounding rounding) {
+  std::vector<double> w;
+  for (size_t i = 0; i < split.size();) {
+    auto is_num = [](char c) { return c == '.' || (c >= '0' && c <= '9'); };
+    if (!is_num(split[i])) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < split.size() && is_num(split[j])) ++j;
+    absl::string_view token = split.substr(i, j - i);
+    std::optional<double> v = ParseFloat(token);
+    if (!v) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("split \"", split, "\": \"", token, "\" is not a number"));
+    }
+    w.push_back(*v);
+    i = j;
+  }
+  if (w.empty() || w.size() > 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("split \"", split, "\": expected 1 to 3 weights such as \"969,30,1\""));
+  }
+  w.resize(3, 0.0);
+  const double sum = w[0] + w[1] + w[2];
+  if (!(sum > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("split \"", split, "\": weights sum to 0"));
+  }
+  for (double& x : w) x /= sum;
+  std::array<std::optional<SequenceRange>, 3> out;
+  const double n = static_cast<double>(num_sequences);
+  if (rounding == SplitRounding::kCurrent) {
+    double bookends[4] = {0, w[0], w[0] + w[1], w[0] + w[1] + w[2]};
+    for (int i = 0; i < 3; ++i) {
+      if (bookends[i] >= bookends[i + 1]) continue;
+      out[i] = SequenceRange{RoundHalfEven(bookends[i] * n), RoundHalfEven(bookends[i + 1] * n)};
+    }
+  } else {
+    int64_t index[4] = {0, 0, 0, 0};
+    for (int i = 0; i < 3; ++i) index[i + 1] = index[i] + RoundHalfEven(w[i] * n);
+    const int64_t diff = index[3] - num_sequences;
+    for (int i = 1; i < 4; ++i) index[i] -= diff;
+    for (int i = 0; i < 3; ++i) {
+      if (index[i + 1] > index[i]) out[i] = SequenceRange{index[i], index[i + 1]};
+    }
+  }
+  return out;
+}
+
+// ---- Indices -----------------------------------------------------------------------------------
+
+absl::StatusOr<GptIndices> BuildGptIndices(absl::Span<const int32_t> sizes,
+                                           absl::Span<const int32_t> sequence_ids,
+                                           const GptIndexOptions& options) {
+  PILEPREP_ASSIGN_OR_RETURN(EpochPlan plan, PlanEpochs(sizes, sequence_ids, options));
+  return BuildWithPlan(sizes, sequence_ids, options, plan);
+}
+
+BlendingIndices BuildBlendingIndices(absl::Span<const double> weights, int64_t size) {
+  BlendingIndices out;
+  if (weights.empty() || size <= 0) return out;
+  out.dataset_index.resize(static_cast<size_t>(size));
+  out.dataset_sample_index.resize(static_cast<size_t>(size));
+  std::vector<int64_t> current(weights.size(), 0);
+  for (int64_t s = 0; s < size; ++s) {
+    const double x = std::max(static_cast<double>(s), 1.0);
+    size_t best = 0;
+    double best_error = weights[0] * x - static_cast<double>(current[0]);
+    for (size_t d = 1; d < weights.size(); ++d) {
+      double error = weights[d] * x - static_cast<double>(current[d]);
+      if (error > best_error) {
+        best_error = error;
+        best = d;
+      }
+    }
+    out.dataset_index[static_cast<size_t>(s)] = static_cast<int16_t>(best);
+    out.dataset_sample_index[static_cast<size_t>(s)] = current[best];
+    ++current[best];
+  }
+  return out;
+}
+
+BlendingIndices BuildExhaustiveBlendingIndices(absl::Span<const int64_t> sizes) {
+  BlendingIndices out;
+  int64_t total = 0;
+  std::set<size_t> unspent;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    total += std::max<int64_t>(sizes[d], 0);
+    if (sizes[d] > 0) unspent.insert(d);
+  }
+  if (total == 0) return out;
+  std::vector<double> weights(sizes.size());
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    weights[d] = static_cast<double>(sizes[d]) / static_cast<double>(total);
+  }
+  std::vector<int64_t> counts(sizes.size(), 0);
+  out.dataset_index.reserve(static_cast<size_t>(total));
+  out.dataset_sample_index.reserve(static_cast<size_t>(total));
+  for (int64_t s = 0; !unspent.empty(); ++s) {
+    const double x = std::max(static_cast<double>(s), 1.0);
+    size_t best = 0;
+    double best_error = std::numeric_limits<double>::lowest();
+    for (size_t d : unspent) {
+      double error = weights[d] * x - static_cast<double>(counts[d]);
+      if (error > best_error) {
+        best_error = error;
+        best = d;
+      }
+    }
+    out.dataset_index.push_back(static_cast<int16_t>(best));
+    out.dataset_sample_index.push_back(counts[best]);
+    if (++counts[best] == sizes[best]) unspent.erase(best);
+  }
+  return out;
+}
+
+absl::StatusOr<Blend> ParseBlend(const std::vector<std::string>& items) {
+  if (items.empty()) return absl::InvalidArgumentError("data path: no prefix given");
+  Blend blend;
+  bool weighted = items.size() % 2 == 0;
+  std::vector<double> weights;
+  for (size_t i = 0; weighted && i < items.size(); i += 2) {
+    // Megatron tries float(item): surrounding whitespace is allowed, as in Python.
+    std::string t(absl::StripAsciiWhitespace(items[i]));
+    double v = 0;
+    auto r = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (t.empty() || r.ec != std::errc() || r.ptr != t.data() + t.size()) {
+      weighted = false;
+    } else {
+      weights.push_back(v);
+    }
+  }
+  if (!weighted) {
+    blend.prefixes = items;
+    return blend;
+  }
+  double sum = 0;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    if (!(weights[i] >= 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("data path: weight \"", items[2 * i], "\" is negative"));
+    }
+    sum += weights[i];
+    blend.prefixes.push_back(items[2 * i + 1]);
+  }
+  if (!(sum > 0)) return absl::InvalidArgumentError("data path: weights sum to 0");
+  for (double& w : weights) w /= sum;
+  blend.weights = std::move(weights);
+  return blend;
+}
+
+absl::StatusOr<Blend> ParseBlend(absl::string_view data_path) {
+  std::vector<std::string> items =
+      absl::StrSplit(data_path, absl::ByAnyChar(" \t\n\r"), absl::SkipEmpty());
+  return ParseBlend(items);
+}
+
+// ---- GptDataset --------------------------------------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Open(absl::string_view data_path,
+                                                             const GptDatasetOptions& options) {
+  PILEPREP_ASSIGN_OR_RETURN(Blend blend, ParseBlend(data_path));
+  return Open(blend, options);
+}
+
+absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Open(const Blend& blend,
+                                                             const GptDatasetOptions& options) {
+  if (blend.prefixes.empty()) return absl::InvalidArgumentError("data path: no prefix given");
+  if (!blend.weights.empty() && blend.weights.size() != blend.prefixes.size()) {
+    return absl::InvalidArgumentError("blend: one weight per prefix expected");
+  }
+  if (options.split_index < 0 || options.split_index > 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("split_index ", options.split_index, " (expected 0, 1 or 2)"));
+  }
+  if (options.num_samples && *options.num_samples < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("num_samples ", *options.num_samples, " < 0"));
+  }
+  const bool weighted = !blend.weights.empty();
+  if (weighted && !options.num_samples) {
+    return absl::InvalidArgumentError("a weighted blend needs num_samples");
+  }
+  std::unique_ptr<GptDataset> ds(new GptDataset());
+  ds->blend_ = weighted || blend.prefixes.size() > 1;
+  ds->extra_ = options.add_extra_token ? 1 : 0;
+  ds->sample_tokens_ = options.sequence_length + ds->extra_;
+
+  for (size_t k = 0; k < blend.prefixes.size(); ++k) {
+    Part part;
+    PILEPREP_ASSIGN_OR_RETURN(part.view, IndexedDatasetView::Open(blend.prefixes[k], options.view));
+    const int64_t n = part.view->num_sequences();
+    part.range = SequenceRange{0, n};
+    if (!options.split.empty()) {
+      PILEPREP_ASSIGN_OR_RETURN(auto splits,
+                                ComputeSplit(options.split, n, options.split_rounding));
+      if (!splits[options.split_index]) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            blend.prefixes[k], ": split ", options.split_index, " of \"", options.split,
+            "\" is empty (not built)"));
+      }
+      part.range = *splits[options.split_index];
+    }
+    GptIndexOptions io;
+    io.sequence_length = options.sequence_length;
+    io.seed = options.seed;
+    io.add_extra_token = options.add_extra_token;
+    io.drop_last_partial_sequence = options.drop_last_partial_sequence;
+    if (weighted) {
+      const double target = std::ceil(static_cast<double>(*options.num_samples) * blend.weights[k]);
+      io.num_samples = static_cast<int64_t>(std::ceil(target * (1.0 + options.blend_surplus)));
+    } else if (!ds->blend_) {
+      io.num_samples = options.num_samples;
+    }
+    std::vector<int32_t> ids(static_cast<size_t>(part.range.size()));
+    for (int64_t i = 0; i < part.range.size(); ++i) {
+      ids[static_cast<size_t>(i)] = static_cast<int32_t>(part.range.begin + i);
+    }
+    auto plan = PlanEpochs(part.view->sequence_lengths(), ids, io);
+    if (!plan.ok()) {
+      return absl::Status(plan.status().code(),
+                          absl::StrCat(blend.prefixes[k], ": ", plan.status().message()));
+    }
+    std::string key;
+    if (!options.cache_dir.empty()) {
+      key = CacheKey(*part.view, part.range, io);
+      FillPlan(*plan, &part.indices);
+      part.from_cache =
+          LoadCached(options.cache_dir, key, part.view->sequence_lengths(), ids, &part.indices);
+    }
+    if (!part.from_cache) {
+      PILEPREP_ASSIGN_OR_RETURN(part.indices,
+                                BuildWithPlan(part.view->sequence_lengths(), ids, io, *plan));
+      if (!options.cache_dir.empty()) {
+        PILEPREP_RETURN_IF_ERROR(StoreCached(options.cache_dir, key,
+                                             CacheDescription(*part.view, part.range, io),
+                                             part.indices));
+      }
+    }
+    ds->parts_.push_back(std::move(part));
+  }
+
+  if (!ds->blend_) {
+    ds->size_ = ds->parts_[0].indices.size();
+    return ds;
+  }
+  std::vector<int64_t> lengths;
+  for (const Part& p : ds->parts_) lengths.push_back(p.indices.size());
+  if (weighted) {
+    int64_t size = 0;
+    for (double w : blend.weights) {
+      size += static_cast<int64_t>(std::ceil(static_cast<double>(*options.num_samples) * w));
+    }
+    ds->blending_ = BuildBlendingIndices(blend.weights, size);
+  } else if (!options.num_samples) {
+    ds->blending_ = BuildExhaustiveBlendingIndices(lengths);
+  } else {
+    int64_t total = 0;
+    for (int64_t l : lengths) total += l;
+    std::vector<double> w;
+    for (int64_t l : lengths) w.push_back(static_cast<double>(l) / static_cast<double>(total));
+    ds->blending_ = BuildBlendingIndices(w, std::min(*options.num_samples, total));
+  }
+  // BlendedDataset refuses a blend that asks a dataset for more samples than it has.
+  std::vector<int64_t> asked(lengths.size(), 0);
+  for (int16_t d : ds->blending_.dataset_index) ++asked[static_cast<size_t>(d)];
+  for (size_t d = 0; d < lengths.size(); ++d) {
+    if (asked[d] > lengths[d]) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "blend asks ", blend.prefixes[d], " for ", asked[d], " samples; it has ", lengths[d]));
+    }
+  }
+  ds->size_ = static_cast<int64_t>(ds->blending_.dataset_index.size());
+  return ds;
+}
+
+absl::Status GptDataset::LocalParts(int k, int64_t j, std::vector<SamplePart>* parts) const {
+  const Part& p = parts_[static_cast<size_t>(k)];
+  const GptIndices& ix = p.indices;
+  if (j < 0 || j >= ix.size()) {
+    return absl::OutOfRangeError(absl::StrCat("sample ", j, " of ", p.view->prefix(), " (size ",
+                                              ix.size(), ")"));
+  }
+  const int64_t row = ix.shuffle_index[static_cast<size_t>(j)];
+  const int64_t pos0 = ix.sample_index[2 * row], off0 = ix.sample_index[2 * row + 1];
+  const int64_t pos1 = ix.sample_index[2 * row + 2], off1 = ix.sample_index[2 * row + 3];
+  auto length_of = [&](int64_t seq) { return static_cast<int64_t>(p.view->sequence_lengths()[seq]); };
+  parts->clear();
+  for (int64_t pos = pos0; pos <= pos1; ++pos) {
+    const int64_t seq = ix.document_index[static_cast<size_t>(pos)];
+    const int64_t begin = pos == pos0 ? off0 : 0;
+    int64_t end = pos == pos1 ? off1 + extra_ : length_of(seq);
+    end = std::min(end, length_of(seq));  // numpy slicing clamps
+    parts->push_back(SamplePart{seq, begin, std::max<int64_t>(end - begin, 0)});
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> GptDataset::GetSampleParts(int64_t i, std::vector<SamplePart>* parts) const {
+  if (i < 0 || i >= size_) {
+    return absl::OutOfRangeError(absl::StrCat("sample ", i, " out of range (size ", size_, ")"));
+  }
+  if (!blend_) {
+    PILEPREP_RETURN_IF_ERROR(LocalParts(0, i, parts));
+    return 0;
+  }
+  const int k = blending_.dataset_index[static_cast<size_t>(i)];
+  PILEPREP_RETURN_IF_ERROR(LocalParts(k, blending_.dataset_sample_index[static_cast<size_t>(i)], parts));
+  return k;
+}
+
+absl::Status GptDataset::GetSample(int64_t i, std::vector<int64_t>* text) const {
+  // Small and per call; a thread_local buffer keeps concurrent callers independent.
+  thread_local std::vector<SamplePart> parts;
+  PILEPREP_ASSIGN_OR_RETURN(int k, GetSampleParts(i, &parts));
+  const IndexedDatasetView& view = *parts_[static_cast<size_t>(k)].view;
+  int64_t total = 0;
+  for (const SamplePart& part : parts) total += part.count;
+  text->resize(static_cast<size_t>(total));
+  int64_t* out = text->data();
+  for (const SamplePart& part : parts) {
+    view.CopyTokens(part.sequence, part.offset, part.count, out);
+    out += part.count;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pileprep

@@ -1,0 +1,197 @@
+#include "pileprep/indexed_dataset_view.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace pileprep {
+namespace {
+
+absl::Status ErrnoStatus(int err, const std::string& path, absl::string_view what) {
+  std::string message = absl::StrCat(path, ": ", what, ": ", std::strerror(err));
+  switch (err) {
+    case ENOENT:
+      return absl::NotFoundError(message);
+    case EACCES:
+    case EPERM:
+      return absl::PermissionDeniedError(message);
+    case ENOMEM:
+      return absl::ResourceExhaustedError(message);
+    default:
+      return absl::UnknownError(message);
+  }
+}
+
+// An open, mapped, read-only file; unmapped and closed on destruction unless released.
+struct Mapping {
+  const uint8_t* data = nullptr;
+  uint64_t size = 0;
+  ~Mapping() {
+    if (data != nullptr) munmap(const_cast<uint8_t*>(data), size);
+  }
+};
+
+absl::Status MapFile(const std::string& path, Mapping* mapping) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, path, "open");
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int err = errno;
+    close(fd);
+    return ErrnoStatus(err, path, "stat");
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
+  }
+  mapping->size = static_cast<uint64_t>(st.st_size);
+  if (mapping->size > 0) {
+    void* p = mmap(nullptr, mapping->size, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      int err = errno;
+      close(fd);
+      return ErrnoStatus(err, path, "mmap");
+    }
+    mapping->data = static_cast<const uint8_t*>(p);
+  }
+  close(fd);  // the mapping keeps the file
+  return absl::OkStatus();
+}
+
+template <typename T>
+T Load(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));  // unaligned: never cast the pointer
+  return v;
+}
+
+}  // namespace
+
+IndexedDatasetView::~IndexedDatasetView() {
+  if (data_ != nullptr) munmap(const_cast<uint8_t*>(data_), bin_bytes_);
+}
+
+absl::StatusOr<std::shared_ptr<const IndexedDatasetView>> IndexedDatasetView::Open(
+    const std::string& prefix, IndexedDatasetViewOptions options) {
+  if (prefix.empty()) return absl::InvalidArgumentError("IndexedDatasetView: empty prefix");
+  const std::string idx_path = prefix + ".idx";
+  const std::string bin_path = prefix + ".bin";
+  std::shared_ptr<IndexedDatasetView> view(new IndexedDatasetView());
+  view->prefix_ = prefix;
+
+  {
+    Mapping idx;
+    absl::Status s = MapFile(idx_path, &idx);
+    if (!s.ok()) return s;
+    auto bad = [&](uint64_t offset, absl::string_view what) {
+      return absl::InvalidArgumentError(absl::StrCat(idx_path, ": byte ", offset, ": ", what));
+    };
+    if (idx.size < kIdxHeaderBytes) {
+      return bad(idx.size, absl::StrCat("file of ", idx.size, " bytes is shorter than the ",
+                                        kIdxHeaderBytes, "-byte header"));
+    }
+    if (std::memcmp(idx.data, kIdxMagic, sizeof(kIdxMagic)) != 0) {
+      return bad(0, "bad magic (expected \"MMIDIDX\\0\\0\": not a Megatron .idx)");
+    }
+    uint64_t version = Load<uint64_t>(idx.data + kIdxVersionOffset);
+    if (version != kIdxVersion) {
+      return bad(kIdxVersionOffset, absl::StrCat("version ", version, " (expected 1)"));
+    }
+    uint8_t code = idx.data[kIdxDTypeOffset];
+    if (code == static_cast<uint8_t>(TokenDType::kUint16)) {
+      view->dtype_ = TokenDType::kUint16;
+      view->itemsize_ = 2;
+    } else if (code == static_cast<uint8_t>(TokenDType::kInt32)) {
+      view->dtype_ = TokenDType::kInt32;
+      view->itemsize_ = 4;
+    } else {
+      return bad(kIdxDTypeOffset,
+                 absl::StrCat("dtype code ", code,
+                              " is not a token dtype (expected 4 = int32 or 8 = uint16)"));
+    }
+    uint64_t s_count = Load<uint64_t>(idx.data + kIdxSequenceCountOffset);
+    uint64_t d_count = Load<uint64_t>(idx.data + kIdxDocumentCountOffset);
+    const uint64_t body = idx.size - kIdxHeaderBytes;
+    // Division keeps the check free of overflow for absurd counts.
+    if (s_count > body / 12 || d_count > (body - 12 * s_count) / 8) {
+      return bad(kIdxSequenceCountOffset,
+                 absl::StrCat("counts (", s_count, " sequences, ", d_count,
+                              " document indices) need more bytes than the file's ", idx.size));
+    }
+    if (d_count < 1) return bad(kIdxDocumentCountOffset, "document index count is 0 (expected >= 1)");
+    const uint8_t* lengths = idx.data + kIdxHeaderBytes;
+    const uint8_t* pointers = lengths + 4 * s_count;
+    const uint8_t* docs = pointers + 8 * s_count;
+    view->sequence_lengths_.resize(s_count);
+    view->sequence_pointers_.resize(s_count);
+    view->document_indices_.resize(d_count);
+    if (s_count > 0) {
+      std::memcpy(view->sequence_lengths_.data(), lengths, 4 * s_count);
+      std::memcpy(view->sequence_pointers_.data(), pointers, 8 * s_count);
+    }
+    std::memcpy(view->document_indices_.data(), docs, 8 * d_count);
+  }
+
+  Mapping bin;
+  absl::Status s = MapFile(bin_path, &bin);
+  if (!s.ok()) return s;
+  const int64_t item = static_cast<int64_t>(view->itemsize_);
+  const uint64_t lengths_offset = kIdxHeaderBytes;
+  const uint64_t pointers_offset = kIdxHeaderBytes + 4 * view->sequence_lengths_.size();
+  int64_t total = 0;
+  for (size_t i = 0; i < view->sequence_lengths_.size(); ++i) {
+    int64_t len = view->sequence_lengths_[i];
+    int64_t ptr = view->sequence_pointers_[i];
+    if (len < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(idx_path, ": byte ", lengths_offset + 4 * i,
+                                                     ": sequence ", i, " has length ", len));
+    }
+    if (ptr < 0 || ptr % item != 0 || static_cast<uint64_t>(ptr) > bin.size ||
+        static_cast<uint64_t>(len * item) > bin.size - static_cast<uint64_t>(ptr)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          idx_path, ": byte ", pointers_offset + 8 * i, ": sequence ", i, " (pointer ", ptr,
+          ", ", len, " tokens of ", item, " bytes) is not inside ", bin_path, " (", bin.size,
+          " bytes)"));
+    }
+    total += len;
+  }
+  const uint64_t docs_offset = pointers_offset + 8 * view->sequence_lengths_.size();
+  int64_t prev = 0;
+  for (size_t i = 0; i < view->document_indices_.size(); ++i) {
+    int64_t d = view->document_indices_[i];
+    if ((i == 0 && d != 0) || d < prev || d > view->num_sequences()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          idx_path, ": byte ", docs_offset + 8 * i, ": document index ", i, " = ", d,
+          i == 0 ? " (expected 0)" : absl::StrCat(" (expected ", prev, "..", view->num_sequences(), ")")));
+    }
+    prev = d;
+  }
+  view->num_tokens_ = total;
+  view->bin_bytes_ = bin.size;
+  view->data_ = bin.data;
+  bin.data = nullptr;  // owned by the view now
+  if (options.advise_random && view->data_ != nullptr) {
+    madvise(const_cast<uint8_t*>(view->data_), view->bin_bytes_, MADV_RANDOM);
+  }
+  return std::shared_ptr<const IndexedDatasetView>(std::move(view));
+}
+
+void IndexedDatasetView::CopyTokens(int64_t i, int64_t offset, int64_t count, int64_t* out) const {
+  if (dtype_ == TokenDType::kUint16) {
+    const uint16_t* p = Sequence<uint16_t>(i).data() + offset;
+    for (int64_t k = 0; k < count; ++k) out[k] = p[k];
+  } else {
+    const int32_t* p = Sequence<int32_t>(i).data() + offset;
+    for (int64_t k = 0; k < count; ++k) out[k] = p[k];
+  }
+}
+
+}  // namespace pileprep

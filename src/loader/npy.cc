@@ -1,0 +1,225 @@
+#include "loader/npy.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstring>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace pileprep::internal {
+namespace {
+
+constexpr char kNpyMagic[] = "\x93NUMPY";
+
+absl::Status Errno(int err, const std::string& path, absl::string_view what) {
+  std::string m = absl::StrCat(path, ": ", what, ": ", std::strerror(err));
+  if (err == ENOENT) return absl::NotFoundError(m);
+  if (err == EACCES || err == EPERM || err == EROFS) return absl::PermissionDeniedError(m);
+  if (err == ENOSPC || err == EDQUOT) return absl::ResourceExhaustedError(m);
+  return absl::UnknownError(m);
+}
+
+std::string Header(const std::string& descr, const std::vector<int64_t>& shape) {
+  std::string shape_text = shape.size() == 1 ? absl::StrCat("(", shape[0], ",)")
+                                             : absl::StrCat("(", absl::StrJoin(shape, ", "), ")");
+  std::string dict =
+      absl::StrCat("{'descr': '", descr, "', 'fortran_order': False, 'shape': ", shape_text, ", }");
+  // numpy pads with spaces so that data starts on a 64-byte boundary, header ending in '\n'.
+  size_t total = 10 + dict.size() + 1;
+  dict.append((64 - total % 64) % 64, ' ');
+  dict.push_back('\n');
+  std::string out(kNpyMagic, 6);
+  out.push_back('\x01');
+  out.push_back('\x00');
+  out.push_back(static_cast<char>(dict.size() & 0xff));
+  out.push_back(static_cast<char>(dict.size() >> 8));
+  return out + dict;
+}
+
+size_t ItemSize(const std::string& descr) {
+  if (descr == "<i2") return 2;
+  if (descr == "<i4" || descr == "<u4") return 4;
+  if (descr == "<i8") return 8;
+  return 0;
+}
+
+template <typename T>
+std::string Encode(const std::string& descr, const std::vector<int64_t>& shape, const T* values,
+                   size_t count) {
+  std::string out = Header(descr, shape);
+  size_t item = ItemSize(descr);
+  size_t base = out.size();
+  out.resize(base + item * count);
+  char* p = out.data() + base;
+  for (size_t i = 0; i < count; ++i, p += item) {
+    if (item == 2) {
+      int16_t v = static_cast<int16_t>(values[i]);
+      std::memcpy(p, &v, 2);
+    } else if (item == 4) {
+      uint32_t v = static_cast<uint32_t>(values[i]);  // same bits for <i4 and <u4
+      std::memcpy(p, &v, 4);
+    } else {
+      int64_t v = static_cast<int64_t>(values[i]);
+      std::memcpy(p, &v, 8);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string EncodeNpy(const std::string& descr, const std::vector<int64_t>& shape,
+                      const int64_t* values, size_t count) {
+  return Encode(descr, shape, values, count);
+}
+std::string EncodeNpy(const std::string& descr, const std::vector<int64_t>& shape,
+                      const int32_t* values, size_t count) {
+  return Encode(descr, shape, values, count);
+}
+
+absl::StatusOr<NpyArray> DecodeNpy(const std::string& bytes, const std::string& name) {
+  auto bad = [&](absl::string_view what) {
+    return absl::DataLossError(absl::StrCat(name, ": ", what));
+  };
+  if (bytes.size() < 10 || bytes.compare(0, 6, kNpyMagic, 6) != 0) return bad("not a .npy file");
+  size_t header_len, start;
+  if (bytes[6] == 1) {
+    header_len = static_cast<uint8_t>(bytes[8]) | (static_cast<uint8_t>(bytes[9]) << 8);
+    start = 10;
+  } else {
+    if (bytes.size() < 12) return bad("truncated header");
+    uint32_t n;
+    std::memcpy(&n, bytes.data() + 8, 4);
+    header_len = n;
+    start = 12;
+  }
+  if (bytes.size() < start + header_len) return bad("truncated header");
+  std::string header = bytes.substr(start, header_len);
+  NpyArray out;
+  size_t d = header.find("'descr': '");
+  if (d == std::string::npos) return bad("no descr");
+  size_t d_end = header.find('\'', d + 10);
+  out.descr = header.substr(d + 10, d_end - (d + 10));
+  size_t item = ItemSize(out.descr);
+  if (item == 0) return bad(absl::StrCat("unsupported dtype ", out.descr));
+  if (header.find("'fortran_order': False") == std::string::npos) return bad("not C order");
+  size_t sh = header.find("'shape': (");
+  if (sh == std::string::npos) return bad("no shape");
+  const char* p = header.data() + sh + 10;
+  const char* end = header.data() + header.size();
+  int64_t count = 1;
+  while (p < end && *p != ')') {
+    if (*p == ' ' || *p == ',') {
+      ++p;
+      continue;
+    }
+    int64_t v = 0;
+    auto r = std::from_chars(p, end, v);
+    if (r.ec != std::errc() || v < 0) return bad("bad shape");
+    out.shape.push_back(v);
+    count *= v;
+    p = r.ptr;
+  }
+  size_t data = start + header_len;
+  if (bytes.size() != data + item * static_cast<size_t>(count)) return bad("size does not match shape");
+  out.values.resize(static_cast<size_t>(count));
+  const char* q = bytes.data() + data;
+  for (int64_t i = 0; i < count; ++i, q += item) {
+    if (out.descr == "<i2") {
+      int16_t v;
+      std::memcpy(&v, q, 2);
+      out.values[i] = v;
+    } else if (out.descr == "<i4") {
+      int32_t v;
+      std::memcpy(&v, q, 4);
+      out.values[i] = v;
+    } else if (out.descr == "<u4") {
+      uint32_t v;
+      std::memcpy(&v, q, 4);
+      out.values[i] = v;
+    } else {
+      std::memcpy(&out.values[i], q, 8);
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Errno(errno, path, "open");
+  std::string out;
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      close(fd);
+      return Errno(err, path, "read");
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return out;
+}
+
+absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
+  static thread_local std::mt19937_64 rng(
+      std::random_device{}() ^
+      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  std::string tmp = absl::StrCat(path, ".tmp.", getpid(), ".", rng());
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) return Errno(errno, tmp, "open");
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      close(fd);
+      unlink(tmp.c_str());
+      return Errno(err, tmp, absl::StrCat("write at byte ", done));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (fsync(fd) != 0 && errno != EINVAL) {
+    int err = errno;
+    close(fd);
+    unlink(tmp.c_str());
+    return Errno(err, tmp, "fsync");
+  }
+  if (close(fd) != 0) {
+    int err = errno;
+    unlink(tmp.c_str());
+    return Errno(err, tmp, "close");
+  }
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    unlink(tmp.c_str());
+    return Errno(err, path, "rename");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MakeDirectories(const std::string& dir) {
+  if (dir.empty()) return absl::OkStatus();
+  for (size_t pos = 1; pos <= dir.size(); ++pos) {
+    if (pos != dir.size() && dir[pos] != '/') continue;
+    std::string part = dir.substr(0, pos);
+    if (mkdir(part.c_str(), 0777) != 0 && errno != EEXIST) return Errno(errno, part, "mkdir");
+  }
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0) return Errno(errno, dir, "stat");
+  if (!S_ISDIR(st.st_mode)) return absl::FailedPreconditionError(absl::StrCat(dir, ": not a directory"));
+  return absl::OkStatus();
+}
+
+}  // namespace pileprep::internal

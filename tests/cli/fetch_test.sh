@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# The shard job over HTTP against a loopback server with fault injection (tests/testing/fault_server.py):
+# 503 then drops resumed with Range; 404 on one shard; a server without Range; a file that changes
+# between requests; --keep-downloads. Every output must equal a clean local run.
+set -uo pipefail
+PILEPREP=$1
+root=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d)
+server_pid=
+stop_server() { [[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null; server_pid=; }
+trap 'stop_server; rm -rf "$work"' EXIT
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+
+start_server() {  # args for fault_server.py; sets $url
+  rm -f "$work/port" "$work/log"
+  /usr/bin/python3 "$root/tests/testing/fault_server.py" --root "$work/src" --port-file "$work/port" \
+    --log "$work/log" "$@" &
+  server_pid=$!
+  for _ in $(seq 100); do [[ -s "$work/port" ]] && break; sleep 0.1; done
+  url="http://127.0.0.1:$(cat "$work/port")/"
+}
+
+same_outputs() {  # name dir shards...
+  local name=$1 dir=$2; shift 2
+  for n in "$@"; do
+    for ext in bin idx; do
+      cmp -s "$work/ref/my-gpt3_${n}_text_document.$ext" "$dir/my-gpt3_${n}_text_document.$ext" ||
+        bad "$name: shard $n .$ext differs from the local run"
+    done
+  done
+  if ls "$dir" | grep -q pileprep-tmp; then bad "$name: stray temporaries: $(ls "$dir")"; fi
+}
+
+mkdir -p "$work/src"
+cp "$root/data/samples/00.jsonl.zst" "$work/src/00.jsonl.zst"
+cp "$root/data/samples/01.jsonl.zst" "$work/src/01.jsonl.zst"
+cp "$root/tests/data/bad/multi-frame.jsonl.zst" "$work/src/02.jsonl.zst"
+"$PILEPREP" --url "$work/src" --files 0-2 --output-dir "$work/ref" -q 2>/dev/null || bad "local reference run"
+
+# 1. 503, then a drop mid-body, then a drop after the ranged resume.
+start_server --plan 00.jsonl.zst=503:1,drop:100000,drop:50000 --plan 01.jsonl.zst=drop:200000
+"$PILEPREP" --url "$url" --files 0-2 --output-dir "$work/a" --retry-wait 0.05 >"$work/out" 2>"$work/err"
+rc=$?
+[[ $rc -eq 0 ]] || { bad "faults: exit $rc"; cat "$work/err"; }
+same_outputs "503+drops" "$work/a" 00 01 02
+grep -q '"range": "bytes=100000-"' "$work/log" || bad "no Range resume from byte 100000: $(cat "$work/log")"
+grep -q '"range": "bytes=150000-"' "$work/log" || bad "no Range resume from byte 150000"
+[[ $(grep -c '"path": "00.jsonl.zst".*"status": 200' "$work/log") -eq 1 ]] || bad "00 downloaded whole more than once"
+grep -q "HTTP 503 Service Unavailable; retry 1" "$work/err" || bad "503 retry not logged"
+grep -q "from byte 100000 (Range)" "$work/err" || bad "resume not logged"
+python3 - "$work/a/pileprep-summary-rank0.json" <<'PY' || bad "summary JSON"
+import json, sys
+s = json.load(open(sys.argv[1]))
+sh = {x["shard"]: x for x in s["shards"]}
+assert s["exit_status"] == 0 and s["rank"] == 0 and s["nodes"] == 1, s
+assert sh["00.jsonl.zst"]["retries"] == 3 and sh["00.jsonl.zst"]["resumes"] == 2, sh["00.jsonl.zst"]
+assert sh["01.jsonl.zst"]["resumes"] == 1
+for x in s["shards"]:
+    assert x["status"] == "done" and x["documents"] > 0 and x["tokens"] > 0 and x["bytes_in"] > 0
+    for k in ("bad_records", "bad_record_samples", "replaced_invalid_utf8", "replaced_lone_surrogates", "seconds"):
+        assert k in x, k
+PY
+stop_server
+
+# 2. 404 on one shard: named, nothing published for it, the others complete, exit 1.
+start_server
+"$PILEPREP" --url "$url" --files 0,5,1 --output-dir "$work/b" --retry-wait 0.05 >"$work/out" 2>"$work/err"
+rc=$?
+[[ $rc -eq 1 ]] || bad "404: exit $rc, want 1"
+grep -q "05.jsonl.zst: HTTP 404" "$work/err" || { bad "404 message does not name the shard"; cat "$work/err"; }
+same_outputs "404" "$work/b" 00 01
+if ls "$work/b" | grep -q _05_; then bad "404: something published for 05"; fi
+[[ $(grep -c '"path": "05.jsonl.zst"' "$work/log") -eq 1 ]] || bad "404 was retried"
+grep -q '"status": "FAILED"' "$work/b/pileprep-summary-rank0.json" || bad "summary lacks the failure"
+stop_server
+
+# 3. A server that ignores Range (same ETag: the delivered prefix is skipped; no ETag: restart).
+start_server --no-range --plan 00.jsonl.zst=drop:300000
+"$PILEPREP" --url "$url" --files 0 --output-dir "$work/c" --retry-wait 0.05 -q 2>"$work/err" || bad "no-range: failed"
+same_outputs "no-range" "$work/c" 00
+stop_server
+start_server --no-range --no-etag --plan 00.jsonl.zst=drop:300000
+"$PILEPREP" --url "$url" --files 0 --output-dir "$work/d" --retry-wait 0.05 2>"$work/err" || bad "no-range no-etag: failed"
+same_outputs "no-range no-etag" "$work/d" 00
+grep -q "restarting the shard from byte 0; restart 1 of 3" "$work/err" || { bad "restart not reported"; cat "$work/err"; }
+grep -q '"restarts": 1' "$work/d/pileprep-summary-rank0.json" || bad "restart not in the summary"
+stop_server
+
+# 4. The file changes between requests: If-Range makes the server send the new file whole; the shard
+#    restarts and the output is exactly the new file's.
+cp "$root/data/samples/01.jsonl.zst" "$work/new01"
+start_server --plan 00.jsonl.zst=drop:300000 --change "00.jsonl.zst=2:$work/new01"
+"$PILEPREP" --url "$url" --files 0 --output-dir "$work/e" --retry-wait 0.05 2>"$work/err" || bad "changed file: failed"
+for ext in bin idx; do
+  cmp -s "$work/ref/my-gpt3_01_text_document.$ext" "$work/e/my-gpt3_00_text_document.$ext" ||
+    bad "changed file: .$ext is not the new file's"
+done
+grep -q "the file changed" "$work/err" || { bad "changed file not reported"; cat "$work/err"; }
+stop_server
+
+# 5. --keep-downloads keeps complete compressed shards; a rerun with --force reads them, not the server.
+start_server --plan 01.jsonl.zst=drop:100000
+"$PILEPREP" --url "$url" --files 0-1 --output-dir "$work/f" --keep-downloads "$work/cache" --retry-wait 0.05 -q 2>/dev/null ||
+  bad "keep-downloads: failed"
+cmp -s "$work/src/00.jsonl.zst" "$work/cache/00.jsonl.zst" || bad "cache 00 differs"
+cmp -s "$work/src/01.jsonl.zst" "$work/cache/01.jsonl.zst" || bad "cache 01 differs"
+n_before=$(wc -l <"$work/log")
+"$PILEPREP" --url "$url" --files 0-1 --output-dir "$work/f" --keep-downloads "$work/cache" --force -q 2>/dev/null ||
+  bad "keep-downloads rerun: failed"
+[[ $(wc -l <"$work/log") -eq $n_before ]] || bad "rerun downloaded again despite the cache"
+same_outputs "keep-downloads" "$work/f" 00 01
+stop_server
+
+# 6. Secrets stay out of the logs.
+start_server
+"$PILEPREP" --url "$url" --files 5 --output-dir "$work/g" --header "Authorization: Bearer sekrit-token" \
+  >"$work/out" 2>"$work/err"
+if grep -q sekrit "$work/out" "$work/err" "$work/g/pileprep-summary-rank0.json"; then bad "header value printed"; fi
+stop_server
+
+[[ $fail -eq 0 ]] && echo "ok: fetch"
+exit $fail

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Nodes and resume: 4 simulated nodes over 7 shards, once per family of rank variables and once with
+# flags (each shard made exactly once, by the rank the launcher's split assigns, identical to the
+# single-node run); a Slurm array; --dry-run; SIGKILL at several moments of a 3-shard download, then
+# a rerun: byte-identical outputs, nothing stray.
+set -uo pipefail
+PILEPREP=$1
+root=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d)
+server_pid=
+stop_server() { [[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null; server_pid=; }
+trap 'stop_server; rm -rf "$work"' EXIT
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+# No rank variables from the environment this test runs in.
+unset NGC_ARRAY_INDEX NGC_ARRAY_SIZE RANK WORLD_SIZE OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE \
+  SLURM_PROCID SLURM_NTASKS SLURM_ARRAY_TASK_ID
+
+mkdir -p "$work/src"
+cp "$root/data/samples/00.jsonl.zst" "$work/src/00.jsonl.zst"
+cp "$root/data/samples/01.jsonl.zst" "$work/src/01.jsonl.zst"
+cp "$root/tests/data/bad/multi-frame.jsonl.zst" "$work/src/02.jsonl.zst"
+cp "$root/tests/data/bad/crlf.jsonl.zst" "$work/src/03.jsonl.zst"
+cp "$root/tests/data/bad/json-escapes.jsonl.zst" "$work/src/04.jsonl.zst"
+cp "$root/tests/data/bad/lone-surrogates.jsonl.zst" "$work/src/05.jsonl.zst"
+cp "$root/tests/data/bad/no-final-newline.jsonl.zst" "$work/src/06.jsonl.zst"
+"$PILEPREP" --url "$work/src" --files 0-6 --output-dir "$work/ref" --threads 2 -q 2>/dev/null || bad "reference run"
+
+# The launcher's split of 7 files over 4 ranks: [0,1) [1,3) [3,5) [5,7).
+declare -A owner=([00]=0 [01]=1 [02]=1 [03]=2 [04]=2 [05]=3 [06]=3)
+
+check_nodes() {  # name dir
+  local name=$1 dir=$2
+  for n in 00 01 02 03 04 05 06; do
+    for ext in bin idx; do
+      cmp -s "$work/ref/my-gpt3_${n}_text_document.$ext" "$dir/my-gpt3_${n}_text_document.$ext" ||
+        bad "$name: shard $n .$ext missing or different"
+    done
+    # Made by exactly the assigned rank: it appears in that rank's summary only, once.
+    local makers
+    makers=$(grep -l "\"shard\": \"$n.jsonl.zst\"" "$dir"/pileprep-summary-rank*.json | sed 's/.*rank\([0-9]*\).json/\1/' | tr '\n' ' ')
+    [[ "$makers" == "${owner[$n]} " ]] || bad "$name: shard $n made by rank(s) '$makers', want ${owner[$n]}"
+  done
+  if ls "$dir" | grep -q pileprep-tmp; then bad "$name: stray temporaries"; fi
+}
+
+run_family() {  # name rank_var size_var [extra flags]
+  local name=$1 rv=$2 sv=$3; shift 3
+  local dir="$work/n-$name"
+  for r in 0 1 2 3; do
+    env "$rv=$r" ${sv:+"$sv=4"} "$PILEPREP" --url "$work/src" --files 0-6 --output-dir "$dir" --threads 1 -q "$@" \
+      2>"$work/err-$name-$r" || { bad "$name rank $r failed"; cat "$work/err-$name-$r"; }
+  done
+  check_nodes "$name" "$dir"
+}
+run_family ngc NGC_ARRAY_INDEX NGC_ARRAY_SIZE
+run_family torchrun RANK WORLD_SIZE
+run_family mpi OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE
+run_family slurm SLURM_PROCID SLURM_NTASKS
+run_family nodes-flag-rank-env NGC_ARRAY_INDEX "" --nodes 4   # pileprep --nodes $NGC_ARRAY_SIZE
+grep -q '"decided_by": "NGC_ARRAY_INDEX=2 NGC_ARRAY_SIZE=4"' "$work/n-ngc/pileprep-summary-rank2.json" ||
+  bad "summary does not say which variables decided the rank"
+# Flags, overriding misleading variables.
+for r in 0 1 2 3; do
+  RANK=0 WORLD_SIZE=1 "$PILEPREP" --url "$work/src" --files 0-6 --output-dir "$work/n-flags" --nodes 4 --rank $r \
+    --threads 1 -q 2>/dev/null || bad "flags rank $r failed"
+done
+check_nodes flags "$work/n-flags"
+
+# A Slurm array job: task N makes file N only.
+for t in 0 1 2 3 4 5 6; do
+  SLURM_ARRAY_TASK_ID=$t SLURM_PROCID=0 SLURM_NTASKS=1 "$PILEPREP" --url "$work/src" --files 0-6 \
+    --output-dir "$work/n-array" --threads 1 -q 2>/dev/null || bad "array task $t failed"
+  [[ $(ls "$work/n-array"/*.bin | wc -l) -eq $((t + 1)) ]] || bad "array task $t made more than its file"
+done
+for n in 00 01 02 03 04 05 06; do
+  cmp -s "$work/ref/my-gpt3_${n}_text_document.bin" "$work/n-array/my-gpt3_${n}_text_document.bin" || bad "array: $n"
+done
+
+# --dry-run prints the plan and the deciding variables, and does nothing.
+NGC_ARRAY_INDEX=1 NGC_ARRAY_SIZE=4 "$PILEPREP" --url "$work/src" --files 0-6 --output-dir "$work/dry" --dry-run \
+  >"$work/out" 2>&1 || bad "dry-run failed"
+grep -q "decided by: NGC_ARRAY_INDEX=1 NGC_ARRAY_SIZE=4" "$work/out" || { bad "dry-run: no deciding variables"; cat "$work/out"; }
+grep -q "rank 1 of 4: 01 02   <- this process" "$work/out" || bad "dry-run: rank 1's share"
+grep -q "rank 3 of 4: 05 06" "$work/out" || bad "dry-run: rank 3's share"
+[[ ! -e "$work/dry" ]] || bad "dry-run created the output directory"
+"$PILEPREP" --url "$work/src" --nodes 4 --rank 4 --dry-run >/dev/null 2>"$work/err"
+[[ $? -eq 2 ]] || bad "rank 4 of 4 is not a usage error"
+grep -q "rank 4 is outside 0..3" "$work/err" || bad "bad rank message: $(cat "$work/err")"
+
+# Resume: a shard whose outputs validate is skipped; a damaged one is made again; --force redoes all.
+cp -r "$work/ref" "$work/r"
+rm -f "$work/r"/pileprep-summary-rank0.json
+truncate -s 1000 "$work/r/my-gpt3_03_text_document.bin"
+touch "$work/r/my-gpt3_04_text_document.bin.pileprep-tmp"
+"$PILEPREP" --url "$work/src" --files 0-6 --output-dir "$work/r" --threads 2 >"$work/out" 2>"$work/err" || bad "resume run failed"
+[[ $(grep -c "already complete and valid; skipped" "$work/err") -eq 6 ]] || { bad "resume: want 6 skipped"; cat "$work/err"; }
+grep -q "my-gpt3_03_text_document: existing outputs do not validate" "$work/err" || bad "damaged shard not reported"
+grep -q "removed a stale temporary file" "$work/err" || bad "stale temporary not removed"
+cmp -s "$work/ref/my-gpt3_03_text_document.bin" "$work/r/my-gpt3_03_text_document.bin" || bad "damaged shard not remade"
+if ls "$work/r" | grep -q pileprep-tmp; then bad "resume left temporaries"; fi
+"$PILEPREP" --url "$work/src" --files 0-6 --output-dir "$work/r" --threads 2 --force 2>"$work/err" || bad "--force failed"
+grep -q skipped "$work/err" && bad "--force skipped something"
+
+# SIGKILL at several moments of a throttled 3-shard download (about 1.9 s + 0.9 s + 1.9 s), then a rerun:
+# byte-identical, nothing stray. Each run skips what earlier runs completed, so the kills land in the
+# first shard, in the second, in the third, and around publishing.
+mkdir -p "$work/ksrc"
+cp "$root/data/samples/00.jsonl.zst" "$work/ksrc/00.jsonl.zst"
+cp "$root/data/samples/01.jsonl.zst" "$work/ksrc/01.jsonl.zst"
+cp "$root/data/samples/00.jsonl.zst" "$work/ksrc/02.jsonl.zst"
+"$PILEPREP" --url "$work/ksrc" --files 0-2 --output-dir "$work/kref" --threads 2 -q 2>/dev/null || bad "kill reference run"
+rm -f "$work/port"
+/usr/bin/python3 "$root/tests/testing/fault_server.py" --root "$work/ksrc" --port-file "$work/port" --rate 800000 &
+server_pid=$!
+for _ in $(seq 100); do [[ -s "$work/port" ]] && break; sleep 0.1; done
+url="http://127.0.0.1:$(cat "$work/port")/"
+for delay in 0.5 2.4 0.4 1.3 0.9 1.95 2.05; do
+  "$PILEPREP" --url "$url" --files 0-2 --output-dir "$work/k" --threads 2 -q 2>/dev/null &
+  pid=$!
+  sleep "$delay"
+  kill -9 $pid 2>/dev/null
+  wait $pid 2>/dev/null
+  echo "killed at ${delay}s: $(ls "$work/k" 2>/dev/null | tr '\n' ' ')"
+  # Whatever is under a final name is complete: every .idx has its .bin and validates.
+  for idx in "$work"/k/*.idx; do
+    [[ -e "$idx" ]] || continue
+    cmp -s "$idx" "$work/kref/$(basename "$idx")" || bad "after kill at ${delay}s: $(basename "$idx") under its final name differs"
+  done
+done
+"$PILEPREP" --url "$url" --files 0-2 --output-dir "$work/k" --threads 2 2>"$work/err" || { bad "rerun after kills failed"; cat "$work/err"; }
+for n in 00 01 02; do
+  for ext in bin idx; do
+    cmp -s "$work/kref/my-gpt3_${n}_text_document.$ext" "$work/k/my-gpt3_${n}_text_document.$ext" ||
+      bad "after kills: shard $n .$ext differs"
+  done
+done
+extra=$(ls "$work/k" | grep -v -E '^my-gpt3_0[0-2]_text_document\.(bin|idx)$|^pileprep-summary-rank0\.json$')
+[[ -z "$extra" ]] || bad "stray files after kills and rerun: $extra"
+stop_server
+
+[[ $fail -eq 0 ]] && echo "ok: nodes and resume"
+exit $fail

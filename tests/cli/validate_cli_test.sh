@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# `pileprep validate`, `inspect` and `merge` through the CLI: the golden dev shards (regenerated from
+# data/samples; byte-identical to Megatron's, checked by the golden test) validate; corruptions exit 1
+# with their kind; merge equals preprocessing the concatenation byte for byte.
+set -uo pipefail
+PILEPREP=$1
+root=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail=0
+
+expect() {  # name want_rc want_output_substring -- command...
+  local name=$1 want_rc=$2 want=$3; shift 4
+  "$@" >"$work/out" 2>"$work/err"
+  local rc=$?
+  if [[ $rc -ne $want_rc ]]; then
+    echo "FAIL: $name: exit $rc, want $want_rc"; cat "$work/out" "$work/err"; fail=1; return
+  fi
+  if [[ -n "$want" ]] && ! grep -qF -- "$want" "$work/err" "$work/out"; then
+    echo "FAIL: $name: output lacks: $want"; cat "$work/out" "$work/err"; fail=1; return
+  fi
+  echo "ok: $name"
+}
+
+g=$work/golden
+"$PILEPREP" --url "$root/data/samples" --files 0-1 --output-dir "$g" -q || { echo "FAIL: shard job"; exit 1; }
+p0=$g/my-gpt3_00_text_document
+
+expect "golden pairs validate" 0 "my-gpt3_01_text_document: ok" -- "$PILEPREP" validate --expect-eod "$g"
+expect "prefix form" 0 "ok (uint16, 2572 sequences, 2575 documents, 3489275 tokens)" -- "$PILEPREP" validate "$p0"
+expect ".idx path form" 0 ": ok" -- "$PILEPREP" validate "$p0.idx"
+expect "json" 0 '"ok":true' -- "$PILEPREP" validate --json "$p0"
+expect "index only" 0 "tokens not checked" -- "$PILEPREP" validate --index-only "$p0"
+expect "help" 0 "--expect-eod" -- "$PILEPREP" validate --help
+expect "no argument" 2 "at least one PREFIX" -- "$PILEPREP" validate
+expect "missing dataset" 1 "nope.idx" -- "$PILEPREP" validate "$work/nope"
+
+c=$work/corrupt
+mkdir -p "$c"
+cp "$p0.idx" "$c/long.idx"; cp "$p0.bin" "$c/long.bin"; printf '\x01\x00' >> "$c/long.bin"
+expect "over-long .bin" 1 "2 extra bytes" -- "$PILEPREP" validate "$c/long"
+expect "over-long .bin, json" 1 '"kind":"bin_size"' -- "$PILEPREP" validate --json "$c/long"
+cp "$p0.idx" "$c/short.idx"; head -c 1000 "$p0.bin" > "$c/short.bin"
+expect "truncated .bin" 1 "truncated" -- "$PILEPREP" validate "$c/short"
+cp "$p0.bin" "$c/f7.bin"; { head -c 17 "$p0.idx"; printf '\x07'; tail -c +19 "$p0.idx"; } > "$c/f7.idx"
+expect "float dtype code" 1 "byte 17: dtype code 7" -- "$PILEPREP" validate "$c/f7"
+expect "a directory with a bad pair fails" 1 "[bin_size]" -- "$PILEPREP" validate "$c"
+
+expect "inspect" 0 "sequences:  2572" -- "$PILEPREP" inspect "$p0"
+expect "inspect histogram" 0 "length histogram" -- "$PILEPREP" inspect "$p0"
+expect "inspect --doc" 0 "50256" -- "$PILEPREP" inspect "$p0" --doc 1
+expect "inspect --doc --decode" 0 "<|endoftext|>" -- "$PILEPREP" inspect "$p0" --doc 1 --decode
+expect "inspect --doc out of range" 1 "document 99999 does not exist" -- "$PILEPREP" inspect "$p0" --doc 99999
+expect "inspect broken index" 1 "dtype code 7" -- "$PILEPREP" inspect "$c/f7"
+
+m=$work/merge
+expect "merge --input-dir" 0 "merged 2 datasets" -- "$PILEPREP" merge --output-prefix "$m/dir" --input-dir "$g"
+expect "merge prefixes" 0 "" -- "$PILEPREP" merge --output-prefix "$m/list" "$p0" "$g/my-gpt3_01_text_document" -q
+{ zstd -q -d -c "$root/data/samples/00.jsonl.zst"; zstd -q -d -c "$root/data/samples/01.jsonl.zst"; } > "$work/cat.jsonl"
+"$PILEPREP" preprocess --input "$work/cat.jsonl" --output-prefix "$m/cat" --append-eod -q
+for f in dir list; do
+  for ext in bin idx; do
+    if cmp -s "$m/$f.$ext" "$m/cat_text_document.$ext"; then
+      echo "ok: merge ($f) .$ext equals preprocessing the concatenation"
+    else
+      echo "FAIL: merge ($f) .$ext differs from preprocessing the concatenation"; fail=1
+    fi
+  done
+done
+expect "merged validates" 0 ": ok" -- "$PILEPREP" validate --expect-eod "$m/dir"
+expect "merge refuses a broken input" 1 "not sound" -- "$PILEPREP" merge --output-prefix "$m/bad" "$p0" "$c/long"
+[[ -e "$m/bad.bin" ]] && { echo "FAIL: a failed merge published"; fail=1; }
+expect "merge needs inputs" 2 "--input-dir" -- "$PILEPREP" merge --output-prefix "$m/x"
+exit $fail

@@ -1,0 +1,63 @@
+// The .idx reader/validator fuzz target, shared by the libFuzzer binary (tests/fuzz/idx_fuzzer.cc)
+// and the corpus replay gtest (tests/unit/idx_fuzz_replay_test.cc), so the seed corpus runs in CI
+// without clang.
+//
+// Input layout: u32 little-endian n, then n bytes of .idx (n is clamped to what is left), then the
+// .bin. Oracles beyond "no crash, no out-of-bounds read" (ASan): a pair the validator calls sound
+// must open with IndexedDatasetReader and every sequence and document must read back.
+#ifndef PILEPREP_TESTS_FUZZ_IDX_FUZZ_TARGET_H_
+#define PILEPREP_TESTS_FUZZ_IDX_FUZZ_TARGET_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+#include "pileprep/indexed_reader.h"
+#include "pileprep/validate.h"
+
+namespace pileprep::fuzz {
+
+inline int RunIdxFuzzInput(const uint8_t* data, size_t size) {
+  if (size < 4) return 0;
+  uint32_t n;
+  std::memcpy(&n, data, 4);
+  const char* bytes = reinterpret_cast<const char*>(data) + 4;
+  const size_t rest = size - 4;
+  const size_t idx_size = n < rest ? n : rest;
+  const std::string_view idx(bytes, idx_size);
+  const std::string_view bin(bytes + idx_size, rest - idx_size);
+
+  ValidateOptions options;
+  options.threads = 1;
+  options.expect_eod = (n & 0x80000000u) != 0;
+  options.vocab_size = 50257;
+  const ValidationReport report = ValidateBuffers(idx, bin, "fuzz", options);
+  (void)FormatValidationReport(report);
+  (void)ValidationReportToJson(report);
+
+  auto reader = IndexedDatasetReader::FromBuffers(idx, bin, "fuzz");
+  if (report.ok() && !reader.ok()) std::abort();  // sound but unreadable
+  if (!reader.ok()) return 0;
+  std::vector<uint32_t> ids;
+  const uint64_t sequences = (*reader)->num_sequences();
+  const uint64_t documents = (*reader)->num_documents();
+  for (uint64_t i = 0; i < sequences && i < 4096; ++i) {
+    const bool ok = (*reader)->ReadSequence(i, &ids).ok();
+    if (report.ok() && !ok) std::abort();
+  }
+  for (uint64_t d = 0; d < documents && d < 4096; ++d) {
+    const bool ok = (*reader)->ReadDocument(d, &ids).ok();
+    if (report.ok() && !ok) std::abort();
+  }
+  // Out-of-range requests are refused, never read.
+  if ((*reader)->ReadSequence(sequences, &ids).ok()) std::abort();
+  if ((*reader)->ReadDocument(documents, &ids).ok()) std::abort();
+  return 0;
+}
+
+}  // namespace pileprep::fuzz
+
+#endif  // PILEPREP_TESTS_FUZZ_IDX_FUZZ_TARGET_H_

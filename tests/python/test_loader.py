@@ -1,0 +1,624 @@
+#!/usr/bin/python3
+"""Differential tests of the pileprep Python module against a plain-Python Megatron reference.
+
+The reference below transcribes Megatron-core's GPTDataset index building
+(megatron/core/datasets/gpt_dataset.py), helpers.cpp's build_sample_idx / build_blending_indices /
+build_exhaustive_blending_indices, the split rules of blended_megatron_dataset_builder.py (and the
+legacy one), and _IndexReader, using numpy's own RandomState. Datasets are written by a Python
+transcription of Megatron's IndexedDatasetBuilder (tests/data/format/make_golden.py) and by
+pileprep's CLI.
+
+Run by CTest:  PYTHONPATH=build/python /usr/bin/python3 tests/python/test_loader.py --cli build/bin/pileprep
+Exit status 77 (skipped) when the module was not built.
+"""
+import argparse
+import importlib.util
+import json
+import math
+import os
+import random
+import re
+import struct
+import subprocess
+import sys
+import tempfile
+
+import numpy
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+# ---------------------------------------------------------------------------------------------
+# Megatron reference
+# ---------------------------------------------------------------------------------------------
+
+_DTYPES = {1: numpy.uint8, 2: numpy.int8, 3: numpy.int16, 4: numpy.int32, 5: numpy.int64,
+           6: numpy.float64, 7: numpy.float32, 8: numpy.uint16}
+
+
+class RefIndexedDataset:
+    """Megatron-core's _IndexReader + IndexedDataset.get, with numpy only."""
+
+    def __init__(self, prefix):
+        with open(prefix + ".idx", "rb") as f:
+            header = f.read(9)
+            assert header == b"MMIDIDX\x00\x00"
+            version = struct.unpack("<Q", f.read(8))[0]
+            assert version == 1
+            code = struct.unpack("<B", f.read(1))[0]
+            self.dtype = _DTYPES[code]
+            self.sequence_count = struct.unpack("<Q", f.read(8))[0]
+            self.document_count = struct.unpack("<Q", f.read(8))[0]
+            offset = f.tell()
+        buf = numpy.memmap(prefix + ".idx", mode="r", order="C")
+        self.sequence_lengths = numpy.frombuffer(buf, dtype=numpy.int32, count=self.sequence_count,
+                                                 offset=offset)
+        self.sequence_pointers = numpy.frombuffer(buf, dtype=numpy.int64, count=self.sequence_count,
+                                                  offset=offset + self.sequence_lengths.nbytes)
+        self.document_indices = numpy.frombuffer(
+            buf, dtype=numpy.int64, count=self.document_count,
+            offset=offset + self.sequence_lengths.nbytes + self.sequence_pointers.nbytes)
+        self.bin = numpy.memmap(prefix + ".bin", mode="r", order="C")
+
+    def __len__(self):
+        return self.sequence_count
+
+    def get(self, idx, offset=0, length=None):
+        ptr = self.sequence_pointers[idx]
+        size = self.sequence_lengths[idx]
+        if length is None:
+            length = size - offset
+        ptr += offset * numpy.dtype(self.dtype).itemsize
+        return numpy.frombuffer(self.bin, dtype=self.dtype, count=length, offset=ptr)
+
+
+def ref_split(split, n, legacy=False):
+    if not legacy:
+        w = list(map(float, re.findall(r"[.0-9]+", split)))
+        w = w + [0.0 for _ in range(3 - len(w))]
+        w = numpy.array(w, dtype=numpy.float64)
+        w = (w / numpy.sum(w)).tolist()
+        bookends = [0]
+        for x in w:
+            bookends.append(bookends[-1] + x)
+        out = []
+        for i in range(3):
+            if bookends[i] >= bookends[i + 1]:
+                out.append(None)
+            else:
+                out.append((int(round(bookends[i] * float(n))), int(round(bookends[i + 1] * float(n)))))
+        return out
+    splits = [float(s) for s in re.findall(r"[.0-9]+", split)]
+    while len(splits) < 3:
+        splits.append(0.0)
+    total = sum(splits)
+    splits = [s / total for s in splits]
+    index = [0]
+    for i, s in enumerate(splits):
+        index.append(index[i] + int(round(s * float(n))))
+    diff = index[-1] - n
+    for i in range(1, len(index)):
+        index[i] -= diff
+    return [(index[i], index[i + 1]) if index[i + 1] > index[i] else None for i in range(3)]
+
+
+def ref_build_document_index(documents, num_epochs, rng, separate_final_epoch):
+    if not separate_final_epoch or num_epochs == 1:
+        document_index = numpy.mgrid[0:num_epochs, 0:len(documents)][1]
+        document_index[:] = documents
+        document_index = document_index.reshape(-1)
+        document_index = document_index.astype(numpy.int32)
+        rng.shuffle(document_index)
+        return document_index
+    first = ref_build_document_index(documents, num_epochs - 1, rng, False)
+    last = ref_build_document_index(documents, 1, rng, False)
+    return numpy.concatenate((first, last))
+
+
+def ref_build_sample_idx(sizes, document_idx, seq_length, num_epochs, tokens_per_epoch, drop_last,
+                         extra):
+    if drop_last:
+        num_samples = (num_epochs * tokens_per_epoch - extra) // seq_length
+    else:
+        num_samples = int(math.ceil(numpy.float32(num_epochs * tokens_per_epoch - extra)
+                                    / numpy.float32(seq_length)))
+    sample_idx_max = max(document_idx.shape[0], sizes.max())
+    dtype = numpy.int32 if sample_idx_max <= numpy.iinfo(numpy.int32).max else numpy.int64
+    sample_idx = numpy.zeros((num_samples + 1, 2), dtype=dtype)
+    document_idx_index = 0
+    doc_offset = 0
+    for s in range(1, num_samples + 1):
+        remaining = seq_length + extra
+        while remaining != 0:
+            doc_len = int(sizes[document_idx[document_idx_index]]) - doc_offset
+            remaining -= doc_len
+            if remaining <= 0:
+                doc_offset += remaining + doc_len - extra
+                remaining = 0
+            else:
+                if document_idx_index == len(document_idx) - 1:
+                    assert s == num_samples
+                    doc_offset = int(sizes[document_idx[document_idx_index]]) - extra
+                    break
+                document_idx_index += 1
+                doc_offset = 0
+        sample_idx[s] = (document_idx_index, doc_offset)
+    return sample_idx
+
+
+def ref_build_shuffle_index(num_samples, total_size, rng):
+    dtype_ = numpy.uint32
+    if total_size >= (numpy.iinfo(numpy.uint32).max - 1):
+        dtype_ = numpy.int64
+    first = numpy.arange(start=0, stop=num_samples, step=1, dtype=dtype_)
+    rng.shuffle(first)
+    if num_samples == total_size:
+        return first
+    last = numpy.arange(start=num_samples, stop=total_size, step=1, dtype=dtype_)
+    rng.shuffle(last)
+    return numpy.concatenate((first, last))
+
+
+class RefGPTDataset:
+    """GPTDataset._build_document_sample_shuffle_indices and _query_document_sample_shuffle_indices."""
+
+    def __init__(self, ds, indices, seq_length, num_samples, seed, extra, drop_last=True):
+        self.ds = ds
+        self.extra = extra
+        sizes = ds.sequence_lengths
+        tpe = int(numpy.sum(sizes[indices]))
+        num_epochs = 1
+        if num_samples is not None:
+            tokens = tpe
+            requested = num_samples * seq_length + extra
+            while tokens < requested:
+                tokens += tpe
+                num_epochs += 1
+        if num_epochs == 1:
+            separate = False
+        else:
+            sans = ((num_epochs - 1) * tpe - extra) // seq_length
+            from_final = num_samples - sans
+            per_epoch = (tpe - extra) // seq_length
+            separate = from_final < int(0.80 * per_epoch)
+        rng = numpy.random.RandomState(seed)
+        self.document_index = ref_build_document_index(indices, num_epochs, rng, separate)
+        self.sample_index = ref_build_sample_idx(sizes, self.document_index, seq_length, num_epochs,
+                                                 tpe, drop_last, extra)
+        if separate:
+            self.shuffle_index = ref_build_shuffle_index(sans, self.sample_index.shape[0] - 1, rng)
+        else:
+            self.shuffle_index = ref_build_shuffle_index(self.sample_index.shape[0] - 1,
+                                                         self.sample_index.shape[0] - 1, rng)
+        self.num_epochs = num_epochs
+        self.separate = separate
+
+    def __len__(self):
+        return self.sample_index.shape[0] - 1
+
+    def __getitem__(self, idx):
+        idx = self.shuffle_index[idx]
+        beg, off_beg = self.sample_index[idx]
+        end, off_end = self.sample_index[idx + 1]
+        parts = []
+        if beg == end:
+            parts.append(self.ds.get(self.document_index[beg], offset=off_beg,
+                                     length=off_end - off_beg + self.extra))
+        else:
+            for i in range(beg, end + 1):
+                offset = 0 if i > beg else off_beg
+                length = None if i < end else off_end + self.extra
+                parts.append(self.ds.get(self.document_index[i], offset=offset, length=length))
+        return numpy.array(numpy.concatenate(parts), dtype=numpy.int64)
+
+
+def ref_blending_indices(weights, size):
+    dataset_index = numpy.zeros(size, dtype=numpy.int16)
+    dataset_sample_index = numpy.zeros(size, dtype=numpy.int64)
+    current = [0] * len(weights)
+    for s in range(size):
+        x = max(float(s), 1.0)
+        best = 0
+        best_err = weights[0] * x - current[0]
+        for d in range(1, len(weights)):
+            err = weights[d] * x - current[d]
+            if err > best_err:
+                best_err = err
+                best = d
+        dataset_index[s] = best
+        dataset_sample_index[s] = current[best]
+        current[best] += 1
+    return dataset_index, dataset_sample_index
+
+
+def ref_exhaustive_blending_indices(sizes):
+    total = sum(sizes)
+    weights = [s / float(total) for s in sizes]
+    counts = [0] * len(sizes)
+    unspent = sorted(range(len(sizes)))
+    di, dsi = [], []
+    s = 0
+    while unspent:
+        x = max(float(s), 1.0)
+        best, best_err = None, -sys.float_info.max
+        for d in unspent:
+            err = weights[d] * x - counts[d]
+            if err > best_err:
+                best, best_err = d, err
+        di.append(best)
+        dsi.append(counts[best])
+        counts[best] += 1
+        if sizes[best] - counts[best] == 0:
+            unspent.remove(best)
+        s += 1
+    return numpy.array(di, dtype=numpy.int16), numpy.array(dsi, dtype=numpy.int64)
+
+
+def load_megatron_writer():
+    spec = importlib.util.spec_from_file_location(
+        "make_golden", os.path.join(ROOT, "tests", "data", "format", "make_golden.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# ---------------------------------------------------------------------------------------------
+# Tests
+# ---------------------------------------------------------------------------------------------
+
+FAILURES = []
+
+
+def check(cond, what):
+    if not cond:
+        FAILURES.append(what)
+        print("FAIL:", what)
+
+
+def same(a, b, what, dtype=True):
+    a = numpy.asarray(a)
+    b = numpy.asarray(b)
+    ok = a.shape == b.shape and numpy.array_equal(a, b) and (not dtype or a.dtype == b.dtype)
+    if not ok:
+        print("  got     ", a.dtype, a.shape, a.ravel()[:40])
+        print("  expected", b.dtype, b.shape, b.ravel()[:40])
+    check(ok, what)
+
+
+def test_vectors(pileprep, writer, tmp):
+    prefix = os.path.join(tmp, "vec")
+    docs = [([100 * s + p for p in range(n)], [n]) for s, n in enumerate([5, 3, 7, 4, 6])]
+    writer.write(prefix, numpy.uint16, docs)
+    table = {
+        5: (1, [4, 0, 1, 2, 3], [(0, 0), (0, 4), (1, 2), (2, 1), (3, 2), (3, 6), (4, 3)],
+            [5, 2, 3, 1, 0, 4]),
+        9: (2, [4, 0, 1, 2, 3, 3, 2, 1, 0, 4],
+            [(0, 0), (0, 4), (1, 2), (2, 1), (3, 2), (3, 6), (4, 3), (5, 3), (6, 3), (7, 0), (8, 1),
+             (9, 0), (9, 4)], [0, 4, 3, 2, 5, 1, 7, 6, 9, 8, 11, 10]),
+        11: (2, [2, 2, 4, 1, 0, 3, 4, 0, 1, 3],
+             [(0, 0), (0, 4), (1, 1), (1, 5), (2, 2), (3, 0), (4, 1), (5, 0), (6, 0), (6, 4),
+              (7, 2), (8, 1), (9, 2)], [3, 11, 2, 1, 7, 5, 4, 0, 8, 6, 10, 9]),
+    }
+    for n, (epochs, doc, sample, shuffle) in table.items():
+        g = pileprep.GPTDataset(prefix, seq_length=4, num_samples=n)
+        check(g.num_epochs == epochs, f"vector {n}: epochs")
+        check(g.separate_final_epoch == (n == 9), f"vector {n}: separate")
+        same(g.document_index, numpy.array(doc, dtype=numpy.int32), f"vector {n}: document_index")
+        same(g.sample_index, numpy.array(sample, dtype=numpy.int32), f"vector {n}: sample_index")
+        same(g.shuffle_index, numpy.array(shuffle, dtype=numpy.uint32), f"vector {n}: shuffle_index")
+    g = pileprep.GPTDataset(prefix, seq_length=4, num_samples=5)
+    same(g[0], numpy.array([206, 300, 301, 302, 303], dtype=numpy.int64), "vector: sample 0")
+    same(g[-6], g[0], "negative index")
+    di, dsi = pileprep.blending_indices([0.3, 0.7], 10)
+    same(di, numpy.array([1, 0, 1, 1, 0, 1, 1, 0, 1, 1], dtype=numpy.int16), "blending vector")
+    same(dsi, numpy.array([0, 0, 1, 2, 1, 3, 4, 2, 5, 6], dtype=numpy.int64), "blending vector")
+    di, dsi = pileprep.exhaustive_blending_indices([2, 3])
+    same(di, numpy.array([1, 0, 1, 0, 1], dtype=numpy.int16), "exhaustive vector")
+    same(dsi, numpy.array([0, 0, 1, 1, 2], dtype=numpy.int64), "exhaustive vector")
+    check(pileprep.split_ranges("969,30,1", 7021438)[0] == (0, 6803773), "split current")
+    check(pileprep.split_ranges("969,30,1", 7021438, legacy=True)[0] == (0, 6803774), "split legacy")
+    check(pileprep.split_ranges("1,1,1", 10) == [(0, 3), (3, 7), (7, 10)], "split 1,1,1")
+    check(pileprep.split_ranges("1,1,1", 10, legacy=True) == [(0, 4), (4, 7), (7, 10)],
+          "split 1,1,1 legacy")
+
+
+def random_docs(rnd, dtype):
+    top = 65535 if dtype == numpy.uint16 else 2**31 - 1
+    docs = []
+    for _ in range(rnd.randint(1, 40)):
+        if rnd.random() < 0.1:
+            docs.append(([], []))  # empty text: no sequence
+            continue
+        n = rnd.choice([1, 2, 3, rnd.randint(1, 30), rnd.randint(1, 120)])
+        docs.append(([rnd.randint(0, top) for _ in range(n)], [n]))
+    if all(not d[0] for d in docs):
+        docs.append(([1, 2, 3], [3]))
+    return docs
+
+
+def test_randomized(pileprep, writer, tmp, trials, seed):
+    rnd = random.Random(seed)
+    separate_cases = 0
+    multi_epoch = 0
+    for t in range(trials):
+        dtype = rnd.choice([numpy.uint16, numpy.int32])
+        prefix = os.path.join(tmp, f"rand{t}")
+        writer.write(prefix, dtype, random_docs(rnd, dtype))
+        ref_ds = RefIndexedDataset(prefix)
+        n = len(ref_ds)
+        split = rnd.choice([None, None, "969,30,1", "8,1,1", "1,1,1", "50 25 25", "3,1"])
+        legacy = rnd.random() < 0.3
+        split_index = rnd.randint(0, 2) if split else 0
+        if split:
+            ranges = ref_split(split, n, legacy)
+            if ranges[split_index] is None or ranges[split_index][1] <= ranges[split_index][0]:
+                continue
+            begin, end = ranges[split_index]
+        else:
+            begin, end = 0, n
+        indices = numpy.arange(begin, end, dtype=numpy.int32)
+        extra = rnd.choice([0, 1, 1])
+        tpe = int(ref_ds.sequence_lengths[indices].sum())
+        if tpe <= extra:
+            continue
+        seq = rnd.choice([1, 2, 3, rnd.randint(1, 16), rnd.randint(1, 64)])
+        per_epoch = max((tpe - extra) // seq, 1)
+        num_samples = rnd.choice([None, rnd.randint(0, per_epoch), rnd.randint(1, 4 * per_epoch),
+                                  per_epoch + rnd.randint(0, max(per_epoch // 4, 1))])
+        s = rnd.choice([0, 1, 1234, 2**32 - 1, rnd.randint(0, 2**32 - 1)])
+        drop_last = rnd.random() < 0.85
+        what = (f"trial {t}: n={n} split={split!r}/{split_index} legacy={legacy} seq={seq} "
+                f"num_samples={num_samples} seed={s} extra={extra} drop_last={drop_last}")
+        ref = RefGPTDataset(ref_ds, indices, seq, num_samples, s, extra, drop_last)
+        g = pileprep.GPTDataset(prefix, seq_length=seq, num_samples=num_samples, seed=s, split=split,
+                                split_index=split_index, add_extra_token=bool(extra),
+                                drop_last_partial_sequence=drop_last, legacy_split=legacy)
+        separate_cases += ref.separate
+        multi_epoch += ref.num_epochs > 1
+        check(g.sequence_range == (begin, end), what + ": split range")
+        check(g.num_epochs == ref.num_epochs and g.separate_final_epoch == ref.separate,
+              what + ": epochs")
+        same(g.document_index, ref.document_index, what + ": document_index")
+        same(g.sample_index, ref.sample_index, what + ": sample_index")
+        same(g.shuffle_index, ref.shuffle_index, what + ": shuffle_index")
+        check(len(g) == len(ref), what + ": len")
+        for i in range(min(len(ref), 300)):
+            if not numpy.array_equal(g[i], ref[i]):
+                same(g[i], ref[i], what + f": sample {i}")
+                break
+    print(f"randomized: {trials} trials, {multi_epoch} multi-epoch, {separate_cases} separate-final-epoch")
+    check(separate_cases >= 3, "randomized trials cover the separate-final-epoch case")
+
+
+def test_random_blending(pileprep, seed):
+    rnd = random.Random(seed)
+    for t in range(100):
+        k = rnd.randint(1, 6)
+        w = numpy.array([rnd.random() + 1e-3 for _ in range(k)], dtype=numpy.float64)
+        w = (w / w.sum()).tolist()
+        size = rnd.randint(0, 3000)
+        got = pileprep.blending_indices(w, size)
+        exp = ref_blending_indices(w, size)
+        same(got[0], exp[0], f"blending {t}")
+        same(got[1], exp[1], f"blending {t}")
+        sizes = [rnd.randint(1, 200) for _ in range(k)]
+        got = pileprep.exhaustive_blending_indices(sizes)
+        exp = ref_exhaustive_blending_indices(sizes)
+        same(got[0], exp[0], f"exhaustive {t}")
+        same(got[1], exp[1], f"exhaustive {t}")
+
+
+def test_blended_dataset(pileprep, writer, tmp, seed):
+    rnd = random.Random(seed)
+    prefixes = []
+    for k in range(3):
+        prefix = os.path.join(tmp, f"blend{k}")
+        writer.write(prefix, numpy.uint16, random_docs(rnd, numpy.uint16) + random_docs(rnd, numpy.uint16))
+        prefixes.append(prefix)
+    for trial in range(10):
+        raw = [rnd.randint(1, 10) for _ in prefixes]
+        weights = (numpy.array(raw, dtype=numpy.float64) / sum(raw)).tolist()
+        seq = rnd.randint(2, 16)
+        num_samples = rnd.randint(1, 200)
+        s = rnd.randint(0, 2**32 - 1)
+        data_path = " ".join(f"{r} {p}" for r, p in zip(raw, prefixes))
+        g = pileprep.GPTDataset(data_path, seq_length=seq, num_samples=num_samples, seed=s,
+                                split="90,5,5")
+        parts = []
+        for w, p in zip(weights, prefixes):
+            ref_ds = RefIndexedDataset(p)
+            b, e = ref_split("90,5,5", len(ref_ds))[0]
+            asked = int(math.ceil(math.ceil(num_samples * w) * (1 + 0.005)))
+            parts.append(RefGPTDataset(ref_ds, numpy.arange(b, e, dtype=numpy.int32), seq, asked, s, 1))
+        size = sum(int(math.ceil(num_samples * w)) for w in weights)
+        di, dsi = ref_blending_indices(weights, size)
+        what = f"blend trial {trial} ({data_path}, seq {seq}, {num_samples} samples)"
+        check(len(g) == size, what + ": len")
+        same(g.dataset_index, di, what + ": dataset_index")
+        same(g.dataset_sample_index, dsi, what + ": dataset_sample_index")
+        for i in range(size):
+            exp = parts[di[i]][dsi[i]]
+            if not numpy.array_equal(g[i], exp):
+                same(g[i], exp, what + f": sample {i}")
+                break
+    # The same data path as a list.
+    g2 = pileprep.GPTDataset(["1", prefixes[0], "3", prefixes[1]], seq_length=8, num_samples=50)
+    g3 = pileprep.GPTDataset(f"1 {prefixes[0]} 3 {prefixes[1]}", seq_length=8, num_samples=50)
+    check(len(g2) == len(g3) and all(numpy.array_equal(g2[i], g3[i]) for i in range(len(g2))),
+          "blend as list equals blend as string")
+    # Unweighted: exhaustive over one epoch of each.
+    g4 = pileprep.GPTDataset([prefixes[0], prefixes[1]], seq_length=8)
+    lens = [len(pileprep.GPTDataset(p, seq_length=8)) for p in prefixes[:2]]
+    di, dsi = ref_exhaustive_blending_indices(lens)
+    same(g4.dataset_index, di, "unweighted blend: exhaustive")
+    same(g4.dataset_sample_index, dsi, "unweighted blend: exhaustive")
+
+
+def test_readers_agree(pileprep, writer, tmp, cli, seed):
+    """pileprep's CLI and Megatron's writer produce datasets both readers read identically."""
+    rnd = random.Random(seed)
+    words = ["the", "Pile", "naïve", "東京", "tokens", " ", "\n", "x" * 30, "😀", "EOD", "1234"]
+    jsonl = os.path.join(tmp, "docs.jsonl")
+    with open(jsonl, "w", encoding="utf-8") as f:
+        for _ in range(300):
+            text = "".join(rnd.choice(words) + rnd.choice(["", " "]) for _ in range(rnd.randint(0, 60)))
+            f.write(json.dumps({"text": text}) + "\n")
+    prefix = os.path.join(tmp, "cli")
+    subprocess.run([cli, "preprocess", "--input", jsonl, "--output-prefix", prefix, "--json-keys",
+                    "text", "--append-eod", "--workers", "1", "-q"], check=True)
+    pile = prefix + "_text_document"
+    ours = pileprep.IndexedDataset(pile)
+    ref = RefIndexedDataset(pile)
+    check(len(ours) == len(ref), "cli dataset: len")
+    check(ours.dtype == ref.dtype, "cli dataset: dtype")
+    same(ours.sequence_lengths, ref.sequence_lengths, "cli dataset: sequence_lengths")
+    same(ours.sequence_pointers, ref.sequence_pointers, "cli dataset: sequence_pointers")
+    same(ours.document_indices, ref.document_indices, "cli dataset: document_indices")
+    for i in range(len(ref)):
+        if not numpy.array_equal(ours[i], ref.get(i)):
+            same(ours[i], ref.get(i), f"cli dataset: sequence {i}")
+            break
+    # The same documents through Megatron's writer: identical bytes and identical samples.
+    docs = []
+    seq_i = 0
+    di = ref.document_indices
+    for d in range(len(di) - 1):
+        seqs = [ref.get(j).tolist() for j in range(di[d], di[d + 1])]
+        docs.append(([t for s in seqs for t in s], [len(s) for s in seqs]))
+        seq_i += len(seqs)
+    mega = os.path.join(tmp, "mega")
+    writer.write(mega, numpy.uint16, docs)
+    for ext in (".bin", ".idx"):
+        with open(pile + ext, "rb") as a, open(mega + ext, "rb") as b:
+            check(a.read() == b.read(), f"cli and Megatron writer: identical {ext}")
+    m = pileprep.IndexedDataset(mega)
+    check(all(numpy.array_equal(m[i], ours[i]) for i in range(len(m))), "both datasets read the same")
+    ga = pileprep.GPTDataset(pile, seq_length=32, num_samples=500, split="969,30,1")
+    gb = pileprep.GPTDataset(mega, seq_length=32, num_samples=500, split="969,30,1")
+    rg = RefGPTDataset(ref, numpy.arange(*ga.sequence_range, dtype=numpy.int32), 32, 500, 1234, 1)
+    check(len(ga) == len(gb) == len(rg), "cli dataset: GPT len")
+    check(all(numpy.array_equal(ga[i], gb[i]) and numpy.array_equal(ga[i], rg[i])
+              for i in range(len(ga))), "cli dataset: GPT samples equal the reference")
+
+
+def test_view_and_errors(pileprep, tmp):
+    golden = os.path.join(ROOT, "tests", "data", "format", "hand_uint16")
+    ds = pileprep.IndexedDataset(golden)
+    a = ds[0]
+    check(a.dtype == numpy.uint16 and a.tolist() == [15496, 995, 50256], "view: sequence 0")
+    check(not a.flags.owndata and not a.flags.writeable, "view: zero-copy and read-only")
+    check(ds[-1].tolist() == ds[len(ds) - 1].tolist(), "view: negative index")
+    same(ds.document_indices, numpy.array([0, 1, 1, 2, 5, 5, 6], dtype=numpy.int64), "view: documents")
+    check(ds.dtype is numpy.uint16, "view: dtype")
+    i32 = pileprep.IndexedDataset(os.path.join(ROOT, "tests", "data", "format", "hand_int32"))
+    check(i32.dtype is numpy.int32 and i32[0].tolist() == [100000, 2147483647, 0], "view: int32")
+    del ds
+    check(a.tolist() == [15496, 995, 50256], "view outlives its dataset object")
+
+    def raises(exc, fn, what):
+        try:
+            fn()
+        except exc:
+            return
+        except Exception as e:  # noqa: BLE001
+            check(False, f"{what}: raised {type(e).__name__}: {e}")
+            return
+        check(False, f"{what}: no exception")
+
+    raises(FileNotFoundError, lambda: pileprep.IndexedDataset(os.path.join(tmp, "missing")), "missing")
+    raises(IndexError, lambda: pileprep.IndexedDataset(golden)[6], "index")
+    raises(ValueError, lambda: pileprep.GPTDataset(golden, seq_length=4, split="1.2.3"), "bad split")
+    raises(ValueError, lambda: pileprep.GPTDataset(f"0.5 {golden} 0.5 {golden}", seq_length=4),
+           "weighted blend without num_samples")
+    raises(ValueError, lambda: pileprep.GPTDataset(f"1 {golden} 1 {golden}", seq_length=4,
+                                                   num_samples=3).document_index, "blend indices")
+    bad = os.path.join(tmp, "bad")
+    with open(golden + ".idx", "rb") as f:
+        idx = bytearray(f.read())
+    idx[17] = 7
+    with open(bad + ".idx", "wb") as f:
+        f.write(idx)
+    with open(golden + ".bin", "rb") as f, open(bad + ".bin", "wb") as g:
+        g.write(f.read())
+    try:
+        pileprep.IndexedDataset(bad)
+        check(False, "bad dtype accepted")
+    except ValueError as e:
+        check("bad.idx: byte 17: dtype code 7" in str(e), f"bad dtype message: {e}")
+
+
+def test_cache(pileprep, writer, tmp):
+    rnd = random.Random(5)
+    prefix = os.path.join(tmp, "cached")
+    writer.write(prefix, numpy.uint16, random_docs(rnd, numpy.uint16) * 3)
+    cache = os.path.join(tmp, "cache")
+    kw = dict(seq_length=7, num_samples=400, seed=77, split="80,10,10", cache_dir=cache)
+    a = pileprep.GPTDataset(prefix, **kw)
+    b = pileprep.GPTDataset(prefix, **kw)
+    check(not a.loaded_from_cache and b.loaded_from_cache, "cache: second open hits")
+    for name in ("document_index", "sample_index", "shuffle_index"):
+        same(getattr(b, name), getattr(a, name), f"cache: {name}")
+        files = [f for f in os.listdir(cache) if f.endswith(f"-{name}.npy")]
+        check(len(files) == 1, f"cache: one {name} file")
+        same(numpy.load(os.path.join(cache, files[0])), getattr(a, name), f"cache: numpy reads {name}")
+    check(not any(".tmp." in f for f in os.listdir(cache)), "cache: no temporaries left")
+    c = pileprep.GPTDataset(prefix, **dict(kw, split_index=1))
+    check(not c.loaded_from_cache, "cache: another split is another key")
+
+
+def test_readme_examples(pileprep):
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    m = re.search(r"<!-- loader-cpp-example -->\s*```cpp\n(.*?)```", readme, re.S)
+    check(m is not None, "README: C++ loader example present")
+    if m:
+        with open(os.path.join(ROOT, "tests", "install", "consumer", "loader_example.cc")) as f:
+            check(m.group(1) == f.read(),
+                  "README's C++ example is tests/install/consumer/loader_example.cc (compiled by the "
+                  "install test)")
+    m = re.search(r"<!-- loader-python-example -->\s*```python\n(.*?)```", readme, re.S)
+    check(m is not None, "README: Python loader example present")
+    if m:
+        cwd = os.getcwd()
+        os.chdir(ROOT)
+        try:
+            exec(compile(m.group(1), "README.md", "exec"), {})
+        finally:
+            os.chdir(cwd)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cli", help="build/bin/pileprep, for datasets written by pileprep")
+    parser.add_argument("--build-python", help="build/python (to tell 'not built' from 'broken')")
+    parser.add_argument("--trials", type=int, default=250)
+    parser.add_argument("--seed", type=int, default=None)
+    args = parser.parse_args()
+    if args.build_python and not os.path.exists(os.path.join(args.build_python, "pileprep")):
+        print("pileprep Python module not built: skipped")
+        return 77
+    import pileprep
+
+    seed = args.seed if args.seed is not None else random.randrange(2**31)
+    print(f"seed {seed} (rerun with --seed {seed})")
+    writer = load_megatron_writer()
+    with tempfile.TemporaryDirectory() as tmp:
+        test_vectors(pileprep, writer, tmp)
+        test_view_and_errors(pileprep, tmp)
+        test_randomized(pileprep, writer, tmp, args.trials, seed)
+        test_random_blending(pileprep, seed)
+        test_blended_dataset(pileprep, writer, tmp, seed)
+        test_cache(pileprep, writer, tmp)
+        if args.cli:
+            test_readers_agree(pileprep, writer, tmp, args.cli, seed)
+        test_readme_examples(pileprep)
+    if hasattr(pileprep, "TorchGPTDataset"):
+        print("torch adapter present")
+    else:
+        print("torch not importable: TorchGPTDataset not defined (as documented)")
+    print("FAILED:" if FAILURES else "all loader checks passed", len(FAILURES) or "")
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

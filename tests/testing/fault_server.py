@@ -1,0 +1,197 @@
+#!/usr/bin/python3
+"""A loopback HTTP server with fault injection, for pileprep's download tests.
+
+Serves the files of --root on 127.0.0.1 with an ephemeral port (written to --port-file once listening).
+Supports Range (single "bytes=N-" / "bytes=N-M"), strong ETags, Last-Modified and If-Range, and per-file
+fault plans: each request for FILE takes the next action of its plan (then behaves normally):
+
+  --plan 00.jsonl.zst=503,drop:100000,drop:50000
+      503[:S]   answer 503 with Retry-After: S (default 1)     429[:S]  the same with 429
+      500       answer 500                                      404      answer 404
+      drop:N    send the headers (full Content-Length) and N body bytes, then close the connection
+      stall:N:S send N body bytes, then sleep S seconds, then close
+      ok        answer normally
+  --no-range          ignore Range (always 200 with the whole file), as some servers do
+  --no-etag           send neither ETag nor Last-Modified
+  --change FILE=K:ALT from the K-th request for FILE on (1-based), serve the bytes of ALT instead
+                      (a new ETag and Last-Modified), as if the file changed on the server
+  --rate BYTES        send bodies at about this many bytes per second (for kill-at-a-moment tests)
+  --log FILE          one JSON line per request: path, range, if_range, status, bytes sent
+
+Stops on SIGTERM.
+"""
+import argparse
+import email.utils
+import hashlib
+import http.server
+import json
+import os
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--root", required=True)
+    ap.add_argument("--port-file", required=True)
+    ap.add_argument("--plan", action="append", default=[])
+    ap.add_argument("--change", action="append", default=[])
+    ap.add_argument("--no-range", action="store_true")
+    ap.add_argument("--no-etag", action="store_true")
+    ap.add_argument("--log")
+    ap.add_argument("--rate", type=float, default=0)
+    args = ap.parse_args()
+
+    plans = {}
+    for p in args.plan:
+        name, _, actions = p.partition("=")
+        plans[name] = [a for a in actions.split(",") if a]
+    changes = {}
+    for c in args.change:
+        name, _, rest = c.partition("=")
+        k, _, alt = rest.partition(":")
+        changes[name] = (int(k), alt)
+    counts = {}
+    lock = threading.Lock()
+    log_lock = threading.Lock()
+
+    def log(entry):
+        if not args.log:
+            return
+        with log_lock, open(args.log, "a") as f:
+            f.write(json.dumps(entry) + "\n")
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            self.handle_request(True)
+
+        def do_HEAD(self):
+            self.handle_request(False)
+
+        def simple(self, status, retry_after=None, body=b""):
+            self.send_response(status)
+            if retry_after is not None:
+                self.send_header("Retry-After", str(retry_after))
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def handle_request(self, with_body):
+            name = self.path.split("?")[0].lstrip("/")
+            rng = self.headers.get("Range")
+            if_range = self.headers.get("If-Range")
+            entry = {"path": name, "range": rng, "if_range": if_range}
+            with lock:
+                n = counts.get(name, 0) + 1
+                counts[name] = n
+                plan = plans.get(name, [])
+                action = plan.pop(0) if plan else "ok"
+            path = os.path.join(args.root, name)
+            if name in changes and n >= changes[name][0]:
+                path = changes[name][1]
+            kind, *params = action.split(":")
+            if kind in ("503", "429"):
+                entry["status"] = int(kind)
+                log(entry)
+                return self.simple(int(kind), params[0] if params else "1", b"busy\n")
+            if kind in ("500", "404") or not os.path.isfile(path):
+                status = 404 if kind != "500" else 500
+                entry["status"] = status
+                log(entry)
+                return self.simple(status, body=b"no\n")
+            with open(path, "rb") as f:
+                data = f.read()
+            etag = '"%s"' % hashlib.md5(data).hexdigest()
+            mtime = email.utils.formatdate(1600000000 + int(hashlib.md5(data).hexdigest()[:6], 16),
+                                           usegmt=True)
+            start, end = 0, len(data) - 1
+            status = 200
+            m = re.match(r"bytes=(\d+)-(\d*)$", rng or "")
+            if m and not args.no_range:
+                valid = if_range is None or if_range in (etag, mtime)
+                if valid:
+                    start = int(m.group(1))
+                    if m.group(2):
+                        end = min(end, int(m.group(2)))
+                    if start >= len(data):
+                        entry["status"] = 416
+                        log(entry)
+                        self.send_response(416)
+                        self.send_header("Content-Range", "bytes */%d" % len(data))
+                        self.send_header("Content-Length", "0")
+                        self.end_headers()
+                        return
+                    status = 206
+            body = data[start:end + 1]
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Accept-Ranges", "none" if args.no_range else "bytes")
+            if not args.no_etag:
+                self.send_header("ETag", etag)
+                self.send_header("Last-Modified", mtime)
+            if status == 206:
+                self.send_header("Content-Range", "bytes %d-%d/%d" % (start, end, len(data)))
+            self.end_headers()
+            entry["status"] = status
+            if not with_body:
+                entry["sent"] = 0
+                log(entry)
+                return
+            limit = len(body)
+            sleep = 0
+            if kind == "drop":
+                limit = min(limit, int(params[0]))
+            elif kind == "stall":
+                limit = min(limit, int(params[0]))
+                sleep = float(params[1])
+            sent = 0
+            try:
+                step = 16384 if args.rate else 65536
+                while sent < limit:
+                    k = min(step, limit - sent)
+                    self.wfile.write(body[sent:sent + k])
+                    sent += k
+                    if args.rate:
+                        self.wfile.flush()
+                        time.sleep(k / args.rate)
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            entry["sent"] = sent
+            if kind in ("drop", "stall"):
+                entry["fault"] = action
+            log(entry)
+            if limit < len(body):
+                if sleep:
+                    time.sleep(sleep)
+                self.close_connection = True
+                try:
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    class Server(http.server.ThreadingHTTPServer):
+        def handle_error(self, request, client_address):
+            pass  # clients hanging up mid-answer is what these tests do
+
+    server = Server(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    tmp = args.port_file + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(str(server.server_address[1]))
+    os.rename(tmp, args.port_file)
+    signal.signal(signal.SIGTERM, lambda *a: (server.server_close(), os._exit(0)))
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,249 @@
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "pileprep/fetch.h"
+#include "testing/fault_server.h"
+
+namespace pileprep {
+namespace {
+
+using ::pileprep::testing::FaultServer;
+using ::testing::HasSubstr;
+
+const std::string kSamples = std::string(PILEPREP_SOURCE_DIR) + "/data/samples";
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+FetchOptions FastOptions() {
+  FetchOptions o;
+  o.backoff_initial_s = 0.02;
+  o.backoff_max_s = 0.1;
+  o.max_retries = 4;
+  o.connect_timeout_s = 5;
+  return o;
+}
+
+// Reads the whole source in odd-sized pieces.
+absl::StatusOr<std::string> Drain(ByteSource& source) {
+  std::string out;
+  char buf[7001];
+  while (true) {
+    absl::StatusOr<size_t> n = source.Read(buf, sizeof(buf));
+    if (!n.ok()) return n.status();
+    if (*n == 0) return out;
+    out.append(buf, *n);
+  }
+}
+
+int CountIn(const std::vector<std::string>& log, const std::string& needle) {
+  int n = 0;
+  for (const std::string& line : log) n += line.find(needle) != std::string::npos;
+  return n;
+}
+
+TEST(HttpSource, CleanDownloadEqualsTheFile) {
+  auto server = FaultServer::Start(kSamples, {});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), FastOptions());
+  ASSERT_TRUE(source.ok()) << source.status();
+  auto bytes = Drain(**source);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_EQ(*bytes, ReadFile(kSamples + "/01.jsonl.zst"));
+  EXPECT_EQ((*source)->size_hint(), static_cast<int64_t>(bytes->size()));
+  EXPECT_EQ((*source)->stats().requests, 1);
+  EXPECT_EQ((*source)->stats().retries, 0);
+}
+
+TEST(HttpSource, RetriesA503ThenResumesTwoDropsWithRangeRequests) {
+  auto server = FaultServer::Start(
+      kSamples, {"--plan", "01.jsonl.zst=503:1,drop:100000,drop:50000"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const auto start = std::chrono::steady_clock::now();
+  auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), FastOptions());
+  ASSERT_TRUE(source.ok());
+  auto bytes = Drain(**source);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_EQ(*bytes, ReadFile(kSamples + "/01.jsonl.zst"));
+  // Retry-After: 1 was honoured rather than the 20 ms backoff.
+  EXPECT_GE(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 0.9);
+  const FetchStats st = (*source)->stats();
+  EXPECT_EQ(st.requests, 4);
+  EXPECT_EQ(st.retries, 3);
+  EXPECT_EQ(st.resumes, 2);
+  const std::vector<std::string> log = (*server)->Log();
+  ASSERT_EQ(log.size(), 4u);
+  EXPECT_THAT(log[0], HasSubstr("\"status\": 503"));
+  EXPECT_THAT(log[1], HasSubstr("\"range\": null"));
+  EXPECT_THAT(log[2], HasSubstr("\"range\": \"bytes=100000-\""));
+  EXPECT_THAT(log[2], HasSubstr("\"status\": 206"));
+  EXPECT_THAT(log[2], HasSubstr("\"if_range\": \"\\\""));  // guarded by the ETag
+  EXPECT_THAT(log[3], HasSubstr("\"range\": \"bytes=150000-\""));
+  EXPECT_THAT(log[3], HasSubstr("\"status\": 206"));
+  EXPECT_EQ(CountIn(log, "\"status\": 200"), 1);  // one full answer: nothing downloaded twice
+}
+
+TEST(HttpSource, NotFoundFailsAtOnceNamingTheUrlAndStatus) {
+  auto server = FaultServer::Start(kSamples, {});
+  ASSERT_TRUE(server.ok());
+  auto source = OpenHttpSource((*server)->Url("05.jsonl.zst?token=secret"), FastOptions());
+  ASSERT_TRUE(source.ok());
+  auto bytes = Drain(**source);
+  ASSERT_FALSE(bytes.ok());
+  EXPECT_EQ(bytes.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(bytes.status().message()), HasSubstr("/05.jsonl.zst: HTTP 404"));
+  EXPECT_THAT(std::string(bytes.status().message()), ::testing::Not(HasSubstr("secret")));
+  EXPECT_EQ((*server)->Log().size(), 1u);
+}
+
+TEST(HttpSource, ServerIgnoringRangeWithSameEtagSkipsTheDeliveredPrefix) {
+  auto server = FaultServer::Start(kSamples, {"--no-range", "--plan", "01.jsonl.zst=drop:100000"});
+  ASSERT_TRUE(server.ok());
+  auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), FastOptions());
+  ASSERT_TRUE(source.ok());
+  auto bytes = Drain(**source);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_EQ(*bytes, ReadFile(kSamples + "/01.jsonl.zst"));
+  EXPECT_EQ((*source)->stats().skipped_prefixes, 1);
+}
+
+TEST(HttpSource, ServerIgnoringRangeWithoutValidatorRequiresRestart) {
+  auto server = FaultServer::Start(
+      kSamples, {"--no-range", "--no-etag", "--plan", "01.jsonl.zst=drop:100000"});
+  ASSERT_TRUE(server.ok());
+  auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), FastOptions());
+  ASSERT_TRUE(source.ok());
+  auto bytes = Drain(**source);
+  ASSERT_FALSE(bytes.ok());
+  EXPECT_TRUE(IsRestartRequired(bytes.status())) << bytes.status();
+  EXPECT_THAT(std::string(bytes.status().message()), HasSubstr("restarting the shard"));
+}
+
+TEST(HttpSource, FileChangedBetweenRequestsRequiresRestartThenGetsTheNewFile) {
+  auto server = FaultServer::Start(
+      kSamples, {"--plan", "01.jsonl.zst=drop:100000", "--change",
+                 "01.jsonl.zst=2:" + kSamples + "/00.jsonl.zst"});
+  ASSERT_TRUE(server.ok());
+  auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), FastOptions());
+  ASSERT_TRUE(source.ok());
+  auto bytes = Drain(**source);
+  ASSERT_FALSE(bytes.ok());
+  EXPECT_TRUE(IsRestartRequired(bytes.status())) << bytes.status();
+  EXPECT_THAT(std::string(bytes.status().message()), HasSubstr("the file changed"));
+  // The If-Range guard made the server send the new file whole rather than splice it.
+  EXPECT_THAT((*server)->Log()[1], HasSubstr("\"status\": 200"));
+  auto again = OpenHttpSource((*server)->Url("01.jsonl.zst"), FastOptions());
+  ASSERT_TRUE(again.ok());
+  auto fresh = Drain(**again);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_EQ(*fresh, ReadFile(kSamples + "/00.jsonl.zst"));
+}
+
+TEST(HttpSource, StalledTransferIsDroppedByTheLowSpeedLimitAndResumed) {
+  auto server = FaultServer::Start(kSamples, {"--plan", "01.jsonl.zst=stall:100000:30"});
+  ASSERT_TRUE(server.ok());
+  FetchOptions o = FastOptions();
+  o.low_speed_limit = 1000;
+  o.low_speed_time_s = 1;
+  auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), o);
+  ASSERT_TRUE(source.ok());
+  auto bytes = Drain(**source);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_EQ(*bytes, ReadFile(kSamples + "/01.jsonl.zst"));
+  EXPECT_EQ((*source)->stats().resumes, 1);
+}
+
+TEST(HttpSource, PersistentServerErrorsGiveUpAfterMaxRetries) {
+  auto server = FaultServer::Start(kSamples, {"--plan", "01.jsonl.zst=500,500,500,500"});
+  ASSERT_TRUE(server.ok());
+  FetchOptions o = FastOptions();
+  o.max_retries = 2;
+  auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), o);
+  ASSERT_TRUE(source.ok());
+  auto bytes = Drain(**source);
+  ASSERT_FALSE(bytes.ok());
+  EXPECT_EQ(bytes.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(bytes.status().message()), HasSubstr("HTTP 500"));
+  EXPECT_THAT(std::string(bytes.status().message()), HasSubstr("gave up after 2 retries"));
+  EXPECT_EQ((*server)->Log().size(), 3u);
+}
+
+TEST(HttpSource, QueueBoundsMemoryWhenTheConsumerIsSlow) {
+  auto server = FaultServer::Start(kSamples, {});
+  ASSERT_TRUE(server.ok());
+  FetchOptions o = FastOptions();
+  o.queue_bytes = 64 << 10;
+  auto source = OpenHttpSource((*server)->Url("00.jsonl.zst"), o);
+  ASSERT_TRUE(source.ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_LE((*source)->stats().bytes_delivered, (64u << 10) + (256u << 10));
+  EXPECT_GT((*source)->stats().bytes_delivered, 0u);
+  auto bytes = Drain(**source);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_EQ(*bytes, ReadFile(kSamples + "/00.jsonl.zst"));
+}
+
+TEST(HttpSource, DestroyingMidDownloadCancelsQuickly) {
+  auto server = FaultServer::Start(kSamples, {"--plan", "00.jsonl.zst=stall:1000:30"});
+  ASSERT_TRUE(server.ok());
+  auto source = OpenHttpSource((*server)->Url("00.jsonl.zst"), FastOptions());
+  ASSERT_TRUE(source.ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto start = std::chrono::steady_clock::now();
+  source->reset();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 2.0);
+}
+
+TEST(HttpSource, CacheFileAppearsOnlyWhenComplete) {
+  auto server = FaultServer::Start(kSamples, {"--plan", "01.jsonl.zst=drop:100000"});
+  ASSERT_TRUE(server.ok());
+  const std::string dir = ::testing::TempDir() + "/fetch_cache";
+  std::filesystem::create_directories(dir);
+  FetchOptions o = FastOptions();
+  o.cache_path = dir + "/01.jsonl.zst";
+  std::filesystem::remove(o.cache_path);
+  auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), o);
+  ASSERT_TRUE(source.ok());
+  auto bytes = Drain(**source);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_EQ(ReadFile(o.cache_path), ReadFile(kSamples + "/01.jsonl.zst"));
+  EXPECT_FALSE(std::filesystem::exists(o.cache_path + ".pileprep-tmp"));
+}
+
+TEST(HttpSource, ConnectionRefusedIsRetriedThenReported) {
+  FetchOptions o = FastOptions();
+  o.max_retries = 1;
+  auto source = OpenHttpSource("http://127.0.0.1:1/00.jsonl.zst", o);
+  ASSERT_TRUE(source.ok());
+  auto bytes = Drain(**source);
+  ASSERT_FALSE(bytes.ok());
+  EXPECT_EQ(bytes.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ((*source)->stats().requests, 2);
+}
+
+TEST(RedactUrl, DropsCredentialsAndQuery) {
+  EXPECT_EQ(RedactUrl("https://user:pw@host/a/00.jsonl.zst?sig=x#f"), "https://host/a/00.jsonl.zst");
+  EXPECT_EQ(RedactUrl("http://host:8080/x"), "http://host:8080/x");
+}
+
+TEST(CheckHeader, AcceptsNameValueAndNeverEchoesTheValue) {
+  EXPECT_TRUE(CheckHeader("Authorization: Bearer abc").ok());
+  absl::Status s = CheckHeader("Bearer hf_secret_token");
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.message()), ::testing::Not(HasSubstr("secret")));
+  EXPECT_FALSE(CheckHeader("X: a\r\nY: b").ok());
+}
+
+}  // namespace
+}  // namespace pileprep

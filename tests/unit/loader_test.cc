@@ -1,0 +1,402 @@
+#include "pileprep/loader.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "pileprep/indexed_dataset.h"
+#include "pileprep/indexed_dataset_view.h"
+
+namespace pileprep {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
+
+std::string TempDir(const std::string& name) {
+  std::string dir = ::testing::TempDir() + "loader_test_" + std::to_string(getpid()) + "_" + name;
+  mkdir(dir.c_str(), 0777);
+  return dir;
+}
+
+// loader.md's dataset: sizes [5, 3, 7, 4, 6], token value = 100 · sequence + position.
+std::string WriteVectorDataset(const std::string& dir) {
+  std::string prefix = dir + "/vec";
+  auto writer = IndexedDatasetWriter::Create(prefix, {}).value();
+  const int sizes[] = {5, 3, 7, 4, 6};
+  for (int s = 0; s < 5; ++s) {
+    std::vector<uint32_t> tokens;
+    for (int p = 0; p < sizes[s]; ++p) tokens.push_back(100 * s + p);
+    EXPECT_TRUE(writer->AddDocument(tokens).ok());
+  }
+  EXPECT_TRUE(writer->Finish().ok());
+  return prefix;
+}
+
+std::vector<int64_t> Rows(std::initializer_list<std::pair<int, int>> rows) {
+  std::vector<int64_t> out;
+  for (auto [a, b] : rows) {
+    out.push_back(a);
+    out.push_back(b);
+  }
+  return out;
+}
+
+const std::vector<int32_t> kSizes = {5, 3, 7, 4, 6};
+const std::vector<int32_t> kAll = {0, 1, 2, 3, 4};
+
+GptIndices Build(int64_t num_samples) {
+  GptIndexOptions o;
+  o.sequence_length = 4;
+  o.num_samples = num_samples;
+  auto ix = BuildGptIndices(kSizes, kAll, o);
+  EXPECT_TRUE(ix.ok()) << ix.status();
+  return *ix;
+}
+
+TEST(NumpyRandomState, ShuffleMatchesNumpyLegacy) {
+  std::vector<int> a = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+  NumpyRandomState rng(1234);
+  rng.Shuffle(a.data(), a.size());
+  EXPECT_THAT(a, ElementsAre(7, 2, 9, 1, 0, 8, 4, 5, 6, 3));
+  std::vector<int32_t> b = {0, 1, 2, 3, 4, 5, 6};
+  NumpyRandomState rng2(4294967295u);
+  rng2.Shuffle(b.data(), b.size());
+  EXPECT_THAT(b, ElementsAre(1, 5, 0, 6, 4, 2, 3));
+}
+
+TEST(NumpyRandomState, RandomIntervalMatchesNumpyMaskedRejection) {
+  // numpy: RandomState(7).randint(0, max + 1, dtype=int64) uses the same masked rejection.
+  NumpyRandomState small(7);
+  std::vector<uint64_t> got;
+  for (int i = 0; i < 4; ++i) got.push_back(small.RandomInterval(1000));
+  EXPECT_THAT(got, ElementsAre(175u, 196u, 537u, 502u));
+  NumpyRandomState large(7);
+  got.clear();
+  for (int i = 0; i < 4; ++i) got.push_back(large.RandomInterval((uint64_t{1} << 40) + 12345));
+  EXPECT_THAT(got, ElementsAre(752595690692u, 108744157686u, 291964244179u, 309610205529u));
+  EXPECT_EQ(large.RandomInterval(0), 0u);
+}
+
+TEST(GptIndices, VectorOneEpoch) {
+  GptIndices ix = Build(5);
+  EXPECT_EQ(ix.num_epochs, 1);
+  EXPECT_FALSE(ix.separate_final_epoch);
+  EXPECT_THAT(ix.document_index, ElementsAre(4, 0, 1, 2, 3));
+  EXPECT_EQ(ix.sample_index, Rows({{0, 0}, {0, 4}, {1, 2}, {2, 1}, {3, 2}, {3, 6}, {4, 3}}));
+  EXPECT_THAT(ix.shuffle_index, ElementsAre(5, 2, 3, 1, 0, 4));
+  EXPECT_FALSE(ix.sample_index_int64);
+  EXPECT_FALSE(ix.shuffle_index_int64);
+}
+
+TEST(GptIndices, VectorSeparateFinalEpoch) {
+  GptIndices ix = Build(9);
+  EXPECT_EQ(ix.num_epochs, 2);
+  EXPECT_TRUE(ix.separate_final_epoch);
+  EXPECT_THAT(ix.document_index, ElementsAre(4, 0, 1, 2, 3, 3, 2, 1, 0, 4));
+  EXPECT_EQ(ix.sample_index, Rows({{0, 0}, {0, 4}, {1, 2}, {2, 1}, {3, 2}, {3, 6}, {4, 3}, {5, 3},
+                                   {6, 3}, {7, 0}, {8, 1}, {9, 0}, {9, 4}}));
+  EXPECT_THAT(ix.shuffle_index, ElementsAre(0, 4, 3, 2, 5, 1, 7, 6, 9, 8, 11, 10));
+}
+
+TEST(GptIndices, VectorTwoEpochsTogether) {
+  GptIndices ix = Build(11);
+  EXPECT_EQ(ix.num_epochs, 2);
+  EXPECT_FALSE(ix.separate_final_epoch);
+  EXPECT_THAT(ix.document_index, ElementsAre(2, 2, 4, 1, 0, 3, 4, 0, 1, 3));
+  EXPECT_EQ(ix.sample_index, Rows({{0, 0}, {0, 4}, {1, 1}, {1, 5}, {2, 2}, {3, 0}, {4, 1}, {5, 0},
+                                   {6, 0}, {6, 4}, {7, 2}, {8, 1}, {9, 2}}));
+  EXPECT_THAT(ix.shuffle_index, ElementsAre(3, 11, 2, 1, 7, 5, 4, 0, 8, 6, 10, 9));
+}
+
+TEST(GptIndices, RefusesBadOptionsAndEmptySplits) {
+  GptIndexOptions o;
+  o.sequence_length = 0;
+  EXPECT_EQ(BuildGptIndices(kSizes, kAll, o).status().code(), absl::StatusCode::kInvalidArgument);
+  o.sequence_length = 4;
+  EXPECT_EQ(BuildGptIndices(kSizes, {}, o).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  std::vector<int32_t> bad = {7};
+  EXPECT_EQ(BuildGptIndices(kSizes, bad, o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(GptDataset, SampleZeroOfVectorDataset) {
+  std::string prefix = WriteVectorDataset(TempDir("sample0"));
+  GptDatasetOptions o;
+  o.sequence_length = 4;
+  o.num_samples = 5;
+  auto ds = GptDataset::Open(prefix, o);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ((*ds)->size(), 6);
+  std::vector<int64_t> text;
+  ASSERT_TRUE((*ds)->GetSample(0, &text).ok());
+  EXPECT_THAT(text, ElementsAre(206, 300, 301, 302, 303));
+  // Every sample is seq + 1 tokens and consecutive rows overlap by one token.
+  for (int64_t i = 0; i < (*ds)->size(); ++i) {
+    ASSERT_TRUE((*ds)->GetSample(i, &text).ok());
+    EXPECT_EQ(text.size(), 5u);
+  }
+  EXPECT_EQ((*ds)->GetSample(6, &text).code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ((*ds)->GetSample(-1, &text).code(), absl::StatusCode::kOutOfRange);
+}
+
+TEST(GptDataset, CacheRoundTripsAndSurvivesCorruption) {
+  std::string dir = TempDir("cache");
+  std::string prefix = WriteVectorDataset(dir);
+  GptDatasetOptions o;
+  o.sequence_length = 4;
+  o.num_samples = 9;
+  o.cache_dir = dir + "/cache/nested";
+  auto first = GptDataset::Open(prefix, o);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_FALSE((*first)->loaded_from_cache());
+  auto second = GptDataset::Open(prefix, o);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_TRUE((*second)->loaded_from_cache());
+  EXPECT_EQ((*second)->indices().document_index, (*first)->indices().document_index);
+  EXPECT_EQ((*second)->indices().sample_index, (*first)->indices().sample_index);
+  EXPECT_EQ((*second)->indices().shuffle_index, (*first)->indices().shuffle_index);
+  EXPECT_TRUE((*second)->indices().separate_final_epoch);
+
+  // Another seed is another key.
+  o.seed = 99;
+  auto other = GptDataset::Open(prefix, o);
+  ASSERT_TRUE(other.ok());
+  EXPECT_FALSE((*other)->loaded_from_cache());
+
+  // A truncated cache file is a miss: rebuilt, same contents.
+  o.seed = 1234;
+  std::string cmd = "for f in " + o.cache_dir + "/*-shuffle_index.npy; do truncate -s 100 \"$f\"; done";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  auto third = GptDataset::Open(prefix, o);
+  ASSERT_TRUE(third.ok());
+  EXPECT_FALSE((*third)->loaded_from_cache());
+  EXPECT_EQ((*third)->indices().shuffle_index, (*first)->indices().shuffle_index);
+}
+
+TEST(Blending, VectorWeighted) {
+  std::vector<double> w = {0.3, 0.7};
+  BlendingIndices b = BuildBlendingIndices(w, 10);
+  EXPECT_THAT(b.dataset_index, ElementsAre(1, 0, 1, 1, 0, 1, 1, 0, 1, 1));
+  EXPECT_THAT(b.dataset_sample_index, ElementsAre(0, 0, 1, 2, 1, 3, 4, 2, 5, 6));
+}
+
+TEST(Blending, VectorExhaustive) {
+  std::vector<int64_t> sizes = {2, 3};
+  BlendingIndices b = BuildExhaustiveBlendingIndices(sizes);
+  EXPECT_THAT(b.dataset_index, ElementsAre(1, 0, 1, 0, 1));
+  EXPECT_THAT(b.dataset_sample_index, ElementsAre(0, 0, 1, 1, 2));
+}
+
+TEST(Blending, ParsesDataPaths) {
+  auto w = ParseBlend("0.3 A 0.7 B");
+  ASSERT_TRUE(w.ok());
+  EXPECT_THAT(w->prefixes, ElementsAre("A", "B"));
+  EXPECT_THAT(w->weights, ElementsAre(0.3, 0.7));
+  auto u = ParseBlend("A B");
+  ASSERT_TRUE(u.ok());
+  EXPECT_THAT(u->prefixes, ElementsAre("A", "B"));
+  EXPECT_TRUE(u->weights.empty());
+  auto n = ParseBlend("1 A 3 B");
+  ASSERT_TRUE(n.ok());
+  EXPECT_THAT(n->weights, ElementsAre(0.25, 0.75));
+  EXPECT_FALSE(ParseBlend("").ok());
+}
+
+TEST(GptDataset, WeightedBlendUsesBothDatasets) {
+  std::string dir = TempDir("blend");
+  std::string a = WriteVectorDataset(dir);
+  GptDatasetOptions o;
+  o.sequence_length = 4;
+  o.num_samples = 10;
+  auto ds = GptDataset::Open("0.3 " + a + " 0.7 " + a, o);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_TRUE((*ds)->is_blend());
+  EXPECT_EQ((*ds)->size(), 10);  // ceil(3) + ceil(7)
+  EXPECT_THAT((*ds)->blending().dataset_index, ElementsAre(1, 0, 1, 1, 0, 1, 1, 0, 1, 1));
+  // Dataset 0 asked for ceil(3 · 1.005) = 4 samples, dataset 1 for ceil(7 · 1.005) = 8.
+  EXPECT_EQ((*ds)->indices(0).size(), 6);  // one epoch gives 6 >= 4
+  EXPECT_EQ((*ds)->indices(1).size(), 12);
+  // Without num_samples a weighted blend is refused.
+  o.num_samples.reset();
+  EXPECT_EQ(GptDataset::Open("0.3 " + a + " 0.7 " + a, o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // Unweighted without num_samples: exhaustive, one epoch each.
+  auto ex = GptDataset::Open(a + " " + a, o);
+  ASSERT_TRUE(ex.ok()) << ex.status();
+  EXPECT_EQ((*ex)->size(), 12);
+}
+
+TEST(Split, CurrentAndLegacyRounding) {
+  auto cur = ComputeSplit("969,30,1", 7021438, SplitRounding::kCurrent);
+  ASSERT_TRUE(cur.ok());
+  EXPECT_EQ((*cur)[0]->begin, 0);
+  EXPECT_EQ((*cur)[0]->end, 6803773);
+  auto leg = ComputeSplit("969,30,1", 7021438, SplitRounding::kLegacy);
+  ASSERT_TRUE(leg.ok());
+  EXPECT_EQ((*leg)[0]->end, 6803774);
+  EXPECT_EQ((*leg)[2]->end, 7021438);
+
+  auto c10 = ComputeSplit("1,1,1", 10).value();
+  EXPECT_EQ(c10[0]->end, 3);
+  EXPECT_EQ(c10[1]->begin, 3);
+  EXPECT_EQ(c10[1]->end, 7);
+  EXPECT_EQ(c10[2]->end, 10);
+  auto l10 = ComputeSplit("1,1,1", 10, SplitRounding::kLegacy).value();
+  EXPECT_EQ(l10[0]->end, 4);
+  EXPECT_EQ(l10[1]->end, 7);
+  EXPECT_EQ(l10[2]->end, 10);
+
+  auto padded = ComputeSplit("98,2", 100).value();
+  EXPECT_EQ(padded[1]->end, 100);
+  EXPECT_FALSE(padded[2].has_value());  // zero weight: not built
+  EXPECT_FALSE(ComputeSplit("", 10).ok());
+  EXPECT_FALSE(ComputeSplit("0,0,0", 10).ok());
+  EXPECT_FALSE(ComputeSplit("1.2.3", 10).ok());
+  EXPECT_FALSE(ComputeSplit("1,1,1,1", 10).ok());
+}
+
+TEST(GptDataset, SplitSelectsSequenceRange) {
+  std::string prefix = WriteVectorDataset(TempDir("split"));
+  GptDatasetOptions o;
+  o.sequence_length = 2;
+  o.split = "60,20,20";
+  o.split_index = 1;
+  auto ds = GptDataset::Open(prefix, o);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ((*ds)->sequences().begin, 3);
+  EXPECT_EQ((*ds)->sequences().end, 4);
+  EXPECT_THAT((*ds)->indices().document_index, ElementsAre(3));
+  o.split = "100,0,0";
+  EXPECT_EQ(GptDataset::Open(prefix, o).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// ---- Reader ----
+
+TEST(IndexedDatasetView, ReadsGoldenMegatronFiles) {
+  auto ds = IndexedDatasetView::Open(std::string(PILEPREP_TEST_DATA_DIR) + "/format/hand_uint16");
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ((*ds)->dtype(), TokenDType::kUint16);
+  EXPECT_THAT((*ds)->sequence_lengths(), ElementsAre(3, 3, 2, 3, 1, 2));
+  EXPECT_THAT((*ds)->document_indices(), ElementsAre(0, 1, 1, 2, 5, 5, 6));
+  EXPECT_THAT((*ds)->Sequence<uint16_t>(0), ElementsAre(15496, 995, 50256));
+  EXPECT_THAT((*ds)->Sequence<uint16_t>(1), ElementsAre(0, 65535, 50256));
+  EXPECT_THAT((*ds)->Sequence<uint16_t>(3), ElementsAre(3, 4, 5));
+  EXPECT_EQ((*ds)->num_tokens(), 14);
+
+  auto i32 = IndexedDatasetView::Open(std::string(PILEPREP_TEST_DATA_DIR) + "/format/hand_int32");
+  ASSERT_TRUE(i32.ok()) << i32.status();
+  EXPECT_EQ((*i32)->dtype(), TokenDType::kInt32);
+  EXPECT_THAT((*i32)->Sequence<int32_t>(0), ElementsAre(100000, 2147483647, 0));
+  int64_t out[2];
+  (*i32)->CopyTokens(2, 1, 2, out);
+  EXPECT_THAT(out, ElementsAre(7, 8));
+}
+
+TEST(IndexedDatasetView, ReadsWhatPilePrepWrites) {
+  std::string dir = TempDir("roundtrip");
+  for (TokenDType dtype : {TokenDType::kUint16, TokenDType::kInt32}) {
+    std::string prefix = dir + "/rt" + std::to_string(static_cast<int>(dtype));
+    IndexedDatasetWriterOptions wo;
+    wo.dtype = dtype;
+    auto writer = IndexedDatasetWriter::Create(prefix, wo).value();
+    std::vector<std::vector<uint32_t>> docs;
+    uint64_t x = 12345;
+    for (int d = 0; d < 200; ++d) {
+      x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+      std::vector<uint32_t> doc((x >> 33) % 50);
+      for (auto& t : doc) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        t = static_cast<uint32_t>((x >> 33) % 50257);
+      }
+      ASSERT_TRUE(writer->AddDocument(doc).ok());
+      docs.push_back(doc);
+    }
+    ASSERT_TRUE(writer->Finish().ok());
+    auto ds = IndexedDatasetView::Open(prefix);
+    ASSERT_TRUE(ds.ok()) << ds.status();
+    int64_t seq = 0;
+    for (const auto& doc : docs) {
+      if (doc.empty()) continue;
+      std::vector<int64_t> got(doc.size());
+      (*ds)->CopyTokens(seq, 0, static_cast<int64_t>(doc.size()), got.data());
+      EXPECT_THAT(got, ElementsAreArray(doc.begin(), doc.end()));
+      ++seq;
+    }
+    EXPECT_EQ(seq, (*ds)->num_sequences());
+    EXPECT_EQ((*ds)->num_documents(), 200);
+  }
+}
+
+std::string ReadBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+void WriteBytes(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+// Copies hand_uint16 to `dir/name`, lets `edit` change the .idx (and .bin) bytes, opens it.
+absl::Status OpenEdited(const std::string& name,
+                        void (*edit)(std::string* idx, std::string* bin)) {
+  std::string dir = TempDir("bad");
+  std::string src = std::string(PILEPREP_TEST_DATA_DIR) + "/format/hand_uint16";
+  std::string idx = ReadBytes(src + ".idx"), bin = ReadBytes(src + ".bin");
+  edit(&idx, &bin);
+  WriteBytes(dir + "/" + name + ".idx", idx);
+  WriteBytes(dir + "/" + name + ".bin", bin);
+  return IndexedDatasetView::Open(dir + "/" + name).status();
+}
+
+TEST(IndexedDatasetView, RefusesDamagedFilesWithClearErrors) {
+  absl::Status missing = IndexedDatasetView::Open("/nonexistent/x").status();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(missing.message(), HasSubstr("/nonexistent/x.idx"));
+
+  absl::Status s = OpenEdited("magic", [](std::string* idx, std::string*) { (*idx)[0] = 'X'; });
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("magic.idx: byte 0: bad magic"));
+
+  s = OpenEdited("version", [](std::string* idx, std::string*) { (*idx)[9] = 2; });
+  EXPECT_THAT(s.message(), HasSubstr("byte 9: version 2"));
+
+  s = OpenEdited("dtype", [](std::string* idx, std::string*) { (*idx)[17] = 7; });
+  EXPECT_THAT(s.message(), HasSubstr("byte 17: dtype code 7"));
+
+  s = OpenEdited("short", [](std::string* idx, std::string*) { idx->resize(idx->size() - 1); });
+  EXPECT_THAT(s.message(), HasSubstr("need more bytes"));
+
+  s = OpenEdited("header", [](std::string* idx, std::string*) { idx->resize(20); });
+  EXPECT_THAT(s.message(), HasSubstr("shorter than the 34-byte header"));
+
+  s = OpenEdited("bin", [](std::string*, std::string* bin) { bin->resize(bin->size() - 2); });
+  EXPECT_THAT(s.message(), HasSubstr("sequence 5"));
+  EXPECT_THAT(s.message(), HasSubstr("is not inside"));
+
+  s = OpenEdited("length", [](std::string* idx, std::string*) {
+    int32_t v = -1;
+    std::memcpy(idx->data() + 34, &v, 4);
+  });
+  EXPECT_THAT(s.message(), HasSubstr("byte 34: sequence 0 has length -1"));
+
+  s = OpenEdited("docs", [](std::string* idx, std::string*) {
+    int64_t v = 99;
+    std::memcpy(idx->data() + idx->size() - 8, &v, 8);
+  });
+  EXPECT_THAT(s.message(), HasSubstr("document index 6 = 99"));
+
+  // Trailing bytes are accepted (Megatron's readers ignore them).
+  s = OpenEdited("trailing", [](std::string* idx, std::string*) { idx->append("xyz"); });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+}  // namespace
+}  // namespace pileprep

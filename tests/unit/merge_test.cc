@@ -1,0 +1,255 @@
+// Merging: byte-identical to preprocessing the concatenated inputs; Megatron's --input order; flat
+// memory over many inputs; refusals named clearly; nothing published on failure.
+#include "pileprep/merge.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "pileprep/indexed_reader.h"
+#include "pileprep/pipeline.h"
+#include "pileprep/validate.h"
+#include "zstd.h"
+
+namespace pileprep {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+std::string ReadFile(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Hands out a string's bytes.
+class StringSource : public ByteSource {
+ public:
+  explicit StringSource(std::string data) : data_(std::move(data)) {}
+  absl::StatusOr<size_t> Read(char* buffer, size_t capacity) override {
+    const size_t n = std::min(capacity, data_.size() - pos_);
+    std::memcpy(buffer, data_.data() + pos_, n);
+    pos_ += n;
+    return n;
+  }
+  const std::string& name() const override { return name_; }
+
+ private:
+  std::string data_;
+  size_t pos_ = 0;
+  std::string name_ = "concatenated.jsonl";
+};
+
+std::string Decompress(const std::string& zst) {
+  ZSTD_DStream* d = ZSTD_createDStream();
+  ZSTD_initDStream(d);
+  std::string out;
+  std::vector<char> buf(1 << 16);
+  ZSTD_inBuffer in{zst.data(), zst.size(), 0};
+  while (in.pos < in.size) {
+    ZSTD_outBuffer o{buf.data(), buf.size(), 0};
+    const size_t r = ZSTD_decompressStream(d, &o, &in);
+    EXPECT_FALSE(ZSTD_isError(r));
+    if (ZSTD_isError(r)) break;
+    out.append(buf.data(), o.pos);
+  }
+  ZSTD_freeDStream(d);
+  return out;
+}
+
+class MergeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("pileprep_merge_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Preprocesses JSON-lines text into `prefix` as Megatron's preprocess_data.py --append-eod.
+  void Preprocess(ByteSource& source, InputFormat format, const std::string& prefix) {
+    static const Gpt2Tokenizer* tokenizer = [] {
+      auto t = Gpt2Tokenizer::FromDefaultFiles({});
+      EXPECT_TRUE(t.ok()) << t.status();
+      return t.ok() ? t->release() : nullptr;
+    }();
+    ASSERT_NE(tokenizer, nullptr);
+    PipelineOptions options;
+    options.writer.sync = false;
+    ShardStats stats;
+    absl::Status s = RunPipeline(source, format, *tokenizer, {prefix}, options, &stats);
+    ASSERT_TRUE(s.ok()) << s;
+  }
+
+  // A tiny dataset written directly: `docs` documents of a few tokens (and an empty one).
+  void WriteTiny(const std::string& prefix, int seed, TokenDType dtype = TokenDType::kUint16) {
+    IndexedDatasetWriterOptions options;
+    options.dtype = dtype;
+    options.sync = false;
+    options.buffer_bytes = 64;
+    options.spill_buffer_bytes = 64;
+    auto writer = IndexedDatasetWriter::Create(prefix, options);
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    for (int d = 0; d < 3; ++d) {
+      std::vector<uint32_t> ids;
+      if (d != 1 || seed % 3 != 0) {
+        for (int t = 0; t <= (seed + d) % 5; ++t) ids.push_back((seed * 31 + d * 7 + t) % 50000);
+        ids.push_back(50256);
+      }
+      ASSERT_TRUE((*writer)->AddDocument(ids).ok());
+    }
+    auto result = (*writer)->Finish();
+    ASSERT_TRUE(result.ok()) << result.status();
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(MergeTest, MergingDevShardsEqualsPreprocessingTheirConcatenation) {
+  std::string concatenated;
+  std::vector<std::string> inputs;
+  for (const char* n : {"00", "01"}) {
+    const std::string path = std::string(PILEPREP_SOURCE_DIR "/data/samples/") + n + ".jsonl.zst";
+    auto source = OpenFileSource(path);
+    ASSERT_TRUE(source.ok()) << source.status();
+    inputs.push_back((dir_ / (std::string("my-gpt3_") + n + "_text_document")).string());
+    Preprocess(**source, InputFormat::kZstd, inputs.back());
+    concatenated += Decompress(ReadFile(path));
+  }
+  StringSource whole(concatenated);
+  const std::string expected = (dir_ / "whole").string();
+  Preprocess(whole, InputFormat::kPlain, expected);
+
+  MergeOptions options;
+  options.sync = false;
+  options.buffer_bytes = 1000;  // many blocks, and not a multiple of anything
+  const std::string merged = (dir_ / "merged").string();
+  auto result = MergeDatasets(inputs, merged, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->published);
+  EXPECT_EQ(result->documents, 5150u);
+  EXPECT_TRUE(ReadFile(merged + ".bin") == ReadFile(expected + ".bin"));
+  EXPECT_TRUE(ReadFile(merged + ".idx") == ReadFile(expected + ".idx"));
+  EXPECT_EQ(result->idx_bytes, fs::file_size(merged + ".idx"));
+  EXPECT_EQ(result->bin_bytes, fs::file_size(merged + ".bin"));
+  EXPECT_FALSE(fs::exists(merged + ".bin.pileprep-tmp"));
+
+  // The directory form sorts prefixes: the same inputs, the same bytes.
+  auto found = FindDatasetPrefixes(dir_.string());
+  ASSERT_TRUE(found.ok());
+  std::vector<std::string> shards;
+  for (const std::string& p : *found) {
+    if (p.find("my-gpt3_") != std::string::npos) shards.push_back(p);
+  }
+  EXPECT_EQ(shards, inputs);
+}
+
+TEST_F(MergeTest, OrderGivenIsKept) {
+  WriteTiny((dir_ / "a").string(), 1);
+  WriteTiny((dir_ / "b").string(), 2);
+  MergeOptions options;
+  options.sync = false;
+  ASSERT_TRUE(MergeDatasets({(dir_ / "b").string(), (dir_ / "a").string()},
+                            (dir_ / "ba").string(), options).ok());
+  auto r = IndexedDatasetReader::Open((dir_ / "ba").string());
+  auto b = IndexedDatasetReader::Open((dir_ / "b").string());
+  ASSERT_TRUE(r.ok() && b.ok());
+  std::vector<uint32_t> x, y;
+  ASSERT_TRUE((*r)->ReadDocument(0, &x).ok());
+  ASSERT_TRUE((*b)->ReadDocument(0, &y).ok());
+  EXPECT_EQ(x, y);
+  EXPECT_TRUE(ValidateDataset((dir_ / "ba").string())->ok());
+}
+
+TEST_F(MergeTest, ThousandTinyShardsMergeInFlatMemory) {
+  const fs::path shards = dir_ / "shards";
+  fs::create_directories(shards);
+  for (int k = 0; k < 1000; ++k) {
+    char name[32];
+    std::snprintf(name, sizeof(name), "shard_%04d", k);
+    WriteTiny((shards / name).string(), k);
+  }
+  auto inputs = FindDatasetPrefixes(shards.string());
+  ASSERT_TRUE(inputs.ok()) << inputs.status();
+  ASSERT_EQ(inputs->size(), 1000u);
+
+  MergeOptions options;
+  options.sync = false;
+  options.buffer_bytes = 1 << 16;
+  // Warm up (allocator, first mappings), then measure the peak-RSS growth of a full merge.
+  ASSERT_TRUE(MergeDatasets({inputs->front()}, (dir_ / "warm").string(), options).ok());
+  struct rusage before, after;
+  ::getrusage(RUSAGE_SELF, &before);
+  auto result = MergeDatasets(*inputs, (dir_ / "merged").string(), options);
+  ::getrusage(RUSAGE_SELF, &after);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->inputs, 1000u);
+  EXPECT_EQ(result->documents, 3000u);
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 8 * 1024) << "KiB of peak RSS growth";
+
+  ValidateOptions vo;
+  vo.expect_eod = true;
+  auto report = ValidateDataset((dir_ / "merged").string(), vo);
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok()) << FormatValidationReport(*report);
+  // Document 3·k+d of the merge is document d of shard k.
+  auto merged = IndexedDatasetReader::Open((dir_ / "merged").string());
+  auto shard = IndexedDatasetReader::Open((*inputs)[617]);
+  ASSERT_TRUE(merged.ok() && shard.ok());
+  for (int d = 0; d < 3; ++d) {
+    std::vector<uint32_t> x, y;
+    ASSERT_TRUE((*merged)->ReadDocument(3 * 617 + d, &x).ok());
+    ASSERT_TRUE((*shard)->ReadDocument(d, &y).ok());
+    EXPECT_EQ(x, y) << d;
+  }
+}
+
+TEST_F(MergeTest, MismatchedDTypesAreRefused) {
+  WriteTiny((dir_ / "u16").string(), 1, TokenDType::kUint16);
+  WriteTiny((dir_ / "i32").string(), 2, TokenDType::kInt32);
+  auto result = MergeDatasets({(dir_ / "u16").string(), (dir_ / "i32").string()},
+                              (dir_ / "out").string());
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(result.status().message()), HasSubstr("i32.idx: dtype int32 (code 4)"));
+  EXPECT_THAT(std::string(result.status().message()), HasSubstr("uint16 (code 8)"));
+  EXPECT_FALSE(fs::exists(dir_ / "out.bin"));
+  EXPECT_FALSE(fs::exists(dir_ / "out.bin.pileprep-tmp"));
+}
+
+TEST_F(MergeTest, BrokenInputIsRefusedAndNothingPublished) {
+  WriteTiny((dir_ / "a").string(), 1);
+  WriteTiny((dir_ / "b").string(), 2);
+  {
+    std::ofstream out(dir_ / "b.bin", std::ios::binary | std::ios::app);
+    out << "xx";
+  }
+  auto result = MergeDatasets({(dir_ / "a").string(), (dir_ / "b").string()},
+                              (dir_ / "out").string());
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(result.status().message()), HasSubstr("extra bytes"));
+  EXPECT_FALSE(fs::exists(dir_ / "out.bin"));
+  EXPECT_FALSE(fs::exists(dir_ / "out.idx"));
+}
+
+TEST_F(MergeTest, OutputThatIsAnInputIsRefused) {
+  WriteTiny((dir_ / "a").string(), 1);
+  auto result = MergeDatasets({(dir_ / "a").string()}, (dir_ / "a").string());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(ValidateDataset((dir_ / "a").string())->ok());
+}
+
+}  // namespace
+}  // namespace pileprep

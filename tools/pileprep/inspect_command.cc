@@ -1,0 +1,154 @@
+// `pileprep inspect PREFIX [--doc N [--decode]]`: what a .bin/.idx pair holds.
+#include <algorithm>
+#include <bit>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common.h"
+#include "pileprep/gpt2_tokenizer.h"
+#include "pileprep/indexed_reader.h"
+
+namespace pileprep::cli {
+namespace {
+
+std::string StripPairSuffix(const std::string& arg) {
+  for (const char* ext : {".idx", ".bin"}) {
+    if (arg.size() > 4 && arg.compare(arg.size() - 4, 4, ext) == 0) {
+      return arg.substr(0, arg.size() - 4);
+    }
+  }
+  return arg;
+}
+
+void PrintSummary(const IndexedDatasetReader& r) {
+  // Power-of-two buckets of sequence lengths: bucket b holds lengths in [2^b, 2^(b+1)).
+  uint64_t buckets[33] = {};
+  uint64_t tokens = 0, nonpositive = 0;
+  int32_t min_len = 0, max_len = 0;
+  for (uint64_t i = 0; i < r.num_sequences(); ++i) {
+    const int32_t len = r.sequence_length(i);
+    if (i == 0 || len < min_len) min_len = len;
+    if (i == 0 || len > max_len) max_len = len;
+    if (len <= 0) {
+      ++nonpositive;
+      continue;
+    }
+    tokens += static_cast<uint32_t>(len);
+    ++buckets[std::bit_width(static_cast<uint32_t>(len)) - 1];
+  }
+  uint64_t empty_docs = 0;
+  for (uint64_t d = 0; d + 1 < r.num_document_indices(); ++d) {
+    if (r.document_index(d + 1) == r.document_index(d)) ++empty_docs;
+  }
+  std::printf("dataset:    %s.{bin,idx}\n", r.prefix().c_str());
+  std::printf("dtype:      %s (code %d)\n", DTypeName(r.dtype()), static_cast<int>(r.dtype()));
+  std::printf("sequences:  %llu\n", static_cast<unsigned long long>(r.num_sequences()));
+  std::printf("documents:  %llu (%llu without tokens)\n",
+              static_cast<unsigned long long>(r.num_documents()),
+              static_cast<unsigned long long>(empty_docs));
+  std::printf("tokens:     %llu (the .bin holds %llu)\n", static_cast<unsigned long long>(tokens),
+              static_cast<unsigned long long>(r.bin_tokens()));
+  std::printf("bytes:      .bin %zu, .idx %zu\n", r.bin_bytes().size(), r.idx_bytes().size());
+  if (r.num_sequences() == 0) return;
+  std::printf("length:     min %d, mean %.1f, max %d tokens\n", min_len,
+              static_cast<double>(tokens) / static_cast<double>(r.num_sequences()), max_len);
+  if (nonpositive > 0) {
+    std::printf("            %llu sequences of length <= 0 (run `pileprep validate`)\n",
+                static_cast<unsigned long long>(nonpositive));
+  }
+  std::printf("length histogram (tokens per sequence):\n");
+  uint64_t peak = *std::max_element(std::begin(buckets), std::end(buckets));
+  for (int b = 0; b < 32; ++b) {
+    if (buckets[b] == 0) continue;
+    const uint64_t lo = uint64_t{1} << b, hi = (uint64_t{1} << (b + 1)) - 1;
+    const int bar = static_cast<int>((buckets[b] * 40 + peak - 1) / peak);
+    std::printf("  %17s  %10llu  %s\n",
+                lo == hi ? absl::StrCat(lo).c_str() : absl::StrCat(lo, "-", hi).c_str(),
+                static_cast<unsigned long long>(buckets[b]), std::string(bar, '#').c_str());
+  }
+}
+
+int RunInspect(int argc, char** argv, int first) {
+  Args args;
+  args.Add("doc", Args::Kind::kValue, "N", "print document N's token ids (0-based)");
+  args.Add("decode", Args::Kind::kSwitch, "", "with --doc: print the text instead (GPT-2)");
+  args.Add("vocab-file", Args::Kind::kValue, "FILE", "GPT-2 encoder.json for --decode",
+           "the copy shipped in tokenizers/gpt2");
+  args.Add("merge-file", Args::Kind::kValue, "FILE", "GPT-2 vocab.bpe for --decode",
+           "the copy shipped in tokenizers/gpt2");
+  args.Add("help", Args::Kind::kSwitch, "", "show this help (-h)");
+  if (auto s = args.Parse(argc, argv, first); !s.ok()) {
+    PrintError(std::string(s.message()));
+    return kExitUsage;
+  }
+  if (args.Has("help")) {
+    std::printf(
+        "Usage: pileprep inspect PREFIX [--doc N [--decode]]\n\n"
+        "Prints a .bin/.idx pair's dtype, sequence, document and token counts and a histogram of\n"
+        "sequence lengths; with --doc N, document N's token ids, or with --decode its text.\n\n"
+        "Flags:\n%s\n"
+        "Exit status:\n"
+        "  0  printed\n"
+        "  1  the dataset cannot be read (run `pileprep validate` on it)\n"
+        "  2  usage error\n",
+        args.Help().c_str());
+    return kExitOk;
+  }
+  if (args.positional().size() != 1) {
+    PrintError("inspect needs exactly one PREFIX (see --help)");
+    return kExitUsage;
+  }
+  long long doc = -1;
+  if (auto s = args.GetInt("doc", 0, INT64_MAX, &doc); !s.ok()) {
+    PrintError(std::string(s.message()));
+    return kExitUsage;
+  }
+  if (args.Has("decode") && doc < 0) {
+    PrintError("--decode needs --doc N");
+    return kExitUsage;
+  }
+  auto reader = IndexedDatasetReader::Open(StripPairSuffix(args.positional()[0]));
+  if (!reader.ok()) {
+    PrintError(std::string(reader.status().message()));
+    return kExitFailed;
+  }
+  if (doc < 0) {
+    PrintSummary(**reader);
+    return kExitOk;
+  }
+  std::vector<uint32_t> ids;
+  if (auto s = (*reader)->ReadDocument(static_cast<uint64_t>(doc), &ids); !s.ok()) {
+    PrintError(std::string(s.message()));
+    return kExitFailed;
+  }
+  if (!args.Has("decode")) {
+    std::string line;
+    for (size_t i = 0; i < ids.size(); ++i) absl::StrAppend(&line, i ? " " : "", ids[i]);
+    std::printf("%s\n", line.c_str());
+    return kExitOk;
+  }
+  absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> tokenizer;
+  if (args.Has("vocab-file") || args.Has("merge-file")) {
+    tokenizer = Gpt2Tokenizer::FromFiles(args.Get("vocab-file"), args.Get("merge-file"), {});
+  } else {
+    tokenizer = Gpt2Tokenizer::FromDefaultFiles({});
+  }
+  if (!tokenizer.ok()) {
+    PrintError(std::string(tokenizer.status().message()));
+    return kExitUsage;
+  }
+  const std::string text = (*tokenizer)->Decode(ids);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  if (text.empty() || text.back() != '\n') std::fputc('\n', stdout);
+  return kExitOk;
+}
+
+const CommandRegistration kRegistration(
+    "inspect", "show what a .bin/.idx pair holds; --doc N [--decode] prints one document",
+    RunInspect);
+
+}  // namespace
+}  // namespace pileprep::cli

@@ -1,0 +1,118 @@
+// `pileprep merge --output-prefix P PREFIX... | --input-dir DIR`: Megatron's merge_datasets.py,
+// streaming.
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common.h"
+#include "pileprep/indexed_reader.h"
+#include "pileprep/merge.h"
+
+namespace pileprep::cli {
+namespace {
+
+std::string StripPairSuffix(const std::string& arg) {
+  for (const char* ext : {".idx", ".bin"}) {
+    if (arg.size() > 4 && arg.compare(arg.size() - 4, 4, ext) == 0) {
+      return arg.substr(0, arg.size() - 4);
+    }
+  }
+  return arg;
+}
+
+int RunMerge(int argc, char** argv, int first) {
+  Args args;
+  args.Add("output-prefix", Args::Kind::kValue, "P", "write P.bin and P.idx");
+  args.Add("input-dir", Args::Kind::kValue, "DIR",
+           "merge every .bin/.idx pair in DIR, prefixes sorted lexicographically (Megatron's "
+           "merge_datasets.py --input)");
+  args.Add("input", Args::Kind::kValue, "DIR", "same as --input-dir (Megatron's flag name)", "",
+           true);
+  args.Add("no-validate", Args::Kind::kSwitch, "",
+           "skip checking each input's index and .bin size before merging");
+  args.Add("no-sync", Args::Kind::kSwitch, "", "do not fsync the outputs", "", true);
+  args.Add("quiet", Args::Kind::kSwitch, "", "print only errors (-q)");
+  args.Add("help", Args::Kind::kSwitch, "", "show this help (-h)");
+  if (auto s = args.Parse(argc, argv, first); !s.ok()) {
+    PrintError(std::string(s.message()));
+    return kExitUsage;
+  }
+  if (args.Has("help")) {
+    std::printf(
+        "Usage: pileprep merge --output-prefix P PREFIX...\n"
+        "       pileprep merge --output-prefix P --input-dir DIR\n\n"
+        "Merges Megatron .bin/.idx datasets into P.bin/P.idx, byte-identical to preprocessing their\n"
+        "inputs concatenated in that order: PREFIX arguments in the order given, or every pair in\n"
+        "DIR sorted lexicographically (Megatron's tools/merge_datasets.py). Streaming: memory does\n"
+        "not grow with the number of documents or inputs. All inputs must share one dtype.\n\n"
+        "Flags:\n%s\n"
+        "Exit status:\n"
+        "  0  merged and published\n"
+        "  1  an input is unusable or the merge failed (nothing is published)\n"
+        "  2  usage error\n",
+        args.Help().c_str());
+    return kExitOk;
+  }
+  const std::string output = args.Get("output-prefix");
+  const std::string dir = args.Has("input-dir") ? args.Get("input-dir") : args.Get("input");
+  if (output.empty()) {
+    PrintError("merge needs --output-prefix P (see --help)");
+    return kExitUsage;
+  }
+  if (dir.empty() == args.positional().empty()) {
+    PrintError("merge needs either input PREFIXes or --input-dir DIR, not both (see --help)");
+    return kExitUsage;
+  }
+  std::vector<std::string> inputs;
+  if (!dir.empty()) {
+    auto found = FindDatasetPrefixes(dir);
+    if (!found.ok()) {
+      PrintError(std::string(found.status().message()));
+      return kExitFailed;
+    }
+    if (found->empty()) {
+      PrintError(absl::StrCat(dir, ": no .bin/.idx pairs in this directory"));
+      return kExitFailed;
+    }
+    inputs = *std::move(found);
+  } else {
+    for (const std::string& p : args.positional()) inputs.push_back(StripPairSuffix(p));
+  }
+  const std::string out_dir = std::filesystem::path(output).parent_path().string();
+  if (!out_dir.empty()) {
+    if (auto s = EnsureDirectory(out_dir); !s.ok()) {
+      PrintError(std::string(s.message()));
+      return kExitUsage;
+    }
+  }
+  MergeOptions options;
+  options.validate_inputs = !args.Has("no-validate");
+  options.sync = !args.Has("no-sync");
+  auto result = MergeDatasets(inputs, output, options);
+  if (!result.ok()) {
+    PrintError(std::string(result.status().message()));
+    return kExitFailed;
+  }
+  if (!result->published) {
+    PrintError("the inputs hold no tokens: nothing written (no reader can open an empty dataset)");
+    return kExitFailed;
+  }
+  if (!args.Has("quiet")) {
+    std::fprintf(stderr,
+                 "merged %llu datasets (%s): %llu sequences, %llu documents, %llu tokens -> "
+                 "%s.{bin,idx}\n",
+                 static_cast<unsigned long long>(result->inputs), DTypeName(result->dtype),
+                 static_cast<unsigned long long>(result->sequences),
+                 static_cast<unsigned long long>(result->documents),
+                 static_cast<unsigned long long>(result->tokens), output.c_str());
+  }
+  return kExitOk;
+}
+
+const CommandRegistration kRegistration(
+    "merge", "merge .bin/.idx datasets (Megatron's merge_datasets.py), streaming", RunMerge);
+
+}  // namespace
+}  // namespace pileprep::cli

@@ -1,0 +1,147 @@
+// `pileprep validate PREFIX|DIR...`: checks .bin/.idx pairs against every invariant of the format.
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common.h"
+#include "pileprep/indexed_reader.h"
+#include "pileprep/validate.h"
+
+namespace pileprep::cli {
+namespace {
+
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// "x.idx" and "x.bin" name the pair "x" too.
+std::string StripPairSuffix(const std::string& arg) {
+  for (const char* ext : {".idx", ".bin"}) {
+    if (arg.size() > 4 && arg.compare(arg.size() - 4, 4, ext) == 0) {
+      return arg.substr(0, arg.size() - 4);
+    }
+  }
+  return arg;
+}
+
+int RunValidate(int argc, char** argv, int first) {
+  const ValidateOptions defaults;
+  Args args;
+  args.Add("json", Args::Kind::kSwitch, "",
+           "print one JSON object per dataset (one per line) instead of text");
+  args.Add("expect-eod", Args::Kind::kSwitch, "",
+           "require every sequence to end with EOD (datasets made with --append-eod)");
+  args.Add("eod-id", Args::Kind::kValue, "ID", "the EOD token for --expect-eod",
+           absl::StrCat(defaults.eod_id));
+  args.Add("vocab-size", Args::Kind::kValue, "N", "every token must be below N",
+           absl::StrCat(defaults.vocab_size));
+  args.Add("index-only", Args::Kind::kSwitch, "",
+           "check the .idx and the .bin size only; do not read the tokens");
+  args.Add("threads", Args::Kind::kValue, "N", "threads for the token checks", "all cores");
+  args.Add("quiet", Args::Kind::kSwitch, "", "print only violations (-q)");
+  args.Add("help", Args::Kind::kSwitch, "", "show this help (-h)");
+  if (auto s = args.Parse(argc, argv, first); !s.ok()) {
+    PrintError(std::string(s.message()));
+    return kExitUsage;
+  }
+  if (args.Has("help")) {
+    std::printf(
+        "Usage: pileprep validate [--expect-eod] [--vocab-size N] [--json] PREFIX|DIR...\n\n"
+        "Checks Megatron .bin/.idx pairs against every invariant of the format: magic, version,\n"
+        "dtype, sizes, lengths, pointers, document indices, the .bin size (catches truncated copies\n"
+        "and Megatron's 2023 EOD off-by-one), token range and, with --expect-eod, the final EOD.\n"
+        "PREFIX names PREFIX.bin + PREFIX.idx (PREFIX.idx or PREFIX.bin is accepted too); a DIR\n"
+        "means every *.idx/*.bin pair in it. The first violation of each kind is reported with its\n"
+        "byte offset and index.\n\n"
+        "Flags:\n%s\n"
+        "Exit status:\n"
+        "  0  every dataset is sound\n"
+        "  1  a dataset has a violation or cannot be opened\n"
+        "  2  usage error\n",
+        args.Help().c_str());
+    return kExitOk;
+  }
+  ValidateOptions options;
+  long long v = static_cast<long long>(options.vocab_size);
+  if (auto s = args.GetInt("vocab-size", 1, 1LL << 32, &v); !s.ok()) {
+    PrintError(std::string(s.message()));
+    return kExitUsage;
+  }
+  options.vocab_size = static_cast<uint64_t>(v);
+  v = options.eod_id;
+  if (auto s = args.GetInt("eod-id", 0, UINT32_MAX, &v); !s.ok()) {
+    PrintError(std::string(s.message()));
+    return kExitUsage;
+  }
+  options.eod_id = static_cast<uint32_t>(v);
+  v = 0;
+  if (auto s = args.GetInt("threads", 1, 4096, &v); !s.ok()) {
+    PrintError(std::string(s.message()));
+    return kExitUsage;
+  }
+  options.threads = static_cast<int>(v);
+  options.expect_eod = args.Has("expect-eod");
+  options.check_tokens = !args.Has("index-only");
+  const bool json = args.Has("json");
+  const bool quiet = args.Has("quiet");
+  if (args.positional().empty()) {
+    PrintError("validate needs at least one PREFIX or DIR (see --help)");
+    return kExitUsage;
+  }
+
+  int exit_code = kExitOk;
+  auto fail_open = [&](const std::string& prefix, const std::string& message) {
+    if (json) {
+      ValidationReport r;
+      r.prefix = prefix;
+      r.violations.push_back({"open", message, -1, -1, 1});
+      std::printf("%s\n", ValidationReportToJson(r).c_str());
+    } else {
+      PrintError(message);
+    }
+    exit_code = kExitFailed;
+  };
+  for (const std::string& arg : args.positional()) {
+    std::vector<std::string> prefixes;
+    if (IsDirectory(arg)) {
+      auto found = FindDatasetPrefixes(arg);
+      if (!found.ok()) {
+        fail_open(arg, std::string(found.status().message()));
+        continue;
+      }
+      if (found->empty()) {
+        fail_open(arg, absl::StrCat(arg, ": no .bin/.idx pairs in this directory"));
+        continue;
+      }
+      prefixes = *std::move(found);
+    } else {
+      prefixes.push_back(StripPairSuffix(arg));
+    }
+    for (const std::string& prefix : prefixes) {
+      auto report = ValidateDataset(prefix, options);
+      if (!report.ok()) {
+        fail_open(prefix, std::string(report.status().message()));
+        continue;
+      }
+      if (!report->ok()) exit_code = kExitFailed;
+      if (json) {
+        std::printf("%s\n", ValidationReportToJson(*report).c_str());
+      } else if (!report->ok() || !quiet) {
+        std::fputs(FormatValidationReport(*report).c_str(), stdout);
+      }
+    }
+  }
+  std::fflush(stdout);
+  return exit_code;
+}
+
+const CommandRegistration kRegistration(
+    "validate", "check .bin/.idx pairs against every invariant of the format (exit 0 = sound)",
+    RunValidate);
+
+}  // namespace
+}  // namespace pileprep::cli
