@@ -33,7 +33,7 @@ class Gpt2Tokenizer {
     // false: it is ordinary text (legacy Megatron, tiktoken's encode_ordinary).
     bool endoftext_is_special = true;
     // Entries in each per-thread pre-token cache (rounded up to a power of two).
-    size_t cache_entries = size_t{1} << 18;
+    size_t cache_entries = size_t{1} << 17;
   };
 
   // Loads `encoder.json` (token -> id) and `vocab.bpe` (merges in rank order). Errors name the file and

@@ -10,6 +10,7 @@
 #include <functional>
 #include <queue>
 #include <sstream>
+#include <type_traits>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"  // load time only
@@ -161,13 +162,14 @@ struct Gpt2Tokenizer::Tables {
 // Per-thread cache from pre-token bytes to ids, in two tiers so that a lookup never allocates: pieces
 // of up to 15 bytes are packed with their length into two words (two compares; 32-byte entries in
 // two-way sets of one cache line, least recently used out, which halves conflict misses against a
-// direct-mapped table); pieces of 16..64 bytes (non-Latin words, long identifiers) are stored
-// with a 64-bit hash and their bytes. Longer pieces are merged every time (rare and mostly unique).
+// direct-mapped table); pieces of 16..64 bytes (non-Latin words, long identifiers) and of 65..256
+// bytes (indentation runs, CJK phrases) are stored with a 64-bit hash and their bytes. Longer pieces
+// are merged every time (rare and mostly unique).
 struct Gpt2Tokenizer::Cache::Impl {
   static constexpr size_t kShortKeyBytes = 15;
   static constexpr size_t kShortIds = 8;
   static constexpr size_t kLongKeyBytes = 64;
-  static constexpr size_t kLongIds = 32;
+  static constexpr size_t kHugeKeyBytes = 256;
   // The key's last byte holds the length in its low nibble and the number of ids in its high nibble;
   // keys compare with the high nibble masked off. An all-zero entry matches no key (length >= 2).
   static constexpr uint64_t kKeyMask = ~(uint64_t{0xF0} << 56);
@@ -177,17 +179,22 @@ struct Gpt2Tokenizer::Cache::Impl {
     uint64_t k0 = 0, k1 = 0;
     uint16_t ids[kShortIds];
   };
-  struct LongEntry {
+  template <size_t kKeyBytes, size_t kIds>
+  struct BigEntry {
+    static constexpr size_t kMaxIds = kIds;
     uint64_t hash = 0;
     uint32_t len = 0;  // 0: empty
     uint32_t num_ids = 0;
-    char key[kLongKeyBytes];
-    uint16_t ids[kLongIds];
+    char key[kKeyBytes];
+    uint16_t ids[kIds];
   };
+  using LongEntry = BigEntry<kLongKeyBytes, 64>;
+  using HugeEntry = BigEntry<kHugeKeyBytes, 256>;
   bool enabled = true;
   std::vector<ShortEntry> short_entries;
   std::vector<LongEntry> long_entries;
-  size_t short_mask = 0, long_mask = 0;
+  std::vector<HugeEntry> huge_entries;
+  size_t short_mask = 0, long_mask = 0, huge_mask = 0;
   // Scratch for merges, reused across calls.
   std::vector<uint32_t> ids, ranks, prev, next;
   std::vector<uint64_t> heap;
@@ -248,9 +255,12 @@ Gpt2Tokenizer::Cache::Cache(const Gpt2Tokenizer& tokenizer) : impl_(std::make_un
   impl_->short_mask = n - 1;
   impl_->enabled = tokenizer.vocab_size() <= 65536 && tokenizer.tables_->id_bytes.size() <= 65536;
   // Long pieces are about a tenth as frequent; their entries are five times larger.
-  const size_t long_n = std::max<size_t>(1, n / 8);
+  const size_t long_n = std::max<size_t>(1, n / 4);  // 2^15 entries by default
   impl_->long_entries.resize(long_n);
   impl_->long_mask = long_n - 1;
+  const size_t huge_n = std::max<size_t>(1, n / 128);
+  impl_->huge_entries.resize(huge_n);
+  impl_->huge_mask = huge_n - 1;
 }
 Gpt2Tokenizer::Cache::~Cache() = default;
 Gpt2Tokenizer::~Gpt2Tokenizer() = default;
@@ -500,6 +510,23 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
   Pending group[kGroup];
   size_t count = 0;
 
+  // Hit, or merge and remember, for the tiers keyed by hash and bytes.
+  auto big_lookup = [&](auto& e, const Pending& q, std::string_view piece) {
+    if (e.hash == q.k0 && e.len == q.n && std::memcmp(e.key, q.p, q.n) == 0) {
+      ids->insert(ids->end(), e.ids, e.ids + e.num_ids);
+      return;
+    }
+    const size_t before = ids->size();
+    MergePiece(t, piece, c, ids);
+    const size_t produced = ids->size() - before;
+    if (produced <= std::remove_reference_t<decltype(e)>::kMaxIds) {
+      e.hash = q.k0;
+      e.len = q.n;
+      e.num_ids = static_cast<uint32_t>(produced);
+      std::memcpy(e.key, q.p, q.n);
+      std::copy(ids->begin() + before, ids->end(), e.ids);
+    }
+  };
   auto resolve = [&] {
     for (size_t g = 0; g < count; ++g) {
       const Pending& q = group[g];
@@ -530,21 +557,9 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
           std::copy(ids->begin() + before, ids->end(), e.ids);
         }
       } else if (q.n <= Impl::kLongKeyBytes) {
-        Impl::LongEntry& e = c.long_entries[q.slot];
-        if (e.hash == q.k0 && e.len == q.n && std::memcmp(e.key, q.p, q.n) == 0) {
-          ids->insert(ids->end(), e.ids, e.ids + e.num_ids);
-          continue;
-        }
-        const size_t before = ids->size();
-        MergePiece(t, piece, c, ids);
-        const size_t produced = ids->size() - before;
-        if (produced <= Impl::kLongIds) {
-          e.hash = q.k0;
-          e.len = q.n;
-          e.num_ids = static_cast<uint32_t>(produced);
-          std::memcpy(e.key, q.p, q.n);
-          std::copy(ids->begin() + before, ids->end(), e.ids);
-        }
+        big_lookup(c.long_entries[q.slot], q, piece);
+      } else if (q.n <= Impl::kHugeKeyBytes) {
+        big_lookup(c.huge_entries[q.slot], q, piece);
       } else {
         MergePiece(t, piece, c, ids);
       }
@@ -566,6 +581,9 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
       q.k0 = Impl::HashBytes(piece);
       q.slot = static_cast<uint32_t>((q.k0 >> 17) & c.long_mask);
       __builtin_prefetch(&c.long_entries[q.slot]);
+    } else if (q.n > Impl::kLongKeyBytes && q.n <= Impl::kHugeKeyBytes) {
+      q.k0 = Impl::HashBytes(piece);
+      q.slot = static_cast<uint32_t>((q.k0 >> 17) & c.huge_mask);
     }
     if (count == kGroup) resolve();
   });
