@@ -161,7 +161,7 @@ struct Gpt2Tokenizer::Tables {
 
 // Per-thread cache from pre-token bytes to ids, in two tiers so that a lookup never allocates: pieces
 // of up to 15 bytes are packed with their length into two words (two compares; 32-byte entries in
-// two-way sets of one cache line, least recently used out, which halves conflict misses against a
+// four-way sets of two cache lines, least recently used out: far fewer conflict misses than a
 // direct-mapped table); pieces of 16..64 bytes (non-Latin words, long identifiers) and of 65..256
 // bytes (indentation runs, CJK phrases) are stored with a 64-bit hash and their bytes. Longer pieces
 // are merged every time (rare and mostly unique).
@@ -175,6 +175,7 @@ struct Gpt2Tokenizer::Cache::Impl {
   static constexpr uint64_t kKeyMask = ~(uint64_t{0xF0} << 56);
   // Ids are stored as 16 bits: the cache is used only for vocabularies of at most 65,536 entries
   // (GPT-2 has 50,257); larger ones merge every piece.
+  static constexpr size_t kWays = 4;  // a set is 128 bytes: two adjacent cache lines
   struct alignas(32) ShortEntry {
     uint64_t k0 = 0, k1 = 0;
     uint16_t ids[kShortIds];
@@ -227,7 +228,7 @@ struct Gpt2Tokenizer::Cache::Impl {
   size_t ShortIndex(uint64_t k0, uint64_t k1) const {
     uint64_t h = (k0 * 0x9E3779B97F4A7C15ull) ^ (k1 * 0xC2B2AE3D27D4EB4Full);
     h ^= h >> 29;
-    return h & short_mask & ~size_t{1};
+    return h & short_mask & ~size_t{kWays - 1};
   }
   static uint64_t HashBytes(std::string_view s) {
     uint64_t h = 0x243F6A8885A308D3ull ^ s.size();
@@ -249,7 +250,7 @@ struct Gpt2Tokenizer::Cache::Impl {
 };
 
 Gpt2Tokenizer::Cache::Cache(const Gpt2Tokenizer& tokenizer) : impl_(std::make_unique<Impl>()) {
-  size_t n = 1;
+  size_t n = Impl::kWays;  // at least one whole set
   while (n < tokenizer.options().cache_entries) n <<= 1;
   impl_->short_entries.resize(n);
   impl_->short_mask = n - 1;
@@ -537,20 +538,24 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
         MergePiece(t, piece, c, ids);
       } else if (q.n <= Impl::kShortKeyBytes) {
         Impl::ShortEntry* set = &c.short_entries[q.slot];
-        if (set[0].k0 == q.k0 && (set[0].k1 & Impl::kKeyMask) == q.k1) {
-          ids->insert(ids->end(), set[0].ids, set[0].ids + (set[0].k1 >> 60));
-          continue;
+        size_t way = 0;
+        while (way < Impl::kWays &&
+               !(set[way].k0 == q.k0 && (set[way].k1 & Impl::kKeyMask) == q.k1)) {
+          ++way;
         }
-        if (set[1].k0 == q.k0 && (set[1].k1 & Impl::kKeyMask) == q.k1) {
-          ids->insert(ids->end(), set[1].ids, set[1].ids + (set[1].k1 >> 60));
-          std::swap(set[0], set[1]);  // most recently used first
+        if (way < Impl::kWays) {
+          const Impl::ShortEntry hit = set[way];
+          ids->insert(ids->end(), hit.ids, hit.ids + (hit.k1 >> 60));
+          // Least recently used last: move the hit to the front.
+          for (; way > 0; --way) set[way] = set[way - 1];
+          set[0] = hit;
           continue;
         }
         const size_t before = ids->size();
         MergePiece(t, piece, c, ids);
         const size_t produced = ids->size() - before;
         if (produced <= Impl::kShortIds) {
-          set[1] = set[0];
+          for (size_t w = Impl::kWays - 1; w > 0; --w) set[w] = set[w - 1];
           Impl::ShortEntry& e = set[0];
           e.k0 = q.k0;
           e.k1 = q.k1 | (uint64_t{produced} << 60);
@@ -577,6 +582,7 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
       Impl::Pack(q.p, q.n, &q.k0, &q.k1);
       q.slot = static_cast<uint32_t>(c.ShortIndex(q.k0, q.k1));
       __builtin_prefetch(&c.short_entries[q.slot]);
+      __builtin_prefetch(&c.short_entries[q.slot + 2]);
     } else if (q.n > Impl::kShortKeyBytes && q.n <= Impl::kLongKeyBytes) {
       q.k0 = Impl::HashBytes(piece);
       q.slot = static_cast<uint32_t>((q.k0 >> 17) & c.long_mask);

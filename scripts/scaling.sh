@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Whole-job scaling curve: `pileprep preprocess` on the same real text at 1, 2, 4, ... up to all cores
+# (plus the single-thread tokenizer figures), printing MB/s of text, per-core rate, speedup, peak RSS.
+#
+#   scripts/scaling.sh [BIN_DIR]    # default build/bin; needs tokenize_bench (-DPILEPREP_BUILD_BENCHMARKS=ON)
+#
+# Text: data/samples/*.jsonl.zst (or the JSON-lines file $SCALING_CORPUS) repeated to ~$SCALING_MB
+# (default 300) MB of JSON lines, so every thread count runs long enough to time. Needs only coreutils and
+# awk (zstd when $SCALING_CORPUS is not given), so it also runs on a bare machine with a carried build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${1:-build/bin}
+MB=${SCALING_MB:-300}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cores=$(nproc)
+if [[ -n ${SCALING_CORPUS:-} ]]; then
+  cp "$SCALING_CORPUS" "$work/one.jsonl"
+else
+  for f in data/samples/*.jsonl.zst; do zstd -q -d -c "$f"; done > "$work/one.jsonl"
+fi
+one=$(stat -c %s "$work/one.jsonl")
+reps=$(( (MB * 1000000 + one - 1) / one ))
+for ((i = 0; i < reps; i++)); do cat "$work/one.jsonl"; done > "$work/corpus.jsonl"
+json_bytes=$(stat -c %s "$work/corpus.jsonl")
+tok=$("$BIN/tokenize_bench")
+text_one=$(echo "$tok" | sed -E 's/.*"text_bytes":([0-9]+).*/\1/')
+text_bytes=$((text_one * reps))
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $cores cores"
+echo "text: data/samples x $reps = $((json_bytes / 1000000)) MB of JSON lines, $((text_bytes / 1000000)) MB of text"
+echo "tokenizer, 1 thread, $((text_one / 1000000)) MB of text: $tok"
+printf '%8s %10s %12s %12s %9s %10s\n' threads seconds "MB/s text" "MB/s/core" speedup "peak RSS"
+list=""; t=1
+while ((t < cores)); do list+="$t "; t=$((t * 2)); done
+list+="$cores"
+base=""
+for t in $list; do
+  best=""
+  rss="-"
+  for rep in 1 2; do
+    start=$(date +%s%N)
+    if [[ -x /usr/bin/time ]]; then
+      /usr/bin/time -f "%M" -o "$work/rss" "$BIN/pileprep" preprocess --input "$work/corpus.jsonl" \
+        --output-prefix "$work/out" --append-eod --workers "$t" -q >/dev/null 2>&1
+      rss="$(( $(tail -1 "$work/rss") / 1024 )) MB"
+    else
+      "$BIN/pileprep" preprocess --input "$work/corpus.jsonl" --output-prefix "$work/out" \
+        --append-eod --workers "$t" -q >/dev/null 2>&1
+    fi
+    ns=$(( $(date +%s%N) - start ))
+    if [[ -z $best || $ns -lt $best ]]; then best=$ns; fi
+  done
+  [[ -z $base ]] && base=$best
+  awk -v t="$t" -v ns="$best" -v base="$base" -v tb="$text_bytes" -v rss="$rss" 'BEGIN {
+    s = ns / 1e9; printf "%8d %10.2f %12.1f %12.1f %9.2f %10s\n", t, s, tb / 1e6 / s, tb / 1e6 / s / t, base / ns, rss }'
+done
