@@ -142,10 +142,13 @@ class HttpSourceImpl final : public HttpSource {
         front_offset_ = 0;
       }
     }
-    const bool was_full = queued_bytes_ >= options_.queue_bytes;
     queued_bytes_ -= copied;
+    // The download thread polls with a timeout, so a missed wakeup only costs latency; deciding under
+    // the lock keeps the queue's state out of a data race. curl_multi_wakeup is the one libcurl call
+    // that may come from another thread.
+    const bool wake = paused_ && queued_bytes_ < options_.queue_bytes;
     lock.unlock();
-    if (was_full && queued_bytes_ < options_.queue_bytes) curl_multi_wakeup(multi_);
+    if (wake) curl_multi_wakeup(multi_);
     return copied;
   }
 

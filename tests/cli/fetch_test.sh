@@ -7,7 +7,9 @@ PILEPREP=$1
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
 server_pid=
-stop_server() { [[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null; server_pid=; }
+# The server dies with this script even when it is SIGKILLed (--parent-pid: PR_SET_PDEATHSIG), and its
+# output goes to a file: an orphan holding CTest's pipe would keep CTest waiting after a failure.
+stop_server() { [[ -n "$server_pid" ]] && kill -KILL "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null; server_pid=; }
 trap 'stop_server; rm -rf "$work"' EXIT
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
@@ -15,9 +17,10 @@ bad() { echo "FAIL: $*"; fail=1; }
 start_server() {  # args for fault_server.py; sets $url
   rm -f "$work/port" "$work/log"
   /usr/bin/python3 "$root/tests/testing/fault_server.py" --root "$work/src" --port-file "$work/port" \
-    --log "$work/log" "$@" &
+    --log "$work/log" --parent-pid $$ "$@" </dev/null >>"$work/server.out" 2>&1 &
   server_pid=$!
   for _ in $(seq 100); do [[ -s "$work/port" ]] && break; sleep 0.1; done
+  [[ -s "$work/port" ]] || { bad "fault server did not start"; cat "$work/server.out"; exit 1; }
   url="http://127.0.0.1:$(cat "$work/port")/"
 }
 

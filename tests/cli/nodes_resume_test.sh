@@ -8,8 +8,11 @@ PILEPREP=$1
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
 server_pid=
-stop_server() { [[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null; server_pid=; }
-trap 'stop_server; rm -rf "$work"' EXIT
+# The server dies with this script even when it is SIGKILLed (--parent-pid: PR_SET_PDEATHSIG), and its
+# output goes to a file: an orphan holding CTest's pipe would keep CTest waiting after a failure.
+stop_server() { [[ -n "$server_pid" ]] && kill -KILL "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null; server_pid=; }
+pid=  # a pileprep run in the background, killed on the way out too
+trap 'stop_server; [[ -n "$pid" ]] && kill -KILL "$pid" 2>/dev/null; rm -rf "$work"' EXIT
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 # No rank variables from the environment this test runs in.
@@ -111,16 +114,19 @@ cp "$root/data/samples/01.jsonl.zst" "$work/ksrc/01.jsonl.zst"
 cp "$root/data/samples/00.jsonl.zst" "$work/ksrc/02.jsonl.zst"
 "$PILEPREP" --url "$work/ksrc" --files 0-2 --output-dir "$work/kref" --threads 2 -q 2>/dev/null || bad "kill reference run"
 rm -f "$work/port"
-/usr/bin/python3 "$root/tests/testing/fault_server.py" --root "$work/ksrc" --port-file "$work/port" --rate 800000 &
+/usr/bin/python3 "$root/tests/testing/fault_server.py" --root "$work/ksrc" --port-file "$work/port" --rate 800000 \
+  --parent-pid $$ </dev/null >>"$work/server.out" 2>&1 &
 server_pid=$!
 for _ in $(seq 100); do [[ -s "$work/port" ]] && break; sleep 0.1; done
+[[ -s "$work/port" ]] || { bad "fault server did not start"; cat "$work/server.out"; exit 1; }
 url="http://127.0.0.1:$(cat "$work/port")/"
 for delay in 0.5 2.4 0.4 1.3 0.9 1.95 2.05; do
-  "$PILEPREP" --url "$url" --files 0-2 --output-dir "$work/k" --threads 2 -q 2>/dev/null &
+  "$PILEPREP" --url "$url" --files 0-2 --output-dir "$work/k" --threads 2 -q >/dev/null 2>&1 &
   pid=$!
   sleep "$delay"
   kill -9 $pid 2>/dev/null
   wait $pid 2>/dev/null
+  pid=
   echo "killed at ${delay}s: $(ls "$work/k" 2>/dev/null | tr '\n' ' ')"
   # Whatever is under a final name is complete: every .idx has its .bin and validates.
   for idx in "$work"/k/*.idx; do

@@ -16,11 +16,15 @@ fault plans: each request for FILE takes the next action of its plan (then behav
   --change FILE=K:ALT from the K-th request for FILE on (1-based), serve the bytes of ALT instead
                       (a new ETag and Last-Modified), as if the file changed on the server
   --rate BYTES        send bodies at about this many bytes per second (for kill-at-a-moment tests)
-  --log FILE          one JSON line per request: path, range, if_range, status, bytes sent
+  --log FILE          one JSON line per request: path, range, if_range, status, bytes sent; written
+                      when the answer ends (a client may see the end, or hang up, before the line is there)
+  --parent-pid PID    die with PID, which must be this server's parent (PR_SET_PDEATHSIG), so that a
+                      killed test script or test binary never leaves the server running
 
 Stops on SIGTERM.
 """
 import argparse
+import ctypes
 import email.utils
 import hashlib
 import http.server
@@ -44,7 +48,14 @@ def main():
     ap.add_argument("--no-etag", action="store_true")
     ap.add_argument("--log")
     ap.add_argument("--rate", type=float, default=0)
+    ap.add_argument("--parent-pid", type=int, default=0)
     args = ap.parse_args()
+    if args.parent_pid:
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+        # The parent may have died before prctl: then we were reparented and must go now.
+        if os.getppid() != args.parent_pid:
+            os._exit(1)
 
     plans = {}
     for p in args.plan:
@@ -185,11 +196,11 @@ def main():
 
     server = Server(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
+    signal.signal(signal.SIGTERM, lambda *a: (server.server_close(), os._exit(0)))
     tmp = args.port_file + ".tmp"
     with open(tmp, "w") as f:
         f.write(str(server.server_address[1]))
     os.rename(tmp, args.port_file)
-    signal.signal(signal.SIGTERM, lambda *a: (server.server_close(), os._exit(0)))
     server.serve_forever()
 
 
