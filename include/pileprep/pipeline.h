@@ -20,6 +20,7 @@
 #ifndef PILEPREP_PIPELINE_H_
 #define PILEPREP_PIPELINE_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -66,6 +67,11 @@ struct PipelineOptions {
   JsonlOptions jsonl;                       // keys and the bad-record limit
   ZstdDecoderOptions zstd;                  // window limit (source_name is filled in per source)
   IndexedDatasetWriterOptions writer;       // dtype is chosen from the tokenizer's vocabulary size
+  // Cancellation (e.g. set by a SIGINT/SIGTERM handler): when it becomes true the run stops at the
+  // next batch boundary, removes its temporaries and returns Cancelled ("NAME: cancelled"). A read
+  // already blocked in the source (a stalled download) ends first. Null: never cancelled. Only
+  // read (relaxed) by the pipeline; the pointee must outlive the call.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct BadRecord {
@@ -100,7 +106,8 @@ class ProgressObserver {
 // Processes one input. `output_prefixes` holds one prefix per JSON key (options.jsonl.json_keys order);
 // each gets {prefix}.bin/.idx, published only when the whole input succeeded and holds tokens.
 // Errors name the source and the line or byte offset: container damage (zstd), read errors, too many bad
-// records (options.jsonl.max_bad_records), write errors. On error nothing is published; `stats` still
+// records (options.jsonl.max_bad_records), write errors; Cancelled when options.cancel was set. On
+// error nothing is published (a dataset of several keys is published all or none); `stats` still
 // tells how far the run got (bad records seen, bytes read).
 absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Tokenizer& tokenizer,
                          const std::vector<std::string>& output_prefixes,

@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "format/file_util.h"
 #include "oneapi/tbb/enumerable_thread_specific.h"
 #include "oneapi/tbb/info.h"
 #include "oneapi/tbb/parallel_pipeline.h"
@@ -48,6 +49,11 @@ class FileSource final : public ByteSource {
 // One unit of parallel work: whole lines of JSON, then what the workers made of them.
 struct Batch {
   std::string data;  // whole lines (the last batch may end without '\n')
+  // The read stage's running totals after this batch. The in-order write stage copies them into
+  // the stats, so ShardStats is only ever touched by one stage (the two serial stages run on
+  // different threads at once).
+  uint64_t bytes_in_total = 0;
+  uint64_t bytes_decompressed_total = 0;
   // Filled by the parallel stage.
   uint64_t num_lines = 0;
   std::vector<uint32_t> tokens;       // all documents' ids, key-major within each document
@@ -136,6 +142,8 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
   std::string carry;  // bytes after the last '\n' of the previous batch
   std::vector<char> read_buffer(options.read_bytes);
   bool input_done = false;
+  uint64_t bytes_in = 0;            // read stage's totals (see Batch::bytes_in_total)
+  uint64_t bytes_decompressed = 0;
   // First error wins; every stage stops doing work once it is set.
   std::mutex error_mu;
   absl::Status error;
@@ -146,7 +154,13 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
     failed.store(true, std::memory_order_relaxed);
   };
 
+  auto cancelled = [&] {
+    return options.cancel != nullptr && options.cancel->load(std::memory_order_relaxed);
+  };
   auto read_batch = [&](tbb::flow_control& fc) -> Batch* {
+    if (!input_done && !failed.load(std::memory_order_relaxed) && cancelled()) {
+      fail(absl::CancelledError(absl::StrCat(source.name(), ": cancelled")));
+    }
     if (input_done || failed.load(std::memory_order_relaxed)) {
       fc.stop();
       return nullptr;
@@ -185,7 +199,7 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
         input_done = true;
         break;
       }
-      stats.bytes_in += *n;
+      bytes_in += *n;
       const std::string_view chunk(read_buffer.data(), *n);
       if (decoder) {
         if (absl::Status s = decoder->Feed(chunk, append); !s.ok()) {
@@ -202,7 +216,9 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
       carry.assign(batch->data, last_nl + 1);
       batch->data.resize(last_nl + 1);
     }
-    stats.bytes_decompressed += batch->data.size();
+    bytes_decompressed += batch->data.size();
+    batch->bytes_in_total = bytes_in;
+    batch->bytes_decompressed_total = bytes_decompressed;
     if (batch->data.empty() && input_done) {
       fc.stop();
       return nullptr;
@@ -244,6 +260,8 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
   auto write_batch = [&](Batch* raw) {
     std::unique_ptr<Batch> batch(raw);
     if (batch == nullptr || failed.load(std::memory_order_relaxed)) return;
+    stats.bytes_in = batch->bytes_in_total;
+    stats.bytes_decompressed = batch->bytes_decompressed_total;
     for (const Batch::Bad& bad : batch->bad) {
       if (bad.kind == BadRecordKind::kLineTooLong) {
         // A resource limit, not a bad record: fail with the option that raises it.
@@ -307,14 +325,31 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
             tbb::make_filter<Batch*, void>(tbb::filter_mode::serial_in_order, write_batch));
   });
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // After the pipeline the read stage's totals are final (on failure too: how far the run got).
+  stats.bytes_in = bytes_in;
+  stats.bytes_decompressed = bytes_decompressed;
+  if (!failed.load() && cancelled()) {
+    // Cancelled during the last batch: the outputs are complete, but the caller asked to stop and
+    // will report the input as not done, so nothing may appear under the final names.
+    fail(absl::CancelledError(absl::StrCat(source.name(), ": cancelled")));
+  }
   if (failed.load()) {
     for (auto& w : writers) w->Abort();
     return error;
   }
   bool published = false;
-  for (auto& w : writers) {
-    PILEPREP_ASSIGN_OR_RETURN(IndexedDatasetWriter::Result r, w->Finish());
-    published = published || r.published;
+  for (size_t k = 0; k < writers.size(); ++k) {
+    absl::StatusOr<IndexedDatasetWriter::Result> r = writers[k]->Finish();
+    if (!r.ok()) {
+      // Several keys are published all or none: withdraw the datasets already renamed into place.
+      for (size_t j = 0; j < k; ++j) {
+        internal::RemoveFileIfExists(writers[j]->idx_path()).IgnoreError();
+        internal::RemoveFileIfExists(writers[j]->bin_path()).IgnoreError();
+      }
+      for (size_t j = k + 1; j < writers.size(); ++j) writers[j]->Abort();
+      return r.status();
+    }
+    published = published || r->published;
   }
   stats.published = published;
   return absl::OkStatus();

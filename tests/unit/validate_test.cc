@@ -180,7 +180,8 @@ TEST_F(ValidateTest, BadMagicIsCaught) {
 TEST_F(ValidateTest, WrongVersionIsCaught) {
   std::string idx = idx_;
   Put<uint64_t>(idx, kIdxVersionOffset, 2);
-  const Violation* v = Check(idx, bin_).Find("idx_version");
+  const ValidationReport report = Check(idx, bin_);
+  const Violation* v = report.Find("idx_version");
   ASSERT_NE(v, nullptr);
   EXPECT_EQ(v->file_offset, 9);
   EXPECT_THAT(v->message, HasSubstr("version 2, expected 1"));
@@ -212,7 +213,8 @@ TEST_F(ValidateTest, TruncatedIdxIsCaught) {
 }
 
 TEST_F(ValidateTest, TrailingIdxBytesAreCaught) {
-  const Violation* v = Check(idx_ + "junk", bin_).Find("idx_size");
+  const ValidationReport report = Check(idx_ + "junk", bin_);
+  const Violation* v = report.Find("idx_size");
   ASSERT_NE(v, nullptr);
   EXPECT_THAT(v->message, HasSubstr("4 trailing bytes"));
 }
@@ -239,7 +241,8 @@ TEST_F(ValidateTest, PointerOverflowedIn32BitsIsNamed) {
   const int64_t true_ptr2 = int64_t{2} * 0x7fffffff * 2;
   Put<int64_t>(idx, PointerOffset(1), int64_t{2} * 0x7fffffff);
   Put<int64_t>(idx, PointerOffset(2), true_ptr2 & 0xffffffff);
-  const Violation* v = Check(idx, bin_, ValidateOptions{.check_tokens = false}).Find("pointer");
+  const ValidationReport report = Check(idx, bin_, ValidateOptions{.check_tokens = false});
+  const Violation* v = report.Find("pointer");
   ASSERT_NE(v, nullptr);
   EXPECT_EQ(v->index, 2);
   EXPECT_THAT(v->message, HasSubstr("32 bits"));
@@ -284,7 +287,8 @@ TEST_F(ValidateTest, NegativeLengthIsCaught) {
 TEST_F(ValidateTest, ZeroLengthSequenceIsCaught) {
   std::string idx = idx_;
   Put<int32_t>(idx, LengthOffset(7), 0);
-  const Violation* v = Check(idx, bin_).Find("zero_length");
+  const ValidationReport report = Check(idx, bin_);
+  const Violation* v = report.Find("zero_length");
   ASSERT_NE(v, nullptr);
   EXPECT_EQ(v->index, 7);
   EXPECT_THAT(v->message, HasSubstr("sequence 7 has length 0"));
@@ -315,7 +319,8 @@ TEST_F(ValidateTest, MissingEodIsCaughtOnlyWhenExpected) {
   EXPECT_TRUE(Check(idx_, bin).ok());
   ValidateOptions options;
   options.expect_eod = true;
-  const Violation* v = Check(idx_, bin, options).Find("eod");
+  const ValidationReport report = Check(idx_, bin, options);
+  const Violation* v = report.Find("eod");
   ASSERT_NE(v, nullptr);
   EXPECT_EQ(v->index, 5);
   EXPECT_THAT(v->message, HasSubstr("not EOD 50256"));

@@ -18,6 +18,7 @@
 #include "pileprep/gpt2_tokenizer.h"
 #include "pileprep/pipeline.h"
 #include "pileprep/shard_plan.h"
+#include "signals.h"
 
 namespace pileprep::cli {
 
@@ -42,7 +43,10 @@ std::string ExitCodeHelp() {
   return "Exit status:\n"
          "  0  every input was processed and its outputs published\n"
          "  1  one or more inputs failed (each is named above the summary); the others completed\n"
-         "  2  usage or set-up error (bad flag, vocabulary not found, output directory unusable)\n";
+         "  2  usage or set-up error (bad flag, vocabulary not found, output directory unusable)\n"
+         "  130, 143  stopped by SIGINT / SIGTERM: the input in progress was abandoned (its\n"
+         "     temporary files removed, nothing published), later inputs not started; completed\n"
+         "     outputs stay. A second signal stops at once; the next run removes what is left.\n";
 }
 
 void AddCommonFlags(Args& args) {
@@ -89,6 +93,9 @@ absl::Status ReadCommon(const Args& args, Common* c) {
   c->tokenizer.endoftext_is_special = !args.Has("endoftext-as-text");
   c->vocab_file = args.Get("vocab-file");
   c->merge_file = args.Get("merge-file");
+  // Every command that takes these flags runs the pipeline: SIGINT/SIGTERM cancel it cleanly.
+  InstallCancelHandlers();
+  c->pipeline.cancel = &CancelFlag();
   if (c->vocab_file.empty() != c->merge_file.empty()) {
     return absl::InvalidArgumentError("--vocab-file and --merge-file go together: give both");
   }
@@ -145,7 +152,11 @@ void ReportOutcome(const std::string& display_name, const std::string& input, ab
                "dataset)"));
   }
   const ShardStats& s = outcome.stats;
-  if (!status.ok()) {
+  if (absl::IsCancelled(status)) {
+    outcome.status = "cancelled";
+    outcome.error = absl::StrCat(status.message(), " by a signal; nothing published for it");
+    PrintError(outcome.error);
+  } else if (!status.ok()) {
     outcome.status = "FAILED";
     outcome.error = std::string(status.message());
     PrintError(outcome.error);

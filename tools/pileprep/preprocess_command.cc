@@ -1,5 +1,6 @@
 // `pileprep preprocess`: a drop-in for Megatron's tools/preprocess_data.py.
 #include "common.h"
+#include "signals.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -112,6 +113,7 @@ int RunPreprocess(int argc, char** argv, int first) {
   ShardOutcome outcome = RunOne(std::filesystem::path(input).filename().string(), input,
                                 InputFormatForPath(input), prefixes, **tokenizer, c);
   if (!c.console.quiet) std::fprintf(stderr, "\n%s", SummaryTable({outcome}, used_threads).c_str());
+  if (CancelExitCode() != 0) return CancelExitCode();
   return outcome.status == "done" ? kExitOk : kExitFailed;
 }
 

@@ -33,6 +33,7 @@
 #include "pileprep/pipeline.h"
 #include "pileprep/shard_plan.h"
 #include "pileprep/validate.h"
+#include "signals.h"
 
 namespace pileprep::cli {
 namespace {
@@ -396,7 +397,7 @@ int RunShardJob(int argc, char** argv, int first) {
     RemoveStaleTemporaries(job, c, n);
     outcomes[i].name = ShardFileName(n);
     outcomes[i].source = RedactUrl(ShardInput(job.source, n));
-    if (!job.force && AlreadyComplete(job, c, **tokenizer, n, &outcomes[i])) {
+    if (!job.force && !Cancelled() && AlreadyComplete(job, c, **tokenizer, n, &outcomes[i])) {
       if (!c.console.quiet) {
         std::fprintf(stderr, "%s: outputs already complete and valid; skipped (--force redoes it)\n",
                      outcomes[i].name.c_str());
@@ -414,6 +415,13 @@ int RunShardJob(int argc, char** argv, int first) {
     const size_t i = todo[t];
     const int n = (*mine)[i];
     ShardOutcome& outcome = outcomes[i];
+    if (Cancelled()) {
+      // Stopped by a signal: the shards not started yet are listed as such in the summary.
+      outcome.status = "cancelled";
+      outcome.error = "not started: stopped by a signal";
+      ++failed;
+      continue;
+    }
     const std::vector<std::string> prefixes = PrefixesFor(job, c, n);
     OpenedSource cur = next_for == i ? std::move(next) : OpenShard(job, n, &observer);
     next = OpenedSource{};
@@ -460,6 +468,7 @@ int RunShardJob(int argc, char** argv, int first) {
     if (outcome.status != "done") ++failed;
   }
   next = OpenedSource{};
+  const int cancel_exit = CancelExitCode();
 
   std::fprintf(stderr, "\n%s", SummaryTable(outcomes, used_threads).c_str());
   RunInfo info;
@@ -471,7 +480,7 @@ int RunShardJob(int argc, char** argv, int first) {
   info.array_task = assignment->array_task;
   info.decided_by = assignment->decided_by;
   info.files = *mine;
-  info.exit_status = failed > 0 ? kExitFailed : kExitOk;
+  info.exit_status = cancel_exit != 0 ? cancel_exit : failed > 0 ? kExitFailed : kExitOk;
   info.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - job_start).count();
   const std::string summary_path =
@@ -479,7 +488,13 @@ int RunShardJob(int argc, char** argv, int first) {
           .string();
   if (auto s = WriteFileAtomically(summary_path, SummaryJson(info, outcomes)); !s.ok()) {
     PrintError(absl::StrCat("summary not written: ", s.message()));
+    if (cancel_exit != 0) return cancel_exit;
     if (failed == 0) return kExitFailed;
+  }
+  if (cancel_exit != 0) {
+    std::fprintf(stderr, "pileprep: stopped by a signal; completed shards are in place, the rest "
+                         "(marked cancelled) were not published. Rerun to finish them.\n");
+    return cancel_exit;
   }
   if (failed > 0) {
     std::fprintf(stderr, "pileprep: %d of %zu shard(s) FAILED (see the errors above); nothing was "

@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# Hardening at the CLI (issue 7): malformed inputs whose outcome is user-facing, signals, a full
+# disk, a read-only output directory, output names and secrets. Usage: hardening_test.sh PILEPREP
+set -uo pipefail
+PILEPREP=$1
+work=$(mktemp -d)
+mnt=""
+cleanup() {
+  [[ -n "$mnt" ]] && umount "$mnt" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail=0
+ok() { echo "ok: $1"; }
+bad() { echo "FAIL: $1"; [[ -f "$work/err" ]] && tail -20 "$work/err"; fail=1; }
+
+expect() {  # name want_rc want_stderr_substring -- command...
+  local name=$1 want_rc=$2 want=$3; shift 4
+  "$@" >"$work/out" 2>"$work/err"
+  local rc=$?
+  if [[ $rc -ne $want_rc ]]; then bad "$name: exit $rc, want $want_rc"; return; fi
+  if [[ -n "$want" ]] && ! grep -qF -- "$want" "$work/err" "$work/out"; then
+    bad "$name: output lacks: $want"; return
+  fi
+  ok "$name"
+}
+no_temporaries() {  # name dir
+  if find "$2" -name '*.pileprep-tmp' | grep -q .; then bad "$1: temporaries left"; find "$2"; else ok "$1"; fi
+}
+
+# ---------------------------------------------------------------- malformed input at the CLI
+in=$work/in; mkdir -p "$in"
+printf '{"text": "hello"}\n' >"$work/one.jsonl"
+printf '{"text": "utf-16"}\n{"text": "x"}\n' | iconv -f UTF-8 -t UTF-16 >"$in/utf16.jsonl"
+expect "UTF-16 input: every line a bad record, the input fails" 1 "bad records" -- \
+  "$PILEPREP" preprocess --input "$in/utf16.jsonl" --output-prefix "$work/o/utf16" --max-bad-records 0
+gzip -c "$work/one.jsonl" >"$in/gzip.jsonl.zst"
+expect "gzip under a .zst name is named" 1 "gzip" -- \
+  "$PILEPREP" preprocess --input "$in/gzip.jsonl.zst" --output-prefix "$work/o/gz"
+: >"$in/empty.jsonl.zst"
+expect "empty .zst file fails" 1 "empty.jsonl.zst" -- \
+  "$PILEPREP" preprocess --input "$in/empty.jsonl.zst" --output-prefix "$work/o/empty"
+printf '' | zstd -q -c >"$in/empty-frame.jsonl.zst"
+expect "a lone empty frame: no tokens, nothing published" 1 "no tokens" -- \
+  "$PILEPREP" preprocess --input "$in/empty-frame.jsonl.zst" --output-prefix "$work/o/ef"
+{ printf '' | zstd -q -c; zstd -q -c "$work/one.jsonl"; printf '' | zstd -q -c; } >"$in/empty-frames.jsonl.zst"
+expect "empty frames around data are read through" 0 "1 documents" -- \
+  "$PILEPREP" preprocess --input "$in/empty-frames.jsonl.zst" --output-prefix "$work/o/efs" --append-eod
+printf '\xef\xbb\xbf{"text": "bom"}\n{"text": "after"}\n' >"$in/bom.jsonl"
+expect "a BOM makes the first line a bad record (as json.loads)" 0 "line 1: invalid JSON" -- \
+  "$PILEPREP" preprocess --input "$in/bom.jsonl" --output-prefix "$work/o/bom" --append-eod
+{ printf '{"text": "'; head -c 16777216 /dev/zero | tr '\0' 'a'; printf '"}\n{"text": "'; \
+  head -c 16000000 /dev/zero | tr '\0' ' '; printf 'x"}\n'; } >"$in/huge-line.jsonl"
+expect "a 16 MB line of one pre-token and 16 MB of spaces tokenize (no quadratic merge)" 0 \
+  "2 documents" -- timeout 300 "$PILEPREP" preprocess --input "$in/huge-line.jsonl" \
+  --output-prefix "$work/o/huge" --append-eod
+expect "the 16 MB outputs validate" 0 "" -- "$PILEPREP" validate --expect-eod "$work/o/huge_text_document"
+rm -f "$in/huge-line.jsonl" "$work"/o/huge*
+
+# ---------------------------------------------------------------- output names
+src=$work/src; mkdir -p "$src"
+python3 - "$src" <<'PY'
+import json, random, subprocess, sys
+random.seed(7)
+words = "the of and to in is was for on that with as by at from his her an be".split()
+def shard(n, docs, repeat=1):
+    lines = "".join(json.dumps({"text": " ".join(random.choice(words) for _ in range(300))}) + "\n"
+                    for _ in range(docs))
+    subprocess.run(["zstd", "-q", "-1", "-T0", "-o", f"{sys.argv[1]}/{n:02d}.jsonl.zst"],
+                   input=lines.encode() * repeat, check=True)
+shard(0, 200)
+# Big enough (~450 MB of JSON, seconds of work even on a fast machine) that the signal, sent 0.3 s after
+# the shard starts, always lands while it is being processed.
+shard(1, 30000, repeat=10)
+PY
+expect "--output-prefix '..' is a plain name inside --output-dir" 0 "" -- \
+  "$PILEPREP" --url "$src" --files 0 --output-dir "$work/names" --output-prefix .. -q
+[[ -f "$work/names/.._00_text_document.idx" ]] && ok "'..' prefix stays in the directory" \
+  || bad "'..' prefix output not in the directory"
+expect "--output-prefix ../x is refused" 2 "--output-prefix must be a plain name" -- \
+  "$PILEPREP" --url "$src" --files 0 --output-dir "$work/names" --output-prefix ../x
+expect "--output-prefix /abs is refused" 2 "--output-prefix must be a plain name" -- \
+  "$PILEPREP" --url "$src" --files 0 --output-dir "$work/names" --output-prefix /tmp/x
+
+# ---------------------------------------------------------------- secrets
+expect "a failed download with credentials" 1 "" -- \
+  "$PILEPREP" --url 'http://user:hunter2pw@127.0.0.1:9/train/?token=qsecret77' --files 0 \
+  --output-dir "$work/sec" --header "Authorization: Bearer hdrsecret55" --retries 0 \
+  --connect-timeout 1 --retry-wait 0
+if grep -qE 'hunter2pw|qsecret77|hdrsecret55' "$work/err" "$work/out" "$work"/sec/*.json; then
+  bad "secrets appear in the log or the summary"; grep -E 'hunter2pw|qsecret77|hdrsecret55' "$work/err" "$work/out" "$work"/sec/*.json
+else ok "secrets never appear in the log or the summary JSON"; fi
+expect "TLS verification is on unless --insecure (flag exists)" 0 "" -- \
+  "$PILEPREP" --insecure --dry-run --url "$src" --files 0
+
+# ---------------------------------------------------------------- signals
+signal_test() {  # SIG want_rc
+  local sig=$1 want=$2 out=$work/sig-$1
+  rm -rf "$out"; mkdir -p "$out"
+  # Shard 00 is small and completes; 01 is in progress when the signal comes.
+  "$PILEPREP" --url "$src" --files 0-1 --output-dir "$out" --threads 2 --progress-interval 1 \
+    >"$work/out" 2>"$work/err" &
+  local pid=$!
+  for _ in $(seq 1 600); do
+    [[ -f "$out/my-gpt3_00_text_document.idx" ]] && ls "$out"/my-gpt3_01_* >/dev/null 2>&1 && break
+    sleep 0.05
+  done
+  sleep 0.3
+  kill -"$sig" "$pid"
+  wait "$pid"; local rc=$?
+  [[ $rc -eq $want ]] && ok "SIG$sig exits $want" || bad "SIG$sig: exit $rc, want $want"
+  no_temporaries "SIG$sig removes the temporary files" "$out"
+  [[ ! -e "$out/my-gpt3_01_text_document.idx" ]] && ok "SIG$sig publishes nothing of the interrupted shard" \
+    || bad "SIG$sig: interrupted shard published"
+  "$PILEPREP" validate --expect-eod "$out/my-gpt3_00_text_document" >/dev/null 2>&1 \
+    && ok "SIG$sig leaves the completed shard intact" || bad "SIG$sig: completed shard damaged"
+  grep -q '"status": "cancelled"' "$out/pileprep-summary-rank0.json" 2>/dev/null \
+    && grep -q "\"exit_status\": $want" "$out/pileprep-summary-rank0.json" \
+    && ok "SIG$sig: the summary JSON says cancelled" || bad "SIG$sig: summary JSON"
+  grep -q "stopped by a signal" "$work/err" && ok "SIG$sig: a clear message" || bad "SIG$sig: no message"
+}
+signal_test TERM 143
+signal_test INT 130
+# preprocess: one input, cancelled
+zstd -q -d -c "$src/01.jsonl.zst" >"$work/big.jsonl"
+"$PILEPREP" preprocess --input "$work/big.jsonl" --output-prefix "$work/pp/big" --workers 2 \
+  >"$work/out" 2>"$work/err" &
+pid=$!
+for _ in $(seq 1 400); do ls "$work"/pp/*.pileprep-tmp >/dev/null 2>&1 && break; sleep 0.05; done
+sleep 0.3; kill -TERM $pid; wait $pid; rc=$?
+[[ $rc -eq 143 ]] && ok "preprocess: SIGTERM exits 143" || bad "preprocess SIGTERM: exit $rc"
+no_temporaries "preprocess: SIGTERM removes the temporary files" "$work/pp"
+rm -f "$work/big.jsonl"
+
+# ---------------------------------------------------------------- disk full, read-only directory
+mnt=$work/mnt; mkdir -p "$mnt"
+if mount -t tmpfs -o size=1m tmpfs "$mnt" 2>/dev/null; then
+  "$PILEPREP" --url "$src" --files 0 --output-dir "$mnt" -q >/dev/null 2>&1
+  sum0=$(sha256sum "$mnt"/my-gpt3_00_text_document.* | sha256sum)
+  expect "disk full: the shard fails naming the file and the cause" 1 "No space left on device" -- \
+    "$PILEPREP" --url "$src" --files 0-1 --output-dir "$mnt" -q
+  no_temporaries "disk full: no temporaries remain" "$mnt"
+  [[ ! -e "$mnt/my-gpt3_01_text_document.idx" && ! -e "$mnt/my-gpt3_01_text_document.bin" ]] \
+    && ok "disk full: nothing partial is published" || bad "disk full: partial output"
+  [[ "$(sha256sum "$mnt"/my-gpt3_00_text_document.* | sha256sum)" == "$sum0" ]] \
+    && ok "disk full: the earlier complete shard is intact" || bad "disk full: shard 00 changed"
+  mount -o remount,ro "$mnt"
+  expect "read-only output directory is a clear set-up error" 2 "not writable" -- \
+    "$PILEPREP" --url "$src" --files 1 --output-dir "$mnt" --force
+  umount "$mnt"; mnt=""
+else
+  echo "skip: disk full and read-only directory (mounting a tmpfs needs root)"
+fi
+
+exit $fail

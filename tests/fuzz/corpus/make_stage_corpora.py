@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of the zstd, jsonl and tokenizer fuzzers (tests/fuzz/*_fuzz_target.h give
+the layouts: zstd = window byte | chunk-seed byte | stream; jsonl = option byte | chunk-seed byte |
+lines; tokenizer = flag byte | text). Needs the zstd and gzip programs. Deterministic."""
+import gzip, os, struct, subprocess
+here = os.path.dirname(os.path.abspath(__file__))
+bad = os.path.join(here, '..', '..', 'data', 'bad')
+
+def write(corpus, name, data):
+    d = os.path.join(here, corpus)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), 'wb') as f:
+        f.write(data)
+
+def zstd(data, *args):
+    return subprocess.run(['zstd', '-q', '-c', *args], input=data, stdout=subprocess.PIPE,
+                          check=True).stdout
+
+# ---- zstd: window byte 17 -> window_log_max 27 (the default); 0 -> 10 (tiny).
+W27, W10 = bytes([17]), bytes([0])
+lines = b''.join(b'{"text": "document %d \\u00e9 caf\\u00e9"}\n' % i for i in range(40))
+frame = zstd(lines)
+write('zstd', 'one_frame', W27 + b'\x01' + frame)
+write('zstd', 'one_frame_other_chunks', W27 + b'\x9c' + frame)
+write('zstd', 'two_frames', W27 + b'\x02' + frame + zstd(b'{"text": "x"}\n'))
+write('zstd', 'empty_frame', W27 + b'\x03' + zstd(b''))
+write('zstd', 'empty_file', W27 + b'\x04')
+write('zstd', 'skippable_then_frame', W27 + b'\x05' + struct.pack('<II', 0x184D2A50, 5) + b'hello' + frame)
+write('zstd', 'only_skippable', W27 + b'\x06' + struct.pack('<II', 0x184D2A5F, 0))
+write('zstd', 'truncated', W27 + b'\x07' + frame[:len(frame) // 2])
+write('zstd', 'trailing_garbage', W27 + b'\x08' + frame + b'garbage\n')
+write('zstd', 'bitflip', W27 + b'\x09' + frame[:20] + bytes([frame[20] ^ 0x10]) + frame[21:])
+write('zstd', 'gzip_under_zst', W27 + b'\x0a' + gzip.compress(lines, mtime=0))
+write('zstd', 'plain_under_zst', W27 + b'\x0b' + lines[:300])
+# Streamed from a pipe (no content size), the frame keeps its 2^20 window: above a 2^10 limit.
+big_window = subprocess.run(['sh', '-c', 'printf "%s" "$0" | zstd -q -c --zstd=wlog=20', lines.decode()],
+                            stdout=subprocess.PIPE, check=True).stdout
+write('zstd', 'window_above_limit', W10 + b'\x0c' + big_window)
+write('zstd', 'window_within_limit', W27 + b'\x0c' + big_window)
+# A frame that needs dictionary 1: FHD 0x21 (single segment, 1-byte dictionary id), FCS 5, one
+# raw last block of 5 bytes.
+write('zstd', 'needs_dictionary', W27 + b'\x0d' + b'\x28\xb5\x2f\xfd\x21\x01\x05' +
+      bytes([(5 << 3) | 1, 0, 0]) + b'hello')
+write('zstd', 'with_checksum', W27 + b'\x0e' + zstd(lines, '--check'))
+for name in ('multi-frame', 'crlf', 'invalid-utf8', 'empty-and-tiny-texts'):
+    write('zstd', 'bad_' + name, W27 + b'\x0f' + open(os.path.join(bad, name + '.jsonl.zst'), 'rb').read())
+
+# ---- jsonl: option byte 0 = keys {"text"}, 1 = {"text", "meta"}, 2 = max_line_bytes 64.
+J = {
+    'valid': b'{"text": "hello world"}\n{"text": "", "meta": {"a": 1}}\n',
+    'two_keys': b'{"text": "a", "meta": "b"}\n{"meta": "only"}\n',
+    'escapes': b'{"text": "tab\\t nl\\n quote\\" bs\\\\ u\\u00e9 pair\\ud83d\\ude00 nul\\u0000"}\n',
+    'lone_surrogates': b'{"text": "\\ud800 \\udc00 \\udc00\\ud800 \\ud83d"}\n',
+    'invalid_utf8': b'{"text": "a\xff\xfe b\xc3 c\xe2\x82 d\xf0\x9f\x98"}\n{"te\xffxt": "k"}\n',
+    'nan_infinity': b'{"text": "x", "n": NaN, "i": Infinity, "m": -Infinity, "big": 1e400, "int": 123456789012345678901234567890}\n',
+    'raw_control': b'{"text": "a\x01b"}\n{"text": "tab\there"}\n',
+    'deep_nesting': b'{"text": "x", "d": ' + b'[' * 1100 + b']' * 1100 + b'}\n' + b'[' * 5000 + b'\n',
+    'duplicate_keys': b'{"text": "first", "text": "second"}\n{"text": 1, "text": "s"}\n{"text": "s", "text": 1}\n',
+    'bom': b'\xef\xbb\xbf{"text": "after a BOM"}\n',
+    'utf16': '{"text": "utf-16"}\n'.encode('utf-16'),
+    'rfc_violations': b"{'text': 'single'}\n{\"text\": \"x\",}\n{text: \"x\"}\n{\"text\": \"x\"} trailing\n{\"text\": 01}\n{\"text\": .5}\n{\"text\": +1}\n{\"text\": \"\\x41\"}\n{\"text\": \"\\u12\"}\n[\"text\"]\n\"text\"\nnull\n{\"text\" \"x\"}\n",
+    'not_string': b'{"text": null}\n{"text": 5}\n{"text": ["a"]}\n{"text": {"a": 1}}\n{"text": true}\n',
+    'blank_and_crlf': b'\n   \n\t\r\n{"text": "crlf"}\r\n{"text": "cr\\r"}\r\r\n',
+    'no_final_newline': b'{"text": "one"}\n{"text": "two"}',
+    'whitespace_everywhere': b' \t{ "text" \t: \r "x" , "k" : [ 1 , 2 ] } \t\n',
+    'escaped_key': b'{"te\\u0078t": "key by escape"}\n',
+}
+opts = {'two_keys': 1}
+for i, (name, data) in enumerate(sorted(J.items())):
+    write('jsonl', name, bytes([opts.get(name, 0), i]) + data)
+write('jsonl', 'long_line_small_limit', bytes([2, 99]) + b'{"text": "' + b'x' * 200 + b'"}\n{"text": "y"}\n')
+
+# ---- tokenizer: flag byte 0 = <|endoftext|> special, 1 = ordinary.
+T = {
+    'english': "Hello world! It's a test: don't, we'll, I'd've 12345 tokens.",
+    'whitespace': "a  b   c\t\td\n\n\ne \u00a0 f\u3000g   \n  \n",
+    'unicode': "caf\u00e9 na\u00efve \u4f60\u597d\u4e16\u754c \U0001f600\U0001f44d\U0001f3fd \u0915\u094d\u0937 \u05e9\u05dc\u05d5\u05dd",
+    'endoftext': "a<|endoftext|>b <|endoftext|><|endoftext|> <|endoftext| <|end",
+    'numbers': "1234567890 3.14159 1e10 0x1F 000123",
+    'repeated_char': "a" * 3000,
+    'repeated_pair': "ab" * 1500,
+    'repeated_space': " " * 2000 + "x",
+    'code': "def f(x):\n    return x**2  # comment\n\tif (a&&b) { c->d[i] = 'e'; }\n",
+    'replacement': "\ufffd\ufffd x \ufffd",
+    'contractions': "'s 't 're 've 'm 'll 'd 'S 'T ''' 'x",
+    'nul_and_controls': "a\x00b\x01c\x7f d",
+}
+for name, text in sorted(T.items()):
+    write('tokenizer', name, b'\x00' + text.encode())
+    write('tokenizer', name + '_ordinary', b'\x01' + text.encode())
+write('tokenizer', 'invalid_utf8_bytes', b'\x00' + b'ok \xff\xfe \xc3 \xed\xa0\x80 \xf4\x90\x80\x80 end')

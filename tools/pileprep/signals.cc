@@ -1,0 +1,63 @@
+#include "signals.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+
+namespace pileprep::cli {
+namespace {
+
+std::atomic<bool> g_cancel{false};
+std::atomic<int> g_signal{0};
+static_assert(std::atomic<bool>::is_always_lock_free && std::atomic<int>::is_always_lock_free,
+              "the handler may only touch lock-free atomics");
+
+void WriteStderr(const char* s) {
+  // write(2) is async-signal-safe; stdio is not.
+  ssize_t ignored = ::write(STDERR_FILENO, s, std::strlen(s));
+  (void)ignored;
+}
+
+void OnSignal(int sig) {
+  int expected = 0;
+  if (!g_signal.compare_exchange_strong(expected, sig)) {
+    // Second signal: stop now, as if no handler were installed.
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
+    return;
+  }
+  g_cancel.store(true);
+  WriteStderr(sig == SIGINT ? "\npileprep: SIGINT: stopping; removing temporary files (again to "
+                              "stop at once)\n"
+                            : "\npileprep: SIGTERM: stopping; removing temporary files (again to "
+                              "stop at once)\n");
+}
+
+}  // namespace
+
+void InstallCancelHandlers() {
+  static const bool installed = [] {
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = OnSignal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;  // reads and writes continue; the flag is polled between batches
+    ::sigaction(SIGINT, &sa, nullptr);
+    ::sigaction(SIGTERM, &sa, nullptr);
+    return true;
+  }();
+  (void)installed;
+}
+
+const std::atomic<bool>& CancelFlag() { return g_cancel; }
+
+bool Cancelled() { return g_cancel.load(); }
+
+int CancelExitCode() {
+  const int sig = g_signal.load();
+  return sig == 0 ? 0 : 128 + sig;
+}
+
+}  // namespace pileprep::cli

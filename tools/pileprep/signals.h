@@ -1,0 +1,29 @@
+// SIGINT/SIGTERM for the commands that run the pipeline (the shard job and preprocess).
+//
+// The first signal sets a flag the pipeline polls (PipelineOptions::cancel): the current input
+// stops at its next batch, its temporaries are removed, nothing is published, no further input is
+// started, the summary is still printed and written, and the process exits 128 + the signal number
+// (130 for SIGINT, 143 for SIGTERM). A second signal ends the process at once with the default
+// action; the temporaries it leaves are removed by the next run (as after SIGKILL).
+#ifndef PILEPREP_TOOLS_PILEPREP_SIGNALS_H_
+#define PILEPREP_TOOLS_PILEPREP_SIGNALS_H_
+
+#include <atomic>
+
+namespace pileprep::cli {
+
+// Installs the handlers (idempotent). Call before starting work.
+void InstallCancelHandlers();
+
+// The flag the handlers set; pass its address as PipelineOptions::cancel.
+const std::atomic<bool>& CancelFlag();
+
+// True once a signal arrived.
+bool Cancelled();
+
+// 128 + the first signal's number (130, 143), or 0 when none arrived.
+int CancelExitCode();
+
+}  // namespace pileprep::cli
+
+#endif  // PILEPREP_TOOLS_PILEPREP_SIGNALS_H_
