@@ -68,8 +68,10 @@ class Gpt2Tokenizer {
   // bytes are still tokenized as bytes, never a crash.)
   void Encode(std::string_view text, Cache& cache, std::vector<uint32_t>* ids) const;
 
-  // Appends the BPE ids of one pre-token, with no cache and no special-token handling. For tests.
+  // Appends the BPE ids of one pre-token, with no cache and no special-token handling. For tests and
+  // benchmarks; the second form reuses `scratch`'s merge buffers (its cache is neither read nor written).
   void EncodePiece(std::string_view piece, std::vector<uint32_t>* ids) const;
+  void EncodePiece(std::string_view piece, Cache& scratch, std::vector<uint32_t>* ids) const;
 
   // Concatenated bytes of the tokens (no UTF-8 repair). Unknown ids are skipped.
   std::string Decode(const std::vector<uint32_t>& ids) const;
