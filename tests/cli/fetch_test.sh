@@ -120,6 +120,11 @@ start_server
 "$PILEPREP" --url "$url" --files 5 --output-dir "$work/g" --header "Authorization: Bearer sekrit-token" \
   >"$work/out" 2>"$work/err"
 if grep -q sekrit "$work/out" "$work/err" "$work/g/pileprep-summary-rank0.json"; then bad "header value printed"; fi
+# A repeated --header sends every header, not just the last.
+"$PILEPREP" --url "$url" --files 0 --output-dir "$work/h" --header "X-Pileprep-A: one" \
+  --header "X-Pileprep-B: two" -q >/dev/null 2>&1 || bad "repeated --header: run failed"
+grep -q '"test_headers": \["X-Pileprep-A: one", "X-Pileprep-B: two"\]' "$work/log" \
+  || bad "repeated --header: not every header reached the server"
 stop_server
 
 [[ $fail -eq 0 ]] && echo "ok: fetch"

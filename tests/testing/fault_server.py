@@ -101,6 +101,11 @@ def main():
             rng = self.headers.get("Range")
             if_range = self.headers.get("If-Range")
             entry = {"path": name, "range": rng, "if_range": if_range}
+            # Test headers (X-Pileprep-*) are logged so tests can see what the client sent.
+            test_headers = sorted(f"{k}: {v}" for k, v in self.headers.items()
+                                  if k.lower().startswith("x-pileprep-"))
+            if test_headers:
+                entry["test_headers"] = test_headers
             with lock:
                 n = counts.get(name, 0) + 1
                 counts[name] = n

@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 
 namespace pileprep::cli {
 
@@ -13,6 +12,13 @@ void Args::Add(std::string name, Kind kind, std::string value_name, std::string 
   flags_.push_back(Flag{std::move(name), kind, std::move(value_name), std::move(help),
                         std::move(default_text), hidden, false, {}});
 }
+
+namespace {
+// As argparse: "-x" and "--x" are flags, "-" and negative numbers are values.
+bool LooksLikeFlag(const std::string& arg) {
+  return arg.size() > 1 && arg[0] == '-' && !(arg[1] >= '0' && arg[1] <= '9') && arg[1] != '.';
+}
+}  // namespace
 
 Args::Flag* Args::Find(const std::string& name) {
   for (Flag& f : flags_) {
@@ -69,20 +75,17 @@ absl::Status Args::Parse(int argc, char** argv, int first) {
               absl::StrCat("--", name, " needs a value: --", name, " ", f->value_name));
         }
         break;
-      case Kind::kMulti:
-        f->values.clear();
-        if (has_inline) {
-          for (auto v : absl::StrSplit(inline_value, ',', absl::SkipEmpty())) {
-            f->values.emplace_back(v);
-          }
-        }
-        while (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) {
-          f->values.push_back(argv[++i]);
-        }
-        if (f->values.empty()) {
+      case Kind::kMulti: {
+        // Values follow until the next flag (argparse's nargs='+'); a repeated flag adds to the
+        // list (`--header A --header B`). `--flag=v` is one value, commas included, as in argparse.
+        const size_t before = f->values.size();
+        if (has_inline) f->values.push_back(inline_value);
+        while (i + 1 < argc && !LooksLikeFlag(argv[i + 1])) f->values.push_back(argv[++i]);
+        if (f->values.size() == before) {
           return absl::InvalidArgumentError(absl::StrCat("--", name, " needs at least one value"));
         }
         break;
+      }
     }
   }
   return absl::OkStatus();
