@@ -37,6 +37,7 @@
 #ifndef PILEPREP_FETCH_H_
 #define PILEPREP_FETCH_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -64,6 +65,9 @@ struct FetchOptions {
   // When set, every delivered byte is also written to `cache_path + ".pileprep-tmp"`, which is fsynced
   // and renamed to `cache_path` once the download completes with the expected length.
   std::string cache_path;
+  // When it becomes true, a Read() waiting for bytes returns Cancelled within ~0.1 s (the CLI sets it
+  // on SIGINT/SIGTERM), so a stalled download cannot delay shutdown. Null: never cancelled.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // What happened so far; a consistent snapshot.

@@ -69,7 +69,8 @@ struct PipelineOptions {
   IndexedDatasetWriterOptions writer;       // dtype is chosen from the tokenizer's vocabulary size
   // Cancellation (e.g. set by a SIGINT/SIGTERM handler): when it becomes true the run stops at the
   // next batch boundary, removes its temporaries and returns Cancelled ("NAME: cancelled"). A read
-  // already blocked in the source (a stalled download) ends first. Null: never cancelled. Only
+  // blocked in the source ends first: HttpSource takes the same flag (FetchOptions::cancel) and
+  // returns within ~0.1 s. Null: never cancelled. Only
   // read (relaxed) by the pipeline; the pointee must outlive the call.
   const std::atomic<bool>* cancel = nullptr;
 };

@@ -127,7 +127,17 @@ class HttpSourceImpl final : public HttpSource {
 
   absl::StatusOr<size_t> Read(char* buffer, size_t capacity) override {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return !chunks_.empty() || finished_; });
+    if (options_.cancel == nullptr) {
+      cv_.wait(lock, [&] { return !chunks_.empty() || finished_; });
+    } else {
+      // Poll the external flag: a signal handler cannot notify a condition variable.
+      while (!cv_.wait_for(lock, std::chrono::milliseconds(100),
+                           [&] { return !chunks_.empty() || finished_; })) {
+        if (options_.cancel->load(std::memory_order_relaxed)) {
+          return absl::CancelledError(absl::StrCat(name_, ": cancelled"));
+        }
+      }
+    }
     if (!error_.ok() && (chunks_.empty() || IsRestartRequired(error_))) return error_;
     if (chunks_.empty()) return size_t{0};
     size_t copied = 0;

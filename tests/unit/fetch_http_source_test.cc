@@ -1,3 +1,4 @@
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -166,6 +167,38 @@ TEST(HttpSource, StalledTransferIsDroppedByTheLowSpeedLimitAndResumed) {
   ASSERT_TRUE(bytes.ok()) << bytes.status();
   EXPECT_EQ(*bytes, ReadFile(kSamples + "/01.jsonl.zst"));
   EXPECT_EQ((*source)->stats().resumes, 1);
+}
+
+TEST(HttpSource, CancelFlagEndsAReadBlockedOnAStalledDownload) {
+  // The server stalls for 30 s after 100,000 bytes; the low-speed limit (60 s) would wait longer.
+  auto server = FaultServer::Start(kSamples, {"--plan", "01.jsonl.zst=stall:100000:30"});
+  ASSERT_TRUE(server.ok());
+  std::atomic<bool> cancel{false};
+  FetchOptions o = FastOptions();
+  o.low_speed_time_s = 60;
+  o.cancel = &cancel;
+  auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), o);
+  ASSERT_TRUE(source.ok());
+  std::vector<char> buf(1 << 16);
+  size_t got = 0;
+  while (got < 100000) {
+    auto n = (*source)->Read(buf.data(), buf.size());
+    ASSERT_TRUE(n.ok()) << n.status();
+    ASSERT_GT(*n, 0u);
+    got += *n;
+  }
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    cancel.store(true);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  auto n = (*source)->Read(buf.data(), buf.size());
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  canceller.join();
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(n.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_LT(waited, 5.0);
 }
 
 TEST(HttpSource, PersistentServerErrorsGiveUpAfterMaxRetries) {

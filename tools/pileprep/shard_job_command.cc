@@ -132,6 +132,7 @@ OpenedSource OpenShard(const JobConfig& job, int n, FetchObserver* observer) {
       o.input = cache;  // a complete earlier download (written by rename once its length matched)
     } else {
       FetchOptions f = job.fetch;
+      f.cancel = &CancelFlag();
       f.cache_path = cache;
       auto http = OpenHttpSource(input, f, observer);
       if (!http.ok()) {
