@@ -56,6 +56,21 @@ expect "a 16 MB line of one pre-token and 16 MB of spaces tokenize (no quadratic
   --output-prefix "$work/o/huge" --append-eod
 expect "the 16 MB outputs validate" 0 "" -- "$PILEPREP" validate --expect-eod "$work/o/huge_text_document"
 rm -f "$in/huge-line.jsonl" "$work"/o/huge*
+# A 50 MB document (10 M words) is one ordinary document; memory stays a small multiple of it.
+{ printf '{"text": "'; for _ in $(seq 100); do head -c 500000 /dev/zero | tr '\0' 'x' | sed 's/xxxxx/word /g'; done; \
+  printf '"}\n{"text": "small"}\n'; } >"$in/doc50.jsonl"
+/usr/bin/time -f "%M" -o "$work/doc50.rss" "$PILEPREP" preprocess --input "$in/doc50.jsonl" \
+  --output-prefix "$work/o/doc50" --append-eod >"$work/out" 2>"$work/err"
+rc=$?
+if [[ $rc -eq 0 ]] && grep -q "2 documents, 10000004 tokens" "$work/err"; then
+  ok "a 50 MB document is tokenized whole (10,000,004 tokens)"
+else bad "50 MB document: exit $rc: $(grep -m1 -e documents -e error "$work/err")"; fi
+rss_mb=$(( $(tail -1 "$work/doc50.rss") / 1024 ))
+if [[ -n ${PILEPREP_SANITIZER:-} ]]; then
+  ok "50 MB document: peak RSS ${rss_mb} MB (not bounded under a sanitizer's shadow memory)"
+elif (( rss_mb < 400 )); then ok "50 MB document: peak RSS ${rss_mb} MB (< 8x the document)"
+else bad "50 MB document: peak RSS ${rss_mb} MB"; fi
+rm -f "$in/doc50.jsonl" "$work"/o/doc50*
 
 # ---------------------------------------------------------------- output names
 src=$work/src; mkdir -p "$src"
