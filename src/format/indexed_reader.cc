@@ -19,12 +19,7 @@ static_assert(std::endian::native == std::endian::little, "pileprep reads host-o
 
 namespace {
 
-template <typename T>
-T Load(const char* p) {
-  T value;
-  std::memcpy(&value, p, sizeof(T));
-  return value;
-}
+using internal::LoadUnaligned;
 
 }  // namespace
 
@@ -71,11 +66,11 @@ absl::Status IndexedDatasetReader::Parse() {
   if (size < kIdxHeaderBytes) {
     return bad(size, absl::StrCat("file ends inside the ", kIdxHeaderBytes, "-byte header"));
   }
-  const uint64_t version = Load<uint64_t>(idx_.data() + kIdxVersionOffset);
+  const uint64_t version = LoadUnaligned<uint64_t>(idx_.data() + kIdxVersionOffset);
   if (version != kIdxVersion) {
     return bad(kIdxVersionOffset, absl::StrCat("version ", version, ", expected ", kIdxVersion));
   }
-  const uint8_t code = Load<uint8_t>(idx_.data() + kIdxDTypeOffset);
+  const uint8_t code = LoadUnaligned<uint8_t>(idx_.data() + kIdxDTypeOffset);
   if (code != static_cast<uint8_t>(TokenDType::kInt32) &&
       code != static_cast<uint8_t>(TokenDType::kUint16)) {
     return bad(kIdxDTypeOffset,
@@ -83,8 +78,8 @@ absl::Status IndexedDatasetReader::Parse() {
                             " is not a token dtype (expected 4 = int32 or 8 = uint16)"));
   }
   dtype_ = static_cast<TokenDType>(code);
-  num_sequences_ = Load<uint64_t>(idx_.data() + kIdxSequenceCountOffset);
-  num_doc_indices_ = Load<uint64_t>(idx_.data() + kIdxDocumentCountOffset);
+  num_sequences_ = LoadUnaligned<uint64_t>(idx_.data() + kIdxSequenceCountOffset);
+  num_doc_indices_ = LoadUnaligned<uint64_t>(idx_.data() + kIdxDocumentCountOffset);
   const uint64_t body = size - kIdxHeaderBytes;
   if (num_sequences_ > body / 12 || num_doc_indices_ > body / 8 ||
       12 * num_sequences_ + 8 * num_doc_indices_ != body) {
@@ -109,15 +104,15 @@ std::string_view IndexedDatasetReader::document_indices_bytes() const {
 
 int32_t IndexedDatasetReader::sequence_length(uint64_t i) const {
   if (i >= num_sequences_) return 0;
-  return Load<int32_t>(idx_.data() + kIdxHeaderBytes + 4 * i);
+  return LoadUnaligned<int32_t>(idx_.data() + kIdxHeaderBytes + 4 * i);
 }
 int64_t IndexedDatasetReader::sequence_pointer(uint64_t i) const {
   if (i >= num_sequences_) return 0;
-  return Load<int64_t>(idx_.data() + kIdxHeaderBytes + 4 * num_sequences_ + 8 * i);
+  return LoadUnaligned<int64_t>(idx_.data() + kIdxHeaderBytes + 4 * num_sequences_ + 8 * i);
 }
 int64_t IndexedDatasetReader::document_index(uint64_t j) const {
   if (j >= num_doc_indices_) return 0;
-  return Load<int64_t>(idx_.data() + kIdxHeaderBytes + 12 * num_sequences_ + 8 * j);
+  return LoadUnaligned<int64_t>(idx_.data() + kIdxHeaderBytes + 12 * num_sequences_ + 8 * j);
 }
 
 absl::Status IndexedDatasetReader::ReadSequence(uint64_t i, std::vector<uint32_t>* tokens) const {
@@ -140,10 +135,10 @@ absl::Status IndexedDatasetReader::ReadSequence(uint64_t i, std::vector<uint32_t
   tokens->resize(static_cast<size_t>(length));
   const char* p = bin_.data() + pointer;
   if (dtype_ == TokenDType::kUint16) {
-    for (int32_t k = 0; k < length; ++k) (*tokens)[k] = Load<uint16_t>(p + 2 * k);
+    for (int32_t k = 0; k < length; ++k) (*tokens)[k] = LoadUnaligned<uint16_t>(p + 2 * k);
   } else {
     for (int32_t k = 0; k < length; ++k) {
-      (*tokens)[k] = static_cast<uint32_t>(Load<int32_t>(p + 4 * k));
+      (*tokens)[k] = static_cast<uint32_t>(LoadUnaligned<int32_t>(p + 4 * k));
     }
   }
   return absl::OkStatus();

@@ -6,6 +6,7 @@
 #define PILEPREP_SRC_FORMAT_MAPPED_FILE_H_
 
 #include <cstddef>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -13,6 +14,14 @@
 #include "absl/status/statusor.h"
 
 namespace pileprep::internal {
+
+// Reads a T stored at any address: the .idx arrays follow a 34-byte header, so they are never aligned.
+template <typename T>
+T LoadUnaligned(const char* p) {
+  T value;
+  std::memcpy(&value, p, sizeof(T));
+  return value;
+}
 
 class MappedFile {
  public:

@@ -22,12 +22,7 @@ static_assert(std::endian::native == std::endian::little, "pileprep reads host-o
 
 namespace {
 
-template <typename T>
-T Load(const char* p) {
-  T value;
-  std::memcpy(&value, p, sizeof(T));
-  return value;
-}
+using internal::LoadUnaligned;
 
 // Bytes per element of each Megatron dtype code (1..8); 0 for unknown codes.
 size_t ItemSizeForCode(uint8_t code) {
@@ -112,7 +107,7 @@ class Checker {
       });
       return false;
     }
-    const uint64_t version = Load<uint64_t>(idx_.data() + kIdxVersionOffset);
+    const uint64_t version = LoadUnaligned<uint64_t>(idx_.data() + kIdxVersionOffset);
     if (version != kIdxVersion) {
       Add("idx_version", kIdxVersionOffset, -1, 1, [&] {
         return absl::StrCat(At(idx_name_, kIdxVersionOffset), "version ", version, ", expected ",
@@ -120,7 +115,7 @@ class Checker {
                             ": Megatron and NeMo readers refuse it; regenerate the dataset");
       });
     }
-    code_ = Load<uint8_t>(idx_.data() + kIdxDTypeOffset);
+    code_ = LoadUnaligned<uint8_t>(idx_.data() + kIdxDTypeOffset);
     report_.dtype_code = code_;
     itemsize_ = ItemSizeForCode(code_);
     token_dtype_ok_ = code_ == static_cast<uint8_t>(TokenDType::kInt32) ||
@@ -145,8 +140,8 @@ class Checker {
                             "skipped)");
       });
     }
-    num_sequences_ = Load<uint64_t>(idx_.data() + kIdxSequenceCountOffset);
-    num_doc_indices_ = Load<uint64_t>(idx_.data() + kIdxDocumentCountOffset);
+    num_sequences_ = LoadUnaligned<uint64_t>(idx_.data() + kIdxSequenceCountOffset);
+    num_doc_indices_ = LoadUnaligned<uint64_t>(idx_.data() + kIdxDocumentCountOffset);
     report_.sequences = num_sequences_;
     report_.documents = num_doc_indices_ > 0 ? num_doc_indices_ - 1 : 0;
 
@@ -189,11 +184,11 @@ class Checker {
     return true;
   }
 
-  int32_t Length(uint64_t i) const { return Load<int32_t>(idx_.data() + lengths_offset_ + 4 * i); }
+  int32_t Length(uint64_t i) const { return LoadUnaligned<int32_t>(idx_.data() + lengths_offset_ + 4 * i); }
   int64_t Pointer(uint64_t i) const {
-    return Load<int64_t>(idx_.data() + pointers_offset_ + 8 * i);
+    return LoadUnaligned<int64_t>(idx_.data() + pointers_offset_ + 8 * i);
   }
-  int64_t DocIndex(uint64_t j) const { return Load<int64_t>(idx_.data() + doc_offset_ + 8 * j); }
+  int64_t DocIndex(uint64_t j) const { return LoadUnaligned<int64_t>(idx_.data() + doc_offset_ + 8 * j); }
 
   void CheckArrays() {
     // Lengths and pointers in one pass. The expected pointer follows the definition (running sum of
@@ -430,8 +425,8 @@ class Checker {
                                      itemsize_ * static_cast<uint32_t>(Length(i));
                 if (end > bin_.size()) break;  // a truncated .bin: reported as bin_size
                 const char* p = bin_.data() + end - itemsize_;
-                const uint64_t last = itemsize_ == 2 ? Load<uint16_t>(p)
-                                                     : static_cast<uint32_t>(Load<int32_t>(p));
+                const uint64_t last = itemsize_ == 2 ? LoadUnaligned<uint16_t>(p)
+                                                     : static_cast<uint32_t>(LoadUnaligned<int32_t>(p));
                 if (last != options_.eod_id) {
                   if (acc.count == 0 || i < acc.first) {
                     acc.first = i;
