@@ -552,11 +552,12 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
           ++way;
         }
         if (way < Impl::kWays) {
-          const Impl::ShortEntry hit = set[way];
-          ids->insert(ids->end(), hit.ids, hit.ids + (hit.k1 >> 60));
-          // Least recently used last: move the hit to the front.
-          for (; way > 0; --way) set[way] = set[way - 1];
-          set[0] = hit;
+          ids->insert(ids->end(), set[way].ids, set[way].ids + (set[way].k1 >> 60));
+          if (way > 0) {  // least recently used last: move the hit to the front
+            const Impl::ShortEntry hit = set[way];
+            for (; way > 0; --way) set[way] = set[way - 1];
+            set[0] = hit;
+          }
           continue;
         }
         const size_t before = ids->size();
