@@ -215,6 +215,7 @@ absl::Status BufferedFileWriter::Append(const void* data, size_t size) {
     size_t direct = size - size % capacity_;
     if (absl::Status s = WriteAll(fd_.get(), p, direct, path_, flushed_); !s.ok()) return s;
     flushed_ += direct;
+    MaybeStartWriteback();
     p += direct;
     size -= direct;
   }
@@ -230,7 +231,17 @@ absl::Status BufferedFileWriter::Flush() {
     return s;
   flushed_ += used_;
   used_ = 0;
+  MaybeStartWriteback();
   return absl::OkStatus();
+}
+
+void BufferedFileWriter::MaybeStartWriteback() {
+#ifdef __linux__
+  if (writeback_every_ == 0 || flushed_ - writeback_from_ < writeback_every_) return;
+  ::sync_file_range(fd_.get(), static_cast<off64_t>(writeback_from_),
+                    static_cast<off64_t>(flushed_ - writeback_from_), SYNC_FILE_RANGE_WRITE);
+  writeback_from_ = flushed_;
+#endif
 }
 
 absl::Status BufferedFileWriter::Sync() {

@@ -99,6 +99,11 @@ class BufferedFileWriter {
   void Commit(size_t n) { used_ += n; }
   size_t capacity() const { return capacity_; }
 
+  // Starts the kernel's writeback every `bytes` written (sync_file_range, Linux), so that the final
+  // fsync of a multi-GB output waits for little and disk writes overlap the work that produces them.
+  // A hint only: errors surface at Sync(). 0 (the default) turns it off.
+  void SetEarlyWriteback(uint64_t bytes) { writeback_every_ = bytes; }
+
   // Writes the buffer to the file.
   absl::Status Flush();
   // Flush, then fsync.
@@ -119,6 +124,9 @@ class BufferedFileWriter {
   size_t capacity_;
   size_t used_ = 0;
   uint64_t flushed_ = 0;
+  uint64_t writeback_every_ = 0;
+  uint64_t writeback_from_ = 0;  // first byte not yet handed to writeback
+  void MaybeStartWriteback();
 };
 
 }  // namespace pileprep::internal
