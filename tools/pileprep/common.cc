@@ -109,6 +109,15 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> LoadTokenizer(const Common& c) {
   return Gpt2Tokenizer::FromDefaultFiles(c.tokenizer);
 }
 
+std::string StripPairSuffix(const std::string& arg) {
+  for (const char* ext : {".idx", ".bin"}) {
+    if (arg.size() > 4 && arg.compare(arg.size() - 4, 4, ext) == 0) {
+      return arg.substr(0, arg.size() - 4);
+    }
+  }
+  return arg;
+}
+
 absl::Status EnsureDirectory(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);

@@ -41,6 +41,9 @@ absl::Status ReadCommon(const Args& args, Common* c);
 absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> LoadTokenizer(const Common& c);
 absl::Status EnsureDirectory(const std::string& dir);
 
+// A dataset named on the command line: "x.idx" and "x.bin" name the pair "x" too.
+std::string StripPairSuffix(const std::string& arg);
+
 // Runs one input and turns the result into an outcome line for the summary, printing errors, bad
 // records and replacement counts as it goes.
 ShardOutcome RunOne(const std::string& display_name, const std::string& input, InputFormat format,

@@ -14,15 +14,6 @@
 namespace pileprep::cli {
 namespace {
 
-std::string StripPairSuffix(const std::string& arg) {
-  for (const char* ext : {".idx", ".bin"}) {
-    if (arg.size() > 4 && arg.compare(arg.size() - 4, 4, ext) == 0) {
-      return arg.substr(0, arg.size() - 4);
-    }
-  }
-  return arg;
-}
-
 void PrintSummary(const IndexedDatasetReader& r) {
   // Power-of-two buckets of sequence lengths: bucket b holds lengths in [2^b, 2^(b+1)).
   uint64_t buckets[33] = {};

@@ -13,15 +13,6 @@
 namespace pileprep::cli {
 namespace {
 
-std::string StripPairSuffix(const std::string& arg) {
-  for (const char* ext : {".idx", ".bin"}) {
-    if (arg.size() > 4 && arg.compare(arg.size() - 4, 4, ext) == 0) {
-      return arg.substr(0, arg.size() - 4);
-    }
-  }
-  return arg;
-}
-
 int RunMerge(int argc, char** argv, int first) {
   Args args;
   args.Add("output-prefix", Args::Kind::kValue, "P", "write P.bin and P.idx");

@@ -18,16 +18,6 @@ bool IsDirectory(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-// "x.idx" and "x.bin" name the pair "x" too.
-std::string StripPairSuffix(const std::string& arg) {
-  for (const char* ext : {".idx", ".bin"}) {
-    if (arg.size() > 4 && arg.compare(arg.size() - 4, 4, ext) == 0) {
-      return arg.substr(0, arg.size() - 4);
-    }
-  }
-  return arg;
-}
-
 int RunValidate(int argc, char** argv, int first) {
   const ValidateOptions defaults;
   Args args;
