@@ -1,6 +1,6 @@
 // The .idx reader/validator fuzz target, shared by the libFuzzer binary (tests/fuzz/idx_fuzzer.cc)
-// and the corpus replay gtest (tests/unit/idx_fuzz_replay_test.cc), so the seed corpus runs in CI
-// without clang.
+// and the corpus replay gtest (tests/unit/fuzz_corpus_replay_test.cc), so the seed corpus runs
+// in CI without clang.
 //
 // Input layout: u32 little-endian n, then n bytes of .idx (n is clamped to what is left), then the
 // .bin. Oracles beyond "no crash, no out-of-bounds read" (ASan): a pair the validator calls sound

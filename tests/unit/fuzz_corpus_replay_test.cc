@@ -1,13 +1,14 @@
-// Replays the seed corpora of the zstd, JSON-lines and tokenizer fuzzers (tests/fuzz/corpus/NAME)
-// through the fuzzers' entry points, so the corpora (and any crash reproducer added to them) run in
-// every build, with g++ and under scripts/test.sh --sanitize. A target that finds a violated
-// property aborts, which fails the test.
+// Replays the seed corpora of the .idx, zstd, JSON-lines and tokenizer fuzzers
+// (tests/fuzz/corpus/NAME) through the fuzzers' entry points, so the corpora (and any crash
+// reproducer added to them) run in every build, with g++ and under scripts/test.sh --sanitize. A
+// target that finds a violated property aborts, which fails the test.
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 
+#include "fuzz/idx_fuzz_target.h"
 #include "fuzz/jsonl_fuzz_target.h"
 #include "fuzz/tokenizer_fuzz_target.h"
 #include "fuzz/zstd_fuzz_target.h"
@@ -34,6 +35,10 @@ int ReplayCorpus(const std::string& name, Fn fn) {
     ++files;
   }
   return files;
+}
+
+TEST(IdxFuzzCorpus, EveryFileReplaysWithoutCrashing) {
+  EXPECT_GE(ReplayCorpus("idx", fuzz::RunIdxFuzzInput), 10);
 }
 
 TEST(ZstdFuzzCorpus, EveryFileReplaysWithoutCrashing) {
