@@ -9,6 +9,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/files.h"
 #include "pileprep/fetch.h"
 #include "testing/fault_server.h"
 
@@ -20,12 +21,7 @@ using ::testing::HasSubstr;
 
 const std::string kSamples = std::string(PILEPREP_SOURCE_DIR) + "/data/samples";
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing::ReadFile;
 
 FetchOptions FastOptions() {
   FetchOptions o;

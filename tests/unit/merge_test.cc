@@ -13,6 +13,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/files.h"
 #include "pileprep/indexed_reader.h"
 #include "pileprep/pipeline.h"
 #include "pileprep/validate.h"
@@ -24,12 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing::ReadFile;
 
 // Hands out a string's bytes.
 class StringSource : public ByteSource {

@@ -11,18 +11,14 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "testing/files.h"
 
 namespace pileprep {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing::ReadFile;
 
 // Hands out its bytes `chunk` at a time.
 class MemorySource : public ByteSource {

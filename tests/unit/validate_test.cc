@@ -13,6 +13,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/files.h"
 #include "pileprep/indexed_reader.h"
 #include "pileprep/pipeline.h"
 
@@ -22,16 +23,8 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-void WriteFile(const fs::path& p, const std::string& data) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(data.data(), static_cast<std::streamsize>(data.size()));
-}
+using testing::ReadFile;
+using testing::WriteFile;
 template <typename T>
 T Get(const std::string& s, size_t off) {
   T v;
