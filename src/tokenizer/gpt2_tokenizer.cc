@@ -13,11 +13,14 @@
 #include <type_traits>
 #include <utility>
 
+#include <emmintrin.h>  // SSE2: part of the x86-64 baseline
+
 #include "absl/container/flat_hash_map.h"  // load time only
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "pileprep/status_macros.h"
 #include "simdjson.h"
+#include "tokenizer/huge_page_array.h"
 #include "tokenizer/pretokenizer.h"
 
 namespace pileprep {
@@ -95,7 +98,8 @@ class PairTable {
     if (compact_) {
       size_t cap = 16;
       while (cap * 3 < entries.size() * 8) cap <<= 1;
-      slots_.assign(cap, kEmpty);
+      slots_.Reset(cap);
+      std::fill(slots_.data(), slots_.data() + cap, kEmpty);
       mask_ = cap - 1;
       shift_ = 64 - __builtin_ctzll(cap);
       for (const Entry& e : entries) {
@@ -140,7 +144,7 @@ class PairTable {
   size_t Home(uint32_t key) const { return (key * 0x9E3779B97F4A7C15ull) >> shift_; }
   bool compact_ = true;
   uint32_t stride_ = 0;
-  std::vector<uint64_t> slots_;
+  internal::HugePageArray<uint64_t> slots_;
   size_t mask_ = 0;
   int shift_ = 64;
   std::vector<uint32_t> rank_id_;
@@ -151,7 +155,7 @@ struct Gpt2Tokenizer::Tables {
   uint32_t byte_id[256];
   // Rank of the merge of two raw bytes, indexed by (first << 8) | second: the first round of every
   // merge needs no hashing.
-  std::vector<uint32_t> byte_pair_rank;
+  internal::HugePageArray<uint32_t> byte_pair_rank;
   using Merge = PairTable::Merge;
   PairTable merges;
   std::vector<std::string> id_bytes;
@@ -160,15 +164,16 @@ struct Gpt2Tokenizer::Tables {
   Merge Lookup(uint32_t a, uint32_t b) const { return merges.Lookup(a, b); }
 };
 
-// Per-thread cache from pre-token bytes to ids, in two tiers so that a lookup never allocates: pieces
-// of up to 15 bytes are packed with their length into two words (two compares; 32-byte entries in
-// four-way sets of two cache lines, least recently used out: far fewer conflict misses than a
-// direct-mapped table); pieces of 16..64 bytes (non-Latin words, long identifiers) and of 65..256
-// bytes (indentation runs, CJK phrases) are stored with a 64-bit hash and their bytes. Longer pieces
-// are merged every time (rare and mostly unique).
+// Per-thread cache from pre-token bytes to ids, in tiers so that a lookup never allocates: pieces
+// of up to 15 bytes are packed with their length into two words, and a four-way set keeps its four
+// keys in one cache line (least recently used out: far fewer conflict misses than a direct-mapped
+// table) and their ids in 32-byte slots beside it. A piece of 15 bytes has at most 15 ids, so every
+// short piece is cached, Cyrillic and CJK words included. Pieces of 16..64 bytes (non-Latin words,
+// long identifiers) and of 65..256 bytes (indentation runs, CJK phrases) are stored with a 64-bit
+// hash and their bytes. Longer pieces are merged every time (rare and mostly unique).
 struct Gpt2Tokenizer::Cache::Impl {
   static constexpr size_t kShortKeyBytes = 15;
-  static constexpr size_t kShortIds = 8;
+  static constexpr size_t kShortIds = 16;  // slots; at most 15 are used
   static constexpr size_t kLongKeyBytes = 64;
   static constexpr size_t kHugeKeyBytes = 256;
   // The key's last byte holds the length in its low nibble and the number of ids in its high nibble;
@@ -176,27 +181,43 @@ struct Gpt2Tokenizer::Cache::Impl {
   static constexpr uint64_t kKeyMask = ~(uint64_t{0xF0} << 56);
   // Ids are stored as 16 bits: the cache is used only for vocabularies of at most 65,536 entries
   // (GPT-2 has 50,257); larger ones merge every piece.
-  static constexpr size_t kWays = 4;  // a set is 128 bytes: two adjacent cache lines
-  struct alignas(32) ShortEntry {
-    uint64_t k0 = 0, k1 = 0;
-    uint16_t ids[kShortIds];
+  static constexpr size_t kWays = 4;
+  struct alignas(64) ShortSet {
+    uint64_t key[kWays][2] = {};  // k0, k1 of each way; most recently used first
   };
+  struct alignas(32) ShortIds {
+    uint16_t ids[kShortIds];  // read 16 at a time; the key's high nibble says how many count
+  };
+  // The long and huge tiers: four-way sets too, their hashes in one line (odd, so zero is empty)
+  // and the entries, with the piece's bytes for the exact compare, beside them.
   template <size_t kKeyBytes, size_t kIds>
-  struct BigEntry {
+  struct BigTier {
     static constexpr size_t kMaxIds = kIds;
-    uint64_t hash = 0;
-    uint32_t len = 0;  // 0: empty
-    uint32_t num_ids = 0;
-    char key[kKeyBytes];
-    uint16_t ids[kIds];
+    struct alignas(32) Tags {
+      uint64_t hash[kWays];  // most recently used first
+    };
+    struct Entry {
+      uint32_t len;
+      uint32_t num_ids;
+      char key[kKeyBytes];
+      uint16_t ids[kIds];
+    };
+    internal::HugePageArray<Tags> tags;
+    internal::HugePageArray<Entry> entries;  // way w of set i at i * kWays + w
+    size_t mask = 0;
+    void Init(size_t num_entries) {
+      const size_t sets = std::max<size_t>(1, num_entries / kWays);
+      tags.Reset(sets);
+      entries.Reset(sets * kWays);
+      mask = sets - 1;
+    }
   };
-  using LongEntry = BigEntry<kLongKeyBytes, 64>;
-  using HugeEntry = BigEntry<kHugeKeyBytes, 256>;
   bool enabled = true;
-  std::vector<ShortEntry> short_entries;
-  std::vector<LongEntry> long_entries;
-  std::vector<HugeEntry> huge_entries;
-  size_t short_mask = 0, long_mask = 0, huge_mask = 0;
+  internal::HugePageArray<ShortSet> short_sets;
+  internal::HugePageArray<ShortIds> short_ids;  // way w of set i at i * kWays + w
+  BigTier<kLongKeyBytes, 64> long_tier;
+  BigTier<kHugeKeyBytes, 256> huge_tier;
+  size_t short_mask = 0;
   // Scratch for merges, reused across calls.
   std::vector<uint32_t> ids, ranks, prev, next;
   std::vector<uint64_t> heap;
@@ -225,11 +246,11 @@ struct Gpt2Tokenizer::Cache::Impl {
     *k0 = a;
     *k1 = b | (uint64_t{n} << 56);
   }
-  // Index of the first entry of the piece's two-way set (both entries share one cache line).
+  // Index of the piece's set.
   size_t ShortIndex(uint64_t k0, uint64_t k1) const {
     uint64_t h = (k0 * 0x9E3779B97F4A7C15ull) ^ (k1 * 0xC2B2AE3D27D4EB4Full);
     h ^= h >> 29;
-    return h & short_mask & ~size_t{kWays - 1};
+    return h & short_mask;
   }
   static uint64_t HashBytes(std::string_view s) {
     uint64_t h = 0x243F6A8885A308D3ull ^ s.size();
@@ -253,16 +274,14 @@ struct Gpt2Tokenizer::Cache::Impl {
 Gpt2Tokenizer::Cache::Cache(const Gpt2Tokenizer& tokenizer) : impl_(std::make_unique<Impl>()) {
   size_t n = Impl::kWays;  // at least one whole set
   while (n < tokenizer.options().cache_entries) n <<= 1;
-  impl_->short_entries.resize(n);
-  impl_->short_mask = n - 1;
+  impl_->short_sets.Reset(n / Impl::kWays);
+  impl_->short_ids.Reset(n);
+  impl_->short_mask = n / Impl::kWays - 1;
   impl_->enabled = tokenizer.vocab_size() <= 65536 && tokenizer.tables_->id_bytes.size() <= 65536;
-  // Long pieces are about a tenth as frequent; their entries are five times larger.
-  const size_t long_n = std::max<size_t>(1, n / 4);  // 2^15 entries by default
-  impl_->long_entries.resize(long_n);
-  impl_->long_mask = long_n - 1;
-  const size_t huge_n = std::max<size_t>(1, n / 128);
-  impl_->huge_entries.resize(huge_n);
-  impl_->huge_mask = huge_n - 1;
+  // Long pieces are about a twentieth as frequent as short ones and their entries four times larger;
+  // huge ones are rarer still and sixteen times larger.
+  impl_->long_tier.Init(n / 4);   // 2^15 entries, 6.8 MB by default
+  impl_->huge_tier.Init(n / 32);  // 2^12 entries, 3.2 MB by default
 }
 Gpt2Tokenizer::Cache::~Cache() = default;
 Gpt2Tokenizer::~Gpt2Tokenizer() = default;
@@ -388,7 +407,7 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromBuffers(
   }
   if (rank == 0) return absl::InvalidArgumentError("merges file holds no merges");
   t.merges.Build(pairs, t.id_bytes.size());
-  t.byte_pair_rank.resize(65536);
+  t.byte_pair_rank.Reset(65536);
   for (int a = 0; a < 256; ++a) {
     for (int b = 0; b < 256; ++b) {
       t.byte_pair_rank[(a << 8) | b] = t.merges.Rank(t.byte_id[a], t.byte_id[b]);
@@ -518,18 +537,53 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
   };
   Pending group[kGroup];
   size_t count = 0;
+  // Ids of a group's short pieces and single bytes gather here and reach `ids` in one append: a hit
+  // copies all 16 id slots of its entry (no loop over a variable count, so no mispredicted branch)
+  // and advances by the true count. 128 pieces of at most 15 ids, plus the last copy's overhang.
+  alignas(16) uint32_t out[kGroup * 16];
+  size_t out_n = 0;
+  auto flush = [&] {
+    ids->insert(ids->end(), out, out + out_n);
+    out_n = 0;
+  };
+  auto copy_ids = [&](const Impl::ShortIds& e, size_t num) {
+    const __m128i zero = _mm_setzero_si128();
+    const __m128i lo = _mm_load_si128(reinterpret_cast<const __m128i*>(e.ids));
+    const __m128i hi = _mm_load_si128(reinterpret_cast<const __m128i*>(e.ids + 8));
+    __m128i* dst = reinterpret_cast<__m128i*>(out + out_n);
+    _mm_storeu_si128(dst, _mm_unpacklo_epi16(lo, zero));
+    _mm_storeu_si128(dst + 1, _mm_unpackhi_epi16(lo, zero));
+    _mm_storeu_si128(dst + 2, _mm_unpacklo_epi16(hi, zero));
+    _mm_storeu_si128(dst + 3, _mm_unpackhi_epi16(hi, zero));
+    out_n += num;
+  };
 
   // Hit, or merge and remember, for the tiers keyed by hash and bytes.
-  auto big_lookup = [&](auto& e, const Pending& q, std::string_view piece) {
-    if (e.hash == q.k0 && e.len == q.n && std::memcmp(e.key, q.p, q.n) == 0) {
-      ids->insert(ids->end(), e.ids, e.ids + e.num_ids);
-      return;
+  auto big_lookup = [&](auto& tier, const Pending& q, std::string_view piece) {
+    flush();
+    auto& tags = tier.tags[q.slot];
+    auto* entries = &tier.entries[size_t{q.slot} * Impl::kWays];
+    for (size_t way = 0; way < Impl::kWays; ++way) {
+      auto& e = entries[way];
+      if (tags.hash[way] == q.k0 && e.len == q.n && std::memcmp(e.key, q.p, q.n) == 0) {
+        ids->insert(ids->end(), e.ids, e.ids + e.num_ids);
+        if (way > 0) {  // one step towards the front per hit: cheaper than moving to the front
+          std::swap(tags.hash[way], tags.hash[way - 1]);
+          std::swap(e, entries[way - 1]);
+        }
+        return;
+      }
     }
     const size_t before = ids->size();
     MergePiece(t, piece, c, ids);
     const size_t produced = ids->size() - before;
-    if (produced <= std::remove_reference_t<decltype(e)>::kMaxIds) {
-      e.hash = q.k0;
+    if (produced <= std::remove_reference_t<decltype(tier)>::kMaxIds) {
+      for (size_t w = Impl::kWays - 1; w > 0; --w) {  // least recently used out
+        tags.hash[w] = tags.hash[w - 1];
+        entries[w] = entries[w - 1];
+      }
+      tags.hash[0] = q.k0;
+      auto& e = entries[0];
       e.len = q.n;
       e.num_ids = static_cast<uint32_t>(produced);
       std::memcpy(e.key, q.p, q.n);
@@ -541,43 +595,56 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
       const Pending& q = group[g];
       const std::string_view piece(q.p, q.n);
       if (q.n == 1) {
-        ids->push_back(t.byte_id[static_cast<unsigned char>(q.p[0])]);
+        out[out_n++] = t.byte_id[static_cast<unsigned char>(q.p[0])];
       } else if (!c.enabled) {
+        flush();
         MergePiece(t, piece, c, ids);
       } else if (q.n <= Impl::kShortKeyBytes) {
-        Impl::ShortEntry* set = &c.short_entries[q.slot];
+        Impl::ShortSet& set = c.short_sets[q.slot];
+        Impl::ShortIds* set_ids = &c.short_ids[size_t{q.slot} * Impl::kWays];
         size_t way = 0;
         while (way < Impl::kWays &&
-               !(set[way].k0 == q.k0 && (set[way].k1 & Impl::kKeyMask) == q.k1)) {
+               !(set.key[way][0] == q.k0 && (set.key[way][1] & Impl::kKeyMask) == q.k1)) {
           ++way;
         }
         if (way < Impl::kWays) {
-          ids->insert(ids->end(), set[way].ids, set[way].ids + (set[way].k1 >> 60));
+          copy_ids(set_ids[way], set.key[way][1] >> 60);
           if (way > 0) {  // least recently used last: move the hit to the front
-            const Impl::ShortEntry hit = set[way];
-            for (; way > 0; --way) set[way] = set[way - 1];
-            set[0] = hit;
+            const uint64_t k0 = set.key[way][0], k1 = set.key[way][1];
+            const Impl::ShortIds hit = set_ids[way];
+            for (; way > 0; --way) {
+              set.key[way][0] = set.key[way - 1][0];
+              set.key[way][1] = set.key[way - 1][1];
+              set_ids[way] = set_ids[way - 1];
+            }
+            set.key[0][0] = k0;
+            set.key[0][1] = k1;
+            set_ids[0] = hit;
           }
           continue;
         }
+        flush();
         const size_t before = ids->size();
         MergePiece(t, piece, c, ids);
-        const size_t produced = ids->size() - before;
-        if (produced <= Impl::kShortIds) {
-          for (size_t w = Impl::kWays - 1; w > 0; --w) set[w] = set[w - 1];
-          Impl::ShortEntry& e = set[0];
-          e.k0 = q.k0;
-          e.k1 = q.k1 | (uint64_t{produced} << 60);
-          std::copy(ids->begin() + before, ids->end(), e.ids);
+        const size_t produced = ids->size() - before;  // <= 15: at most one id per byte
+        for (size_t w = Impl::kWays - 1; w > 0; --w) {
+          set.key[w][0] = set.key[w - 1][0];
+          set.key[w][1] = set.key[w - 1][1];
+          set_ids[w] = set_ids[w - 1];
         }
+        set.key[0][0] = q.k0;
+        set.key[0][1] = q.k1 | (uint64_t{produced} << 60);
+        std::copy(ids->begin() + before, ids->end(), set_ids[0].ids);
       } else if (q.n <= Impl::kLongKeyBytes) {
-        big_lookup(c.long_entries[q.slot], q, piece);
+        big_lookup(c.long_tier, q, piece);
       } else if (q.n <= Impl::kHugeKeyBytes) {
-        big_lookup(c.huge_entries[q.slot], q, piece);
+        big_lookup(c.huge_tier, q, piece);
       } else {
+        flush();
         MergePiece(t, piece, c, ids);
       }
     }
+    flush();
     count = 0;
   };
 
@@ -590,15 +657,18 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
     } else if (q.n >= 2 && q.n <= Impl::kShortKeyBytes) {
       Impl::Pack(q.p, q.n, &q.k0, &q.k1);
       q.slot = static_cast<uint32_t>(c.ShortIndex(q.k0, q.k1));
-      __builtin_prefetch(&c.short_entries[q.slot]);
-      __builtin_prefetch(&c.short_entries[q.slot + 2]);
+      __builtin_prefetch(&c.short_sets[q.slot]);
+      __builtin_prefetch(&c.short_ids[size_t{q.slot} * Impl::kWays]);
+      __builtin_prefetch(&c.short_ids[size_t{q.slot} * Impl::kWays + 2]);
     } else if (q.n > Impl::kShortKeyBytes && q.n <= Impl::kLongKeyBytes) {
-      q.k0 = Impl::HashBytes(piece);
-      q.slot = static_cast<uint32_t>((q.k0 >> 17) & c.long_mask);
-      __builtin_prefetch(&c.long_entries[q.slot]);
+      q.k0 = Impl::HashBytes(piece) | 1;
+      q.slot = static_cast<uint32_t>((q.k0 >> 17) & c.long_tier.mask);
+      __builtin_prefetch(&c.long_tier.tags[q.slot]);
+      __builtin_prefetch(&c.long_tier.entries[size_t{q.slot} * Impl::kWays]);
     } else if (q.n > Impl::kLongKeyBytes && q.n <= Impl::kHugeKeyBytes) {
-      q.k0 = Impl::HashBytes(piece);
-      q.slot = static_cast<uint32_t>((q.k0 >> 17) & c.huge_mask);
+      q.k0 = Impl::HashBytes(piece) | 1;
+      q.slot = static_cast<uint32_t>((q.k0 >> 17) & c.huge_tier.mask);
+      __builtin_prefetch(&c.huge_tier.tags[q.slot]);
     }
     if (count == kGroup) resolve();
   });
