@@ -13,7 +13,6 @@
 #include <type_traits>
 #include <utility>
 
-#include <emmintrin.h>  // SSE2: part of the x86-64 baseline
 
 #include "absl/container/flat_hash_map.h"  // load time only
 #include "absl/status/status.h"
@@ -75,93 +74,116 @@ inline uint64_t PairKey(uint32_t a, uint32_t b) { return (uint64_t{a} << 32) | b
 
 }  // namespace
 
-// Merge ranks by pair of ids. For vocabularies below 2^16 entries (GPT-2's 50,257) a pair packs into
-// 32 bits and a slot is 8 bytes: open addressing with linear probing over a power-of-two table at most
-// 3/8 full (2 MB for GPT-2), so a lookup is one multiply and nearly always one cache line. Smaller,
-// fuller tables measured no faster: the cost is the first cache miss. Larger vocabularies fall back to
-// a hash map.
+// Merges by pair of ids. Rank(a, b) returns the merge's order value: lower merges first; kNoRank when
+// the pair does not merge; IdOf(value) is the merged token. For vocabularies below 2^16 entries with
+// fewer than 2^16 merges (GPT-2: 50,257 and 50,000) the value is rank << 16 | id, so a merge needs no
+// second lookup for its id, and the table is bucketed: a pair's key (a * vocab + b, 32 bits) hashes to
+// a bucket of 16 keys in one cache line, compared all at once (SSE2), with the values in a parallel
+// line read only on a hit. A lookup is one line and no probe loop: most lookups are of pairs that do
+// not merge, and with linear probing over slots those paid a long, unpredictable probe. A full bucket
+// spills into the next (rare at 3/8 load). 512 KB of keys for GPT-2. Larger vocabularies fall back to
+// a hash map and a rank -> id array.
 class PairTable {
  public:
-  struct Merge {
-    uint32_t rank;
-    uint32_t id;
-  };
   struct Entry {
     uint32_t a, b, rank, id;
   };
   // `entries` in rank order; the first (lowest-rank) entry of a pair wins, as in the references.
   void Build(const std::vector<Entry>& entries, size_t vocab_limit) {
-    compact_ = vocab_limit <= 65536;
+    compact_ = vocab_limit < 65536 && entries.size() < 65535;
     stride_ = static_cast<uint32_t>(vocab_limit);
-    rank_id_.resize(entries.size());
-    for (const Entry& e : entries) rank_id_[e.rank] = e.id;
     if (compact_) {
-      size_t cap = 16;
-      while (cap * 3 < entries.size() * 8) cap <<= 1;
-      slots_.Reset(cap);
-      std::fill(slots_.data(), slots_.data() + cap, kEmpty);
-      mask_ = cap - 1;
-      shift_ = 64 - __builtin_ctzll(cap);
+      size_t buckets = 1;
+      while (buckets * kBucket * 3 < entries.size() * 8) buckets <<= 1;
+      keys_.Reset(buckets);
+      values_.Reset(buckets);
+      for (size_t i = 0; i < buckets; ++i) std::fill_n(keys_[i].k, kBucket, kEmptyKey);
+      mask_ = buckets - 1;
+      shift_ = 64 - __builtin_ctzll(buckets);
+      if (buckets == 1) shift_ = 63;  // Home() must still be 0: (x >> 63) & mask_ == 0
       for (const Entry& e : entries) {
         const uint32_t key = e.a * stride_ + e.b;
-        for (size_t i = Home(key);; i = (i + 1) & mask_) {
-          if (slots_[i] == kEmpty) {
-            slots_[i] = (uint64_t{key} << 32) | e.rank;
+        if (Rank(e.a, e.b) != kNoRank) continue;  // an earlier (lower) rank of the same pair wins
+        for (size_t b = Home(key);; b = (b + 1) & mask_) {
+          uint32_t* k = keys_[b].k;
+          const size_t used = std::find(k, k + kBucket, kEmptyKey) - k;
+          if (used < kBucket) {
+            k[used] = key;
+            values_[b].v[used] = (e.rank << 16) | e.id;
             break;
           }
-          if ((slots_[i] >> 32) == key) break;
         }
       }
     } else {
+      rank_id_.resize(entries.size());
+      for (const Entry& e : entries) rank_id_[e.rank] = e.id;
       for (const Entry& e : entries) wide_.try_emplace(PairKey(e.a, e.b), e.rank);
     }
   }
   uint32_t Rank(uint32_t a, uint32_t b) const {
     if (compact_) {
       const uint32_t key = a * stride_ + b;
-      for (size_t i = Home(key);; i = (i + 1) & mask_) {
-        const uint64_t slot = slots_[i];
-        if ((slot >> 32) == key && slot != kEmpty) return static_cast<uint32_t>(slot);
-        if (slot == kEmpty) return kNoRank;
+      for (size_t bucket = Home(key);; bucket = (bucket + 1) & mask_) {
+        const uint32_t hit = MatchMask(keys_[bucket], key);
+        if (hit != 0) return values_[bucket].v[__builtin_ctz(hit)];
+        // Not here: absent unless the bucket is full and spilled into the next.
+        if (keys_[bucket].k[kBucket - 1] == kEmptyKey) return kNoRank;
       }
     }
     auto it = wide_.find(PairKey(a, b));
     return it == wide_.end() ? kNoRank : it->second;
   }
-  uint32_t IdOfRank(uint32_t rank) const { return rank_id_[rank]; }
-  // Starts loading the slot of (a, b) so that two lookups can overlap their cache misses.
+  uint32_t IdOf(uint32_t value) const { return compact_ ? (value & 0xFFFF) : rank_id_[value]; }
+  // Starts loading the bucket of (a, b) so that two lookups can overlap their cache misses.
   void Prefetch(uint32_t a, uint32_t b) const {
-    if (compact_) __builtin_prefetch(&slots_[Home(a * stride_ + b)]);
-  }
-  Merge Lookup(uint32_t a, uint32_t b) const {
-    const uint32_t r = Rank(a, b);
-    return Merge{r, r == kNoRank ? 0 : rank_id_[r]};
+    if (compact_) __builtin_prefetch(&keys_[Home(a * stride_ + b)]);
   }
 
  private:
-  // Keys are < 2^32 - 1 (ids < 65536), so a slot of all ones is never a real entry.
-  static constexpr uint64_t kEmpty = UINT64_MAX;
-  size_t Home(uint32_t key) const { return (key * 0x9E3779B97F4A7C15ull) >> shift_; }
+  static constexpr size_t kBucket = 16;
+  // Keys are below 65535 * 65536 (ids < 65535), so all ones is never a real key.
+  static constexpr uint32_t kEmptyKey = UINT32_MAX;
+  struct alignas(64) Keys {
+    uint32_t k[kBucket];  // filled from the front
+  };
+  // Bit i set when keys.k[i] == key.
+  static uint32_t MatchMask(const Keys& keys, uint32_t key) {
+#ifdef PILEPREP_SSE2
+    const __m128i want = _mm_set1_epi32(static_cast<int>(key));
+    const __m128i* k = reinterpret_cast<const __m128i*>(keys.k);
+    const __m128i k0 = _mm_load_si128(k), k1 = _mm_load_si128(k + 1);
+    const __m128i k2 = _mm_load_si128(k + 2), k3 = _mm_load_si128(k + 3);
+    return static_cast<uint32_t>(_mm_movemask_epi8(_mm_packs_epi16(
+        _mm_packs_epi32(_mm_cmpeq_epi32(k0, want), _mm_cmpeq_epi32(k1, want)),
+        _mm_packs_epi32(_mm_cmpeq_epi32(k2, want), _mm_cmpeq_epi32(k3, want)))));
+#else
+    uint32_t mask = 0;
+    for (size_t i = 0; i < kBucket; ++i) mask |= uint32_t{keys.k[i] == key} << i;
+    return mask;
+#endif
+  }
+  struct alignas(64) Values {
+    uint32_t v[kBucket];
+  };
+  size_t Home(uint32_t key) const { return ((key * 0x9E3779B97F4A7C15ull) >> shift_) & mask_; }
   bool compact_ = true;
   uint32_t stride_ = 0;
-  internal::HugePageArray<uint64_t> slots_;
+  internal::HugePageArray<Keys> keys_;
+  internal::HugePageArray<Values> values_;
   size_t mask_ = 0;
-  int shift_ = 64;
+  int shift_ = 63;
   std::vector<uint32_t> rank_id_;
   absl::flat_hash_map<uint64_t, uint32_t> wide_;
 };
 
 struct Gpt2Tokenizer::Tables {
   uint32_t byte_id[256];
-  // Rank of the merge of two raw bytes, indexed by (first << 8) | second: the first round of every
-  // merge needs no hashing.
+  // Merge value (PairTable::Rank) of two raw bytes, indexed by (first << 8) | second: the first round
+  // of every merge needs no hashing.
   internal::HugePageArray<uint32_t> byte_pair_rank;
-  using Merge = PairTable::Merge;
   PairTable merges;
   std::vector<std::string> id_bytes;
   bool has_endoftext = false;
-
-  Merge Lookup(uint32_t a, uint32_t b) const { return merges.Lookup(a, b); }
 };
 
 // Per-thread cache from pre-token bytes to ids, in tiers so that a lookup never allocates: pieces
@@ -416,6 +438,44 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromBuffers(
   return tok;
 }
 
+size_t Gpt2Tokenizer::MergeShort(const Tables& t, const unsigned char* bytes, size_t n,
+                                 uint32_t* out) {
+  // Short pieces (nearly all of them): symbols stay where they started, in stack arrays, linked to
+  // their right neighbour; a merged-away symbol's pair value becomes kNoRank. Each merge takes the
+  // minimum of (value, position) over all positions, a branch-free scan, and looks up only the two
+  // pairs it changed. No shifting, no allocation.
+  uint32_t id[64], value[64];
+  uint8_t next[64], prev[64];
+  for (size_t i = 0; i < n; ++i) {
+    id[i] = t.byte_id[bytes[i]];
+    value[i] = i + 1 < n ? t.byte_pair_rank[(size_t{bytes[i]} << 8) | bytes[i + 1]] : kNoRank;
+    next[i] = static_cast<uint8_t>(i + 1);
+    prev[i] = static_cast<uint8_t>(i - 1);  // 255 for the first: never read
+  }
+  while (true) {
+    uint64_t best = ~uint64_t{0};
+    for (size_t i = 0; i + 1 < n; ++i) best = std::min(best, (uint64_t{value[i]} << 8) | i);
+    const uint32_t v = static_cast<uint32_t>(best >> 8);
+    if (v == kNoRank) break;
+    const size_t i = best & 0xFF;
+    const size_t right = next[i];
+    id[i] = t.merges.IdOf(v);
+    value[right] = kNoRank;  // `right` is merged into i
+    next[i] = next[right];
+    if (next[i] < n) {
+      prev[next[i]] = static_cast<uint8_t>(i);
+      if (i > 0) t.merges.Prefetch(id[prev[i]], id[i]);
+      value[i] = t.merges.Rank(id[i], id[next[i]]);
+    } else {
+      value[i] = kNoRank;
+    }
+    if (i > 0) value[prev[i]] = t.merges.Rank(id[prev[i]], id[i]);
+  }
+  size_t count = 0;
+  for (size_t i = 0; i < n; i = next[i]) out[count++] = id[i];
+  return count;
+}
+
 void Gpt2Tokenizer::MergePiece(const Tables& t, std::string_view piece, Cache::Impl& s,
                                std::vector<uint32_t>* out) {
   const size_t n = piece.size();
@@ -424,43 +484,15 @@ void Gpt2Tokenizer::MergePiece(const Tables& t, std::string_view piece, Cache::I
     out->push_back(t.byte_id[bytes[0]]);
     return;
   }
+  if (n <= 64) {
+    uint32_t local[64];
+    out->insert(out->end(), local, local + MergeShort(t, bytes, n, local));
+    return;
+  }
+
   std::vector<uint32_t>& ids = s.ids;
   ids.resize(n);
   for (size_t i = 0; i < n; ++i) ids[i] = t.byte_id[bytes[i]];
-
-  if (n <= 64) {
-    // Short pieces (nearly all of them): keep the rank of every adjacent pair; each merge rescans the
-    // ranks for the minimum (plain integer compares) but looks up only the two pairs it changed.
-    std::vector<uint32_t>& ranks = s.ranks;
-    ranks.resize(n);
-    size_t len = n;
-    for (size_t i = 0; i + 1 < len; ++i) {
-      ranks[i] = t.byte_pair_rank[(size_t{bytes[i]} << 8) | bytes[i + 1]];
-    }
-    while (len > 1) {
-      uint32_t best_rank = kNoRank;
-      size_t best = 0;
-      for (size_t i = 0; i + 1 < len; ++i) {
-        if (ranks[i] < best_rank) {
-          best_rank = ranks[i];
-          best = i;
-        }
-      }
-      if (best_rank == kNoRank) break;
-      ids[best] = t.merges.IdOfRank(best_rank);
-      // Remove symbol best+1 and the rank of the pair it started.
-      std::memmove(&ids[best + 1], &ids[best + 2], (len - best - 2) * sizeof(uint32_t));
-      if (best + 2 < len) {
-        std::memmove(&ranks[best + 1], &ranks[best + 2], (len - best - 3) * sizeof(uint32_t));
-      }
-      --len;
-      if (best > 0) t.merges.Prefetch(ids[best - 1], ids[best]);
-      if (best + 1 < len) ranks[best] = t.merges.Rank(ids[best], ids[best + 1]);
-      if (best > 0) ranks[best - 1] = t.merges.Rank(ids[best - 1], ids[best]);
-    }
-    out->insert(out->end(), ids.begin(), ids.begin() + len);
-    return;
-  }
 
   // Long pieces (base64, runs of one letter, CJK runs, minified code): a doubly linked list of symbols,
   // the current rank of the pair starting at each symbol, and a min-heap of (rank << 32 | position) so
@@ -499,7 +531,7 @@ void Gpt2Tokenizer::MergePiece(const Tables& t, std::string_view piece, Cache::I
     const uint32_t rank = static_cast<uint32_t>(top >> 32);
     if (pair_rank[pos] != rank) continue;  // the pair changed since this entry was pushed
     const uint32_t right = next[pos];
-    ids[pos] = t.merges.IdOfRank(rank);
+    ids[pos] = t.merges.IdOf(rank);
     pair_rank[right] = kNoRank;  // `right` is gone
     next[pos] = next[right];
     if (next[right] != kNone) prev[next[right]] = pos;
@@ -547,6 +579,9 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
     out_n = 0;
   };
   auto copy_ids = [&](const Impl::ShortIds& e, size_t num) {
+#ifndef PILEPREP_SSE2
+    for (size_t i = 0; i < Impl::kShortIds; ++i) out[out_n + i] = e.ids[i];
+#else
     const __m128i zero = _mm_setzero_si128();
     const __m128i lo = _mm_load_si128(reinterpret_cast<const __m128i*>(e.ids));
     const __m128i hi = _mm_load_si128(reinterpret_cast<const __m128i*>(e.ids + 8));
@@ -555,6 +590,7 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
     _mm_storeu_si128(dst + 1, _mm_unpackhi_epi16(lo, zero));
     _mm_storeu_si128(dst + 2, _mm_unpacklo_epi16(hi, zero));
     _mm_storeu_si128(dst + 3, _mm_unpackhi_epi16(hi, zero));
+#endif
     out_n += num;
   };
 
@@ -623,10 +659,10 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
           }
           continue;
         }
-        flush();
-        const size_t before = ids->size();
-        MergePiece(t, piece, c, ids);
-        const size_t produced = ids->size() - before;  // <= 15: at most one id per byte
+        // Merge straight into the group's buffer (at most 15 ids: one per byte), then remember.
+        uint32_t* merged = out + out_n;
+        const size_t produced = MergeShort(t, reinterpret_cast<const unsigned char*>(q.p), q.n, merged);
+        out_n += produced;
         for (size_t w = Impl::kWays - 1; w > 0; --w) {
           set.key[w][0] = set.key[w - 1][0];
           set.key[w][1] = set.key[w - 1][1];
@@ -634,7 +670,7 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
         }
         set.key[0][0] = q.k0;
         set.key[0][1] = q.k1 | (uint64_t{produced} << 60);
-        std::copy(ids->begin() + before, ids->end(), set_ids[0].ids);
+        std::copy(merged, merged + produced, set_ids[0].ids);
       } else if (q.n <= Impl::kLongKeyBytes) {
         big_lookup(c.long_tier, q, piece);
       } else if (q.n <= Impl::kHugeKeyBytes) {

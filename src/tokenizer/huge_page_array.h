@@ -33,7 +33,7 @@ class HugePageArray {
   ~HugePageArray() { Release(); }
   HugePageArray(const HugePageArray&) = delete;
   HugePageArray& operator=(const HugePageArray&) = delete;
-  HugePageArray(HugePageArray&& o) noexcept { *this = std::move(o); }
+  HugePageArray(HugePageArray&& o) noexcept { *this = std::move(o); }  // leaves `o` empty
   HugePageArray& operator=(HugePageArray&& o) noexcept {
     std::swap(data_, o.data_);
     std::swap(size_, o.size_);
@@ -47,16 +47,18 @@ class HugePageArray {
     Release();
     if (n == 0) return;
     constexpr size_t kHuge = size_t{2} << 20;
-    bytes_ = (n * sizeof(T) + kHuge - 1) / kHuge * kHuge;
-    // Over-allocate by one huge page so the array can start on a 2 MB boundary.
-    void* p = mmap(nullptr, bytes_ + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    // Below 1 MB a huge page would mostly be waste (and RSS): plain 4 KB pages.
+    const size_t page = n * sizeof(T) < kHuge / 2 ? 4096 : kHuge;
+    bytes_ = (n * sizeof(T) + page - 1) / page * page;
+    // Over-allocate by one page so the array can start on a page boundary.
+    void* p = mmap(nullptr, bytes_ + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
     char* base = static_cast<char*>(p);
-    char* aligned = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(base) + kHuge - 1) & ~(kHuge - 1));
+    char* aligned = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(base) + page - 1) & ~(page - 1));
     if (aligned > base) munmap(base, aligned - base);
-    const size_t tail = (base + bytes_ + kHuge) - (aligned + bytes_);
+    const size_t tail = (base + bytes_ + page) - (aligned + bytes_);
     if (tail > 0) munmap(aligned + bytes_, tail);
-    madvise(aligned, bytes_, MADV_HUGEPAGE);  // advice only: failure leaves 4 KB pages
+    if (page == kHuge) madvise(aligned, bytes_, MADV_HUGEPAGE);  // advice: failure leaves 4 KB pages
     // Fault the pages in now, as std::vector's zero-fill would, rather than in the first lookups.
     std::memset(aligned, 0, bytes_);
     data_ = reinterpret_cast<T*>(aligned);

@@ -10,7 +10,10 @@
 #include <string_view>
 #include <vector>
 
+#if defined(__SSE2__) && !defined(PILEPREP_NO_SIMD)
 #include <emmintrin.h>  // SSE2: part of the x86-64 baseline
+#define PILEPREP_SSE2 1
+#endif
 
 #include "tokenizer/unicode_class.h"
 
@@ -72,6 +75,11 @@ inline CharClass ClassAt(const unsigned char* p, const unsigned char* end, size_
 // Bit i set when p[i] (i < 16) is an ASCII byte of class `cls` (never kWhitespace here): three SSE2
 // compares per 16 bytes. Non-ASCII bytes are in no class, so a scan stops on them and decodes.
 inline uint32_t AsciiClassMask16(const unsigned char* p, CharClass cls) {
+#ifndef PILEPREP_SSE2
+  uint32_t mask = 0;  // portable form (compilers vectorize it where they can)
+  for (int i = 0; i < 16; ++i) mask |= uint32_t{p[i] < 0x80 && kAsciiClass.cls[p[i]] == cls} << i;
+  return mask;
+#else
   const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   // x in [lo, lo + n) iff (x + 0x80 - lo) as a signed byte is below -128 + n (one wrapping add).
   auto in_range = [](__m128i x, char lo, char n) {
@@ -85,7 +93,9 @@ inline uint32_t AsciiClassMask16(const unsigned char* p, CharClass cls) {
   // kOther: ASCII and none of letter, digit, whitespace (space or \t..\r).
   const __m128i ws = _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8(' ')), in_range(v, 0x09, 5));
   const __m128i not_other = _mm_or_si128(_mm_or_si128(letter, digit), ws);
-  return static_cast<uint32_t>(_mm_movemask_epi8(_mm_andnot_si128(not_other, _mm_cmpgt_epi8(v, _mm_set1_epi8(-1)))));
+  const __m128i ascii = _mm_cmpgt_epi8(v, _mm_set1_epi8(-1));
+  return static_cast<uint32_t>(_mm_movemask_epi8(_mm_andnot_si128(not_other, ascii)));
+#endif
 }
 
 // End of the run of characters of class `cls` starting at p (p < end); for kOther the run is of
