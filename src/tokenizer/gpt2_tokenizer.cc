@@ -78,11 +78,12 @@ inline uint64_t PairKey(uint32_t a, uint32_t b) { return (uint64_t{a} << 32) | b
 // the pair does not merge; IdOf(value) is the merged token. For vocabularies below 2^16 entries with
 // fewer than 2^16 merges (GPT-2: 50,257 and 50,000) the value is rank << 16 | id, so a merge needs no
 // second lookup for its id, and the table is bucketed: a pair's key (a * vocab + b, 32 bits) hashes to
-// a bucket of 16 keys in one cache line, compared all at once (SSE2), with the values in a parallel
-// line read only on a hit. A lookup is one line and no probe loop: most lookups are of pairs that do
-// not merge, and with linear probing over slots those paid a long, unpredictable probe. A full bucket
-// spills into the next (rare at 3/8 load). 512 KB of keys for GPT-2. Larger vocabularies fall back to
-// a hash map and a rank -> id array.
+// a bucket of 8 keys and their 8 values in one cache line; the keys are compared all at once (SSE2).
+// A lookup is one line and no probe loop: most lookups are of pairs that do not merge, and with linear
+// probing over slots those paid a long, unpredictable probe; with keys and values in separate lines a
+// hit paid two misses (the table does not stay in L2 while a whole job streams through the core). A
+// full bucket spills into the next (rare at 3/8 load). 1 MB for GPT-2. Larger vocabularies fall back
+// to a hash map and a rank -> id array.
 class PairTable {
  public:
   struct Entry {
@@ -95,9 +96,8 @@ class PairTable {
     if (compact_) {
       size_t buckets = 1;
       while (buckets * kBucket * 3 < entries.size() * 8) buckets <<= 1;
-      keys_.Reset(buckets);
-      values_.Reset(buckets);
-      for (size_t i = 0; i < buckets; ++i) std::fill_n(keys_[i].k, kBucket, kEmptyKey);
+      buckets_.Reset(buckets);
+      for (size_t i = 0; i < buckets; ++i) std::fill_n(buckets_[i].k, kBucket, kEmptyKey);
       mask_ = buckets - 1;
       shift_ = 64 - __builtin_ctzll(buckets);
       if (buckets == 1) shift_ = 63;  // Home() must still be 0: (x >> 63) & mask_ == 0
@@ -105,11 +105,11 @@ class PairTable {
         const uint32_t key = e.a * stride_ + e.b;
         if (Rank(e.a, e.b) != kNoRank) continue;  // an earlier (lower) rank of the same pair wins
         for (size_t b = Home(key);; b = (b + 1) & mask_) {
-          uint32_t* k = keys_[b].k;
+          uint32_t* k = buckets_[b].k;
           const size_t used = std::find(k, k + kBucket, kEmptyKey) - k;
           if (used < kBucket) {
             k[used] = key;
-            values_[b].v[used] = (e.rank << 16) | e.id;
+            buckets_[b].v[used] = (e.rank << 16) | e.id;
             break;
           }
         }
@@ -124,10 +124,11 @@ class PairTable {
     if (compact_) {
       const uint32_t key = a * stride_ + b;
       for (size_t bucket = Home(key);; bucket = (bucket + 1) & mask_) {
-        const uint32_t hit = MatchMask(keys_[bucket], key);
-        if (hit != 0) return values_[bucket].v[__builtin_ctz(hit)];
+        const Bucket& b = buckets_[bucket];
+        const uint32_t hit = MatchMask(b, key);
+        if (hit != 0) return b.v[__builtin_ctz(hit)];
         // Not here: absent unless the bucket is full and spilled into the next.
-        if (keys_[bucket].k[kBucket - 1] == kEmptyKey) return kNoRank;
+        if (b.k[kBucket - 1] == kEmptyKey) return kNoRank;
       }
     }
     auto it = wide_.find(PairKey(a, b));
@@ -136,40 +137,35 @@ class PairTable {
   uint32_t IdOf(uint32_t value) const { return compact_ ? (value & 0xFFFF) : rank_id_[value]; }
   // Starts loading the bucket of (a, b) so that two lookups can overlap their cache misses.
   void Prefetch(uint32_t a, uint32_t b) const {
-    if (compact_) __builtin_prefetch(&keys_[Home(a * stride_ + b)]);
+    if (compact_) __builtin_prefetch(&buckets_[Home(a * stride_ + b)]);
   }
 
  private:
-  static constexpr size_t kBucket = 16;
+  static constexpr size_t kBucket = 8;
   // Keys are below 65535 * 65536 (ids < 65535), so all ones is never a real key.
   static constexpr uint32_t kEmptyKey = UINT32_MAX;
-  struct alignas(64) Keys {
+  struct alignas(64) Bucket {
     uint32_t k[kBucket];  // filled from the front
+    uint32_t v[kBucket];
   };
   // Bit i set when keys.k[i] == key.
-  static uint32_t MatchMask(const Keys& keys, uint32_t key) {
+  static uint32_t MatchMask(const Bucket& keys, uint32_t key) {
 #ifdef PILEPREP_SSE2
     const __m128i want = _mm_set1_epi32(static_cast<int>(key));
     const __m128i* k = reinterpret_cast<const __m128i*>(keys.k);
     const __m128i k0 = _mm_load_si128(k), k1 = _mm_load_si128(k + 1);
-    const __m128i k2 = _mm_load_si128(k + 2), k3 = _mm_load_si128(k + 3);
     return static_cast<uint32_t>(_mm_movemask_epi8(_mm_packs_epi16(
-        _mm_packs_epi32(_mm_cmpeq_epi32(k0, want), _mm_cmpeq_epi32(k1, want)),
-        _mm_packs_epi32(_mm_cmpeq_epi32(k2, want), _mm_cmpeq_epi32(k3, want)))));
+        _mm_packs_epi32(_mm_cmpeq_epi32(k0, want), _mm_cmpeq_epi32(k1, want)), _mm_setzero_si128())));
 #else
     uint32_t mask = 0;
     for (size_t i = 0; i < kBucket; ++i) mask |= uint32_t{keys.k[i] == key} << i;
     return mask;
 #endif
   }
-  struct alignas(64) Values {
-    uint32_t v[kBucket];
-  };
   size_t Home(uint32_t key) const { return ((key * 0x9E3779B97F4A7C15ull) >> shift_) & mask_; }
   bool compact_ = true;
   uint32_t stride_ = 0;
-  internal::HugePageArray<Keys> keys_;
-  internal::HugePageArray<Values> values_;
+  internal::HugePageArray<Bucket> buckets_;
   size_t mask_ = 0;
   int shift_ = 63;
   std::vector<uint32_t> rank_id_;
