@@ -4,13 +4,12 @@
 #   scripts/test.sh               Release build in build/, every test.
 #   scripts/test.sh --sanitize    AddressSanitizer + UndefinedBehaviorSanitizer build in build-asan/,
 #                                 every test (any report aborts the test: halt_on_error, no recovery).
-#   scripts/test.sh --tsan        ThreadSanitizer build in build-tsan/: the pipeline's tests (the
-#                                 pipeline, CLI and golden tests, which run the TBB pipeline).
-#                                 Meaningful only against a oneTBB built with -fsanitize=thread
-#                                 (cmake: TBB_DIR=<its lib/cmake/TBB>): Debian's libtbb is not
-#                                 instrumented, so every hand-off between pipeline stages is
-#                                 reported as a race. Not part of --all for that reason.
-#   scripts/test.sh --all         Plain, then --sanitize (what .ci/run runs).
+#   scripts/test.sh --tsan        ThreadSanitizer build in build-tsan/: every test that runs threads
+#                                 (pipeline, validate, merge, HTTP source; golden and CLI tests) against
+#                                 a libtbb built with -fsanitize=thread, which scripts/build_tsan_tbb.sh
+#                                 builds once from Debian's source package into ~/.cache/pileprep
+#                                 (TSAN_TBB_DIR=<dir of a TBBConfig.cmake> uses another one).
+#   scripts/test.sh --all         Plain, then --sanitize, then --tsan (what .ci/run runs).
 #
 # PILEPREP_BUILD_DIR overrides the build directory of the plain mode.
 set -euo pipefail
@@ -48,26 +47,56 @@ run_asan() {
     ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -LE 'install|python|fuzz' "$@"
 }
 
-# ThreadSanitizer: only the targets whose tests run threads through the TBB pipeline. Pass
-# -DTBB_DIR=... of an instrumented oneTBB as an extra argument's environment (TSAN_TBB_DIR) to get
-# a meaningful run; tests/sanitizers/tsan.supp says why it holds no blanket libtbb entry.
+# ThreadSanitizer: the targets whose tests run threads (the TBB pipeline, validate's parallel_reduce,
+# the download thread of the HTTP source) against a libtbb built with -fsanitize=thread:
+# scripts/build_tsan_tbb.sh builds it once from Debian's source package into ~/.cache/pileprep
+# (TSAN_TBB_DIR=<dir of its TBBConfig.cmake> uses another one). Debian's own libtbb is not
+# instrumented; tests/sanitizers/tsan.supp says why there is no blanket libtbb suppression instead.
+# Reports go to build-tsan/tsan-reports/ (log_path) and are printed at the end: one from a process
+# whose exit status a test does not look at still fails the run.
 run_tsan() {
   scripts/setup.sh
+  local tbb_dir=${TSAN_TBB_DIR:-}
+  if [[ -z $tbb_dir ]]; then tbb_dir=$(scripts/build_tsan_tbb.sh); fi
+  [[ -f $tbb_dir/TBBConfig.cmake ]] || { echo "test.sh: no TBBConfig.cmake in '$tbb_dir'" >&2; return 1; }
   local flags="-O1 -g -fno-omit-frame-pointer -fsanitize=thread"
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPILEPREP_BUILD_PYTHON=OFF \
-    ${TSAN_TBB_DIR:+-DTBB_DIR="$TSAN_TBB_DIR"} \
+    -DTBB_DIR="$tbb_dir" \
     -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" \
     -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=thread" >/dev/null
-  cmake --build build-tsan -j "$(nproc)" --target pileprep pipeline_test
-  TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/sanitizers/tsan.supp${TSAN_OPTIONS:+:$TSAN_OPTIONS}" \
+  cmake --build build-tsan -j "$(nproc)" \
+    --target pileprep pipeline_test validate_test merge_test fetch_http_source_test
+  # The executables must load the instrumented libtbb (CMake's build RPATH names its directory),
+  # not Debian's: otherwise every stage hand-off is a false report again.
+  local exe lib
+  for exe in build-tsan/bin/{pileprep,pipeline_test,validate_test,merge_test,fetch_http_source_test}; do
+    lib=$(ldd "$exe" | awk '$1 ~ /^libtbb\.so/ { print $3 }')
+    if [[ -z $lib || $(nm -D "$lib") != *__tsan_* ]]; then
+      echo "test.sh: $exe loads '${lib:-no libtbb}', not a libtbb built with -fsanitize=thread" >&2
+      return 1
+    fi
+  done
+  # The tests of those five executables; the CLI ones run the pipeline, validate's parallel_reduce,
+  # merge and downloads (fault server) through build-tsan/bin/pileprep.
+  local tsan_tests='^(Pipeline|ValidateTest|IndexedDatasetReader|FindDatasetPrefixes|MergeTest|HttpSource|RedactUrl|CheckHeader|golden\.|cli\.)'
+  local reports=$root/build-tsan/tsan-reports
+  rm -rf "$reports" && mkdir -p "$reports"
+  local rc=0
+  TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/sanitizers/tsan.supp:log_path=$reports/report${TSAN_OPTIONS:+:$TSAN_OPTIONS}" \
   PILEPREP_SANITIZER=tsan \
     ctest --test-dir build-tsan --output-on-failure -j "$(nproc)" \
-      -R '^(Pipeline|golden\.|cli\.messages_and_exit_codes|cli\.bad_inputs|cli\.signals)' "$@"
+      -R "$tsan_tests" "$@" || rc=$?
+  if compgen -G "$reports/report*" >/dev/null; then
+    echo "test.sh: ThreadSanitizer reports ($reports):" >&2
+    cat "$reports"/report* >&2
+    return 1
+  fi
+  return $rc
 }
 
 case $mode in
   plain) run_plain "$@" ;;
   asan) run_asan "$@" ;;
   tsan) run_tsan "$@" ;;
-  all) run_plain "$@"; run_asan "$@" ;;
+  all) run_plain "$@"; run_asan "$@"; run_tsan "$@" ;;
 esac
