@@ -6,6 +6,7 @@
 #define PILEPREP_SRC_TOKENIZER_PRETOKENIZER_H_
 
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -123,6 +124,98 @@ inline const unsigned char* RunEnd(const unsigned char* p, const unsigned char* 
   return p;
 }
 
+// Byte-class masks of the 64 bytes at p: bit i describes p[i].
+struct AsciiMasks64 {
+  uint64_t letter = 0, digit = 0, space = 0, other_ws = 0, apostrophe = 0, high = 0;
+};
+inline AsciiMasks64 ClassMasks64(const unsigned char* p) {
+  AsciiMasks64 m;
+#ifdef PILEPREP_SSE2
+  auto in_range = [](__m128i x, char lo, char n) {
+    return _mm_cmplt_epi8(_mm_add_epi8(x, _mm_set1_epi8(static_cast<char>(0x80 - lo))),
+                          _mm_set1_epi8(static_cast<char>(-128 + n)));
+  };
+  for (int k = 0; k < 4; ++k) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * k));
+    auto bits = [&](__m128i x) { return uint64_t{static_cast<uint16_t>(_mm_movemask_epi8(x))} << (16 * k); };
+    m.letter |= bits(in_range(_mm_or_si128(v, _mm_set1_epi8(0x20)), 'a', 26));
+    m.digit |= bits(in_range(v, '0', 10));
+    m.space |= bits(_mm_cmpeq_epi8(v, _mm_set1_epi8(' ')));
+    m.other_ws |= bits(in_range(v, 0x09, 5));
+    m.apostrophe |= bits(_mm_cmpeq_epi8(v, _mm_set1_epi8('\'')));
+    m.high |= bits(v);  // movemask takes the top bit: non-ASCII
+  }
+#else
+  for (int i = 0; i < 64; ++i) {
+    const unsigned char c = p[i];
+    const uint64_t bit = uint64_t{1} << i;
+    if (c >= 0x80) { m.high |= bit; continue; }
+    switch (kAsciiClass.cls[c]) {
+      case kLetter: m.letter |= bit; break;
+      case kNumber: m.digit |= bit; break;
+      case kWhitespace: (c == ' ' ? m.space : m.other_ws) |= bit; break;
+      default: break;
+    }
+    if (c == '\'') m.apostrophe |= bit;
+  }
+#endif
+  return m;
+}
+
+// Where pre-tokens start among the 64 bytes at p, as bits (bit i: one starts at p + i; bit 0, p
+// itself, is left out: the caller knows p starts one). Needs p[0..66] readable and the text to go
+// on past p + 66. Only positions whose neighbourhood (one byte back, three ahead) is ASCII are
+// decided: the bits at and after `*decided` are zero and mean nothing.
+//
+// For ASCII the pattern's splits are local, which is what makes this exact: a piece starts at i when
+//   - a letter, digit or other run starts at i after a non-space of another class, or after a
+//     whitespace other than ' ' (a plain space before it starts the piece instead: ` ?\p{L}+`);
+//   - whitespace starts at i after a non-space;
+//   - i is the last whitespace of a run of two or more that a non-space follows (`\s+(?!\S)` leaves
+//     it to the next piece, itself or with the word after it when it is ' ');
+//   - a contraction ('s 't 're 've 'm 'll 'd) at a piece start ends at i; inside one no piece starts.
+// Every rule looks at most one byte back and three ahead, and pretokenizer_differential_test holds it
+// to the reference on long mixed texts. A run-length rule across blocks needs no state: the caller
+// restarts each block at the last piece start of the previous one.
+inline uint64_t AsciiBlockStarts(const unsigned char* p, int* decided) {
+  const AsciiMasks64 m = ClassMasks64(p);
+  int first_high = 64;
+  if (m.high != 0) {
+    first_high = __builtin_ctzll(m.high);
+  } else {
+    while (first_high < 67 && p[first_high] < 0x80) ++first_high;
+  }
+  *decided = std::min(64, first_high - 3);
+  if (*decided < 2) return 0;
+  const uint64_t ws = m.space | m.other_ws;
+  const uint64_t non_ws = ~ws;
+  const uint64_t other = non_ws & ~m.letter & ~m.digit;
+  const bool ws_after = kAsciiClass.cls[p[64]] == kWhitespace;
+  auto run_start = [](uint64_t x) { return x & ~(x << 1); };
+  uint64_t s = (run_start(m.letter) | run_start(m.digit) | run_start(other)) & (non_ws << 1);
+  s |= non_ws & (m.other_ws << 1);
+  s |= (non_ws & (m.space << 1)) >> 1;
+  s |= ws & (non_ws << 1);
+  s |= ws & (ws << 1) & ~((ws >> 1) | (uint64_t{ws_after} << 63));
+  // Contractions: an apostrophe that starts a piece (after a letter, digit or non-space whitespace,
+  // or at p) and is followed by one of the endings.
+  for (uint64_t c = m.apostrophe & (((m.letter | m.digit | m.other_ws) << 1) | 1); c != 0; c &= c - 1) {
+    const int i = __builtin_ctzll(c);
+    const unsigned char d = p[i + 1], e = p[i + 2];
+    int k = 0;
+    if (d == 's' || d == 't' || d == 'm' || d == 'd') {
+      k = 2;
+    } else if (((d == 'r' || d == 'v') && e == 'e') || (d == 'l' && e == 'l')) {
+      k = 3;
+    }
+    if (k == 0) continue;
+    for (int j = i + 1; j < i + k && j < 64; ++j) s &= ~(uint64_t{1} << j);
+    if (i + k < 64) s |= uint64_t{1} << (i + k);
+  }
+  const uint64_t keep = *decided == 64 ? ~uint64_t{0} : (uint64_t{1} << *decided) - 1;
+  return s & keep & ~uint64_t{1};
+}
+
 // Calls emit(std::string_view piece) for each pre-token of `text`, in order. The pieces concatenate
 // back to `text`.
 template <typename Emit>
@@ -133,7 +226,27 @@ inline void Pretokenize(std::string_view text, Emit&& emit) {
   auto piece = [&](const unsigned char* from, const unsigned char* to) {
     emit(std::string_view(reinterpret_cast<const char*>(from), static_cast<size_t>(to - from)));
   };
+  // Stretches of ASCII are split up to 64 bytes at a time from bit masks; the scanner below takes one
+  // piece at a time at non-ASCII characters, at pieces longer than a block and near the end of the
+  // text. Where the masks decide too little (non-ASCII text) they are not tried again for 32 bytes,
+  // so such text pays for them about once a block rather than once a piece.
+  const unsigned char* masks_from = begin;
   while (p < end) {
+    if (p >= masks_from && end - p > 67) {
+      int decided;
+      uint64_t starts = AsciiBlockStarts(p, &decided);
+      if (starts != 0) {
+        const unsigned char* const base = p;
+        do {
+          const unsigned char* next = base + __builtin_ctzll(starts);
+          piece(p, next);
+          p = next;
+          starts &= starts - 1;
+        } while (starts != 0);
+        continue;
+      }
+      if (decided < 4) masks_from = p + 32;
+    }
     const unsigned char c = *p;
     // 1. Contractions: 's 't 're 've 'm 'll 'd, lower case only.
     if (c == '\'' && p + 1 < end) {
