@@ -3,7 +3,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake pkg-config ninja-build zstd
+  build-essential cmake pkg-config ninja-build zstd openssl
   libzstd-dev libsimdjson-dev libtbb-dev libre2-dev libcurl4-openssl-dev libabsl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   pybind11-dev python3-dev python3-numpy python3-regex

@@ -27,7 +27,8 @@
 //   - TLS verification failures: Unavailable naming the cause (no retry).
 //   - retries exhausted: Unavailable with the last cause.
 // TLS certificates are verified unless `insecure`; proxies come from the usual environment variables
-// (http_proxy, https_proxy, no_proxy), as libcurl reads them. Header values are sent, never put in a
+// (http_proxy, https_proxy, all_proxy, no_proxy), as libcurl reads them, and a libcurl error (not an
+// HTTP status) names the proxy they set, without user:password@. Header values are sent, never put in a
 // message; URLs in messages have no user:password@ and no ?query.
 //
 // Thread model: OpenHttpSource starts one download thread per source. Read() is called from one

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -74,6 +75,52 @@ bool IsTransientCurlError(CURLcode code) {
   }
 }
 
+// Curl errors whose CURLOPT_ERRORBUFFER text says more than curl_easy_strerror (which host and port
+// failed, why a certificate was rejected) and holds only host names, ports, file names and TLS
+// reasons. Other codes keep strerror: some of their texts quote a whole proxy string, credentials
+// and all.
+bool HasSafeDetail(CURLcode code) {
+  switch (code) {
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_PEER_FAILED_VERIFICATION:  // also CURLE_SSL_CACERT, its alias since curl 7.62
+    case CURLE_SSL_CACERT_BADFILE:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The proxy libcurl takes from the environment for `url`, for messages: "via the proxy
+// http://host:port from http_proxy", or "" when none is set. libcurl's rules: <scheme>_proxy, then
+// its uppercase name except HTTP_PROXY (a CGI request can set that one through a "Proxy:" header),
+// then all_proxy, ALL_PROXY; an empty value means no proxy. no_proxy is not matched here (libcurl's
+// own matching has CIDR ranges and more), only mentioned. user:password@ is cut from the proxy.
+std::string EnvProxyNote(const std::string& url) {
+  const bool https = absl::StartsWith(absl::AsciiStrToLower(url.substr(0, 8)), "https://");
+  std::string var = https ? "https_proxy" : "http_proxy";
+  const char* value = std::getenv(var.c_str());
+  if (value == nullptr && https) value = std::getenv((var = "HTTPS_PROXY").c_str());
+  if (value == nullptr) value = std::getenv((var = "all_proxy").c_str());
+  if (value == nullptr) value = std::getenv((var = "ALL_PROXY").c_str());
+  if (value == nullptr || *value == '\0') return "";
+  std::string proxy = value;
+  const size_t scheme = proxy.find("://");
+  const size_t start = scheme == std::string::npos ? 0 : scheme + 3;
+  const size_t at = proxy.rfind('@');
+  if (at != std::string::npos && at >= start) proxy.erase(start, at + 1 - start);
+  std::string note = absl::StrCat("via the proxy ", proxy, " from ", var);
+  const char* no_proxy = std::getenv("no_proxy");
+  if (no_proxy == nullptr) no_proxy = std::getenv("NO_PROXY");
+  if (no_proxy != nullptr && *no_proxy != '\0') {
+    absl::StrAppend(&note, ", unless no_proxy exempts the host");
+  }
+  return note;
+}
+
 // Everything one request learned from the headers of its final response.
 struct Response {
   long code = 0;
@@ -88,8 +135,8 @@ struct Response {
 class HttpSourceImpl final : public HttpSource {
  public:
   HttpSourceImpl(std::string url, FetchOptions options, FetchObserver* observer)
-      : url_(std::move(url)), name_(RedactUrl(url_)), options_(std::move(options)),
-        observer_(observer), rng_(std::random_device{}()) {
+      : url_(std::move(url)), name_(RedactUrl(url_)), proxy_note_(EnvProxyNote(url_)),
+        options_(std::move(options)), observer_(observer), rng_(std::random_device{}()) {
     multi_ = curl_multi_init();
     easy_ = curl_easy_init();
   }
@@ -322,6 +369,8 @@ class HttpSourceImpl final : public HttpSource {
     curl_easy_reset(easy_);
     curl_easy_setopt(easy_, CURLOPT_URL, url_.c_str());
     curl_easy_setopt(easy_, CURLOPT_NOSIGNAL, 1L);
+    error_buffer_[0] = '\0';
+    curl_easy_setopt(easy_, CURLOPT_ERRORBUFFER, error_buffer_);
     curl_easy_setopt(easy_, CURLOPT_FOLLOWLOCATION, 1L);
     curl_easy_setopt(easy_, CURLOPT_MAXREDIRS, 10L);
     curl_easy_setopt(easy_, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -486,12 +535,21 @@ class HttpSourceImpl final : public HttpSource {
           transient = true;
         }
       } else {
-        cause = absl::StrCat("curl: ", curl_easy_strerror(code));
+        const bool detail = HasSafeDetail(code) && error_buffer_[0] != '\0';
+        cause = absl::StrCat("curl: ", detail ? error_buffer_ : curl_easy_strerror(code));
+        // A proxy is the first suspect when the connection fails, and a TLS-intercepting one when a
+        // certificate does not verify: say which proxy libcurl was told to use.
+        if (!proxy_note_.empty()) absl::StrAppend(&cause, ", ", proxy_note_);
         transient = IsTransientCurlError(code);
         if (!transient) {
           std::string hint;
-          if (code == CURLE_PEER_FAILED_VERIFICATION || code == CURLE_SSL_CACERT_BADFILE) {
-            hint = " (TLS certificate not trusted; --ca-file names a CA bundle)";
+          if (code == CURLE_PEER_FAILED_VERIFICATION) {
+            hint =
+                " (TLS certificate verification failed: the server's certificate must name this "
+                "host and chain to a trusted CA (the system's, or --ca-file FILE); --insecure "
+                "skips the check, for testing only)";
+          } else if (code == CURLE_SSL_CACERT_BADFILE) {
+            hint = " (--ca-file must name a readable PEM file of CA certificates)";
           }
           return Finish(absl::UnavailableError(absl::StrCat(name_, ": ", cause, hint)));
         }
@@ -517,6 +575,7 @@ class HttpSourceImpl final : public HttpSource {
 
   const std::string url_;
   const std::string name_;
+  const std::string proxy_note_;  // EnvProxyNote(url_)
   const FetchOptions options_;
   FetchObserver* const observer_;
   CURLM* multi_ = nullptr;
@@ -525,6 +584,7 @@ class HttpSourceImpl final : public HttpSource {
   int cache_fd_ = -1;
 
   // Download thread only.
+  char error_buffer_[CURL_ERROR_SIZE] = {};  // CURLOPT_ERRORBUFFER of the current request
   Response response_;
   absl::Status abort_status_;
   std::string etag_, last_modified_;  // of the first answer

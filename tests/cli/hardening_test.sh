@@ -105,8 +105,7 @@ expect "a failed download with credentials" 1 "" -- \
 if grep -qE 'hunter2pw|qsecret77|hdrsecret55' "$work/err" "$work/out" "$work"/sec/*.json; then
   bad "secrets appear in the log or the summary"; grep -E 'hunter2pw|qsecret77|hdrsecret55' "$work/err" "$work/out" "$work"/sec/*.json
 else ok "secrets never appear in the log or the summary JSON"; fi
-expect "TLS verification is on unless --insecure (flag exists)" 0 "" -- \
-  "$PILEPREP" --insecure --dry-run --url "$src" --files 0
+# TLS verification (on by default, --ca-file, --insecure) and proxies: tests/cli/tls_proxy_test.sh.
 
 # ---------------------------------------------------------------- signals
 signal_test() {  # SIG want_rc

@@ -18,6 +18,9 @@ fault plans: each request for FILE takes the next action of its plan (then behav
   --rate BYTES        send bodies at about this many bytes per second (for kill-at-a-moment tests)
   --log FILE          one JSON line per request: path, range, if_range, status, bytes sent; written
                       when the answer ends (a client may see the end, or hang up, before the line is there)
+  --tls CERT KEY      serve HTTPS with this certificate chain and key (PEM) instead of plain HTTP; the
+                      handshake runs in the request's thread, so a client that rejects the certificate
+                      just ends its connection
   --parent-pid PID    die with PID, which must be this server's parent (PR_SET_PDEATHSIG), so that a
                       killed test script or test binary never leaves the server running
 
@@ -33,6 +36,7 @@ import os
 import re
 import signal
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -49,6 +53,7 @@ def main():
     ap.add_argument("--log")
     ap.add_argument("--rate", type=float, default=0)
     ap.add_argument("--parent-pid", type=int, default=0)
+    ap.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
     args = ap.parse_args()
     if args.parent_pid:
         pr_set_pdeathsig = 1
@@ -81,6 +86,11 @@ def main():
 
         def log_message(self, *a):
             pass
+
+        def setup(self):
+            if args.tls:
+                self.request.do_handshake()  # raises for a client that rejects the certificate
+            super().setup()
 
         def do_GET(self):
             self.handle_request(True)
@@ -201,6 +211,13 @@ def main():
 
     server = Server(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
+    if args.tls:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*args.tls)
+        # No handshake in accept(): it would block the serving thread on a slow client; Handler.setup
+        # does it in the request's thread, where a failure ends that connection alone.
+        server.socket = context.wrap_socket(server.socket, server_side=True,
+                                            do_handshake_on_connect=False)
     signal.signal(signal.SIGTERM, lambda *a: (server.server_close(), os._exit(0)))
     tmp = args.port_file + ".tmp"
     with open(tmp, "w") as f:
