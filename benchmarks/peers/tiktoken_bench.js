@@ -1,9 +1,10 @@
 // tiktoken's native core (Rust, through its Node binding) on the texts exported by tokenize_bench.
-// Usage: node tiktoken_bench.js BINDING.node texts.bin ids.bin
-// Prints {"text_bytes","tokens","seconds","ids_match","first_mismatch"}: best of 2 passes; ids are
-// compared text by text with pileprep's.
+// Usage: node tiktoken_bench.js BINDING.node texts.bin ids.bin [PASSES]
+// Prints {"text_bytes","tokens","seconds","ids_match","first_mismatch"}: best of PASSES (default 2)
+// passes; ids are compared text by text with pileprep's.
 const fs = require('fs');
-const [binding, textsPath, idsPath] = process.argv.slice(2);
+const [binding, textsPath, idsPath, passesArg] = process.argv.slice(2);
+const passes = Math.max(1, parseInt(passesArg || '2', 10));
 const enc = require(binding).getEncoding('gpt2');  // <|endoftext|> -> 50256, like pileprep's default
 const buf = fs.readFileSync(textsPath);
 const texts = [];
@@ -13,7 +14,7 @@ for (let o = 0; o < buf.length;) {
   texts.push(buf.toString('utf8', o, o + n)); o += n; bytes += n;
 }
 let best = Infinity, tokens = 0, outs = null;
-for (let pass = 0; pass < 2; pass++) {
+for (let pass = 0; pass < passes; pass++) {
   const results = new Array(texts.length);
   const t0 = process.hrtime.bigint();
   for (let i = 0; i < texts.length; i++) results[i] = enc.encode(texts[i]);
