@@ -190,7 +190,7 @@ inline uint64_t AsciiBlockStarts(const unsigned char* p, int* decided) {
   const uint64_t ws = m.space | m.other_ws;
   const uint64_t non_ws = ~ws;
   const uint64_t other = non_ws & ~m.letter & ~m.digit;
-  const bool ws_after = kAsciiClass.cls[p[64]] == kWhitespace;
+  const bool ws_after = p[64] < 0x80 && kAsciiClass.cls[p[64]] == kWhitespace;
   auto run_start = [](uint64_t x) { return x & ~(x << 1); };
   uint64_t s = (run_start(m.letter) | run_start(m.digit) | run_start(other)) & (non_ws << 1);
   s |= non_ws & (m.other_ws << 1);
