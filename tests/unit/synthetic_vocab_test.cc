@@ -1,0 +1,179 @@
+// The tokenizer against the reference BPE (encoder.py's algorithm) on made-up vocabularies: the
+// paths of the merge table that GPT-2's own files never take. A one-bucket table, a merges file
+// that repeats a pair (encoder.py's dict(zip(merges, ranks)) keeps the repeat's later rank), and a
+// vocabulary of 2^16 tokens or more (the hash-map table, no pre-token cache).
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "pileprep/gpt2_tokenizer.h"
+#include "testing/files.h"
+#include "testing/reference_bpe.h"
+
+namespace pileprep {
+namespace {
+
+using ::pileprep::testing::ReferenceBpe;
+using ::pileprep::testing::WriteFile;
+
+// GPT-2's bytes_to_unicode(): the byte alphabet of encoder.json and vocab.bpe, as UTF-8.
+std::string Alphabet(std::string_view bytes) {
+  std::string out;
+  for (unsigned char b : bytes) {
+    uint32_t cp = b;
+    const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+    if (!printable) {
+      int n = 0;
+      for (int c = 0; c < b; ++c) {
+        const bool p = (c >= '!' && c <= '~') || (c >= 0xA1 && c <= 0xAC) || c >= 0xAE;
+        if (!p) ++n;
+      }
+      cp = 256 + n;
+    }
+    if (cp < 0x80) {
+      out += static_cast<char>(cp);
+    } else {
+      out += static_cast<char>(0xC0 | (cp >> 6));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+  }
+  return out;
+}
+
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+struct Vocab {
+  std::vector<std::string> tokens;                          // raw bytes; id = index
+  std::vector<std::pair<std::string, std::string>> merges;  // raw bytes, in rank order
+};
+
+Vocab Bytes() {
+  Vocab v;
+  for (int b = 0; b < 256; ++b) v.tokens.emplace_back(1, static_cast<char>(b));
+  return v;
+}
+
+// Writes encoder.json and vocab.bpe (with <|endoftext|> last) into a fresh directory.
+std::string WriteVocab(const Vocab& v, const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "/synthetic_vocab_" + name;
+  std::filesystem::create_directories(dir);
+  std::string json = "{";
+  for (size_t id = 0; id < v.tokens.size(); ++id) {
+    json += JsonString(Alphabet(v.tokens[id])) + ": " + std::to_string(id) + ", ";
+  }
+  json += "\"<|endoftext|>\": " + std::to_string(v.tokens.size()) + "}";
+  WriteFile(dir + "/encoder.json", json);
+  std::string merges = "#version: 0.2\n";
+  for (const auto& [a, b] : v.merges) merges += Alphabet(a) + " " + Alphabet(b) + "\n";
+  WriteFile(dir + "/vocab.bpe", merges);
+  return dir;
+}
+
+struct Pair {
+  std::unique_ptr<Gpt2Tokenizer> tok;
+  ReferenceBpe ref;
+};
+
+Pair Load(const std::string& dir) {
+  Gpt2Tokenizer::Options options;
+  options.endoftext_is_special = false;  // the reference has no special tokens
+  auto tok = Gpt2Tokenizer::FromFiles(dir + "/encoder.json", dir + "/vocab.bpe", options);
+  EXPECT_TRUE(tok.ok()) << tok.status();
+  auto ref = ReferenceBpe::Load(dir);
+  EXPECT_TRUE(ref.ok()) << ref.status();
+  return Pair{std::move(*tok), std::move(*ref)};
+}
+
+std::vector<uint32_t> Encode(const Gpt2Tokenizer& tok, const std::string& text) {
+  Gpt2Tokenizer::Cache cache(tok);
+  std::vector<uint32_t> ids;
+  tok.Encode(text, cache, &ids);
+  return ids;
+}
+
+std::string RandomText(std::mt19937_64& rng, const std::string& alphabet, size_t max_len) {
+  std::string s;
+  const size_t n = 1 + rng() % max_len;
+  for (size_t i = 0; i < n; ++i) s += alphabet[rng() % alphabet.size()];
+  return s;
+}
+
+TEST(SyntheticVocab, RepeatedMergeLineTakesItsLaterRankLikeEncoderPy) {
+  Vocab v = Bytes();
+  v.tokens.push_back("ab");
+  v.tokens.push_back("bc");
+  v.tokens.push_back("abc");
+  v.merges = {{"a", "b"}, {"b", "c"}, {"ab", "c"}, {"a", "b"}};  // "a b" again: rank 3, not 0
+  auto [tok, ref] = Load(WriteVocab(v, "repeat"));
+  // With "a b" at rank 0, "abc" would merge to "ab" + "c" and then "abc"; at rank 3 "b c" (rank 1)
+  // goes first and "a" + "bc" is final.
+  EXPECT_EQ(ref.Encode("abc"), (std::vector<uint32_t>{'a', 257}));
+  EXPECT_EQ(Encode(*tok, "abc"), ref.Encode("abc"));
+  std::mt19937_64 rng(11);
+  for (int i = 0; i < 2000; ++i) {
+    const std::string text = RandomText(rng, "abc ab", 40);
+    ASSERT_EQ(Encode(*tok, text), ref.Encode(text)) << text;
+  }
+}
+
+TEST(SyntheticVocab, TinyMergeTableInOneBucketMatchesReference) {
+  Vocab v = Bytes();
+  v.tokens.push_back("th");
+  v.tokens.push_back("the");
+  v.tokens.push_back(" the");
+  v.merges = {{"t", "h"}, {"th", "e"}, {" ", "the"}};
+  auto [tok, ref] = Load(WriteVocab(v, "tiny"));
+  std::mt19937_64 rng(12);
+  for (int i = 0; i < 2000; ++i) {
+    const std::string text = RandomText(rng, "the th e t h  x", 60);
+    ASSERT_EQ(Encode(*tok, text), ref.Encode(text)) << text;
+  }
+}
+
+TEST(SyntheticVocab, VocabularyOfTwoToTheSixteenOrMoreMatchesReference) {
+  // Every byte pair is a token (65,536 merges in a shuffled order), then some triples: 66,305
+  // tokens with <|endoftext|>, past the packed table's 16-bit ids.
+  Vocab v = Bytes();
+  std::vector<std::pair<std::string, std::string>> pairs;
+  for (int a = 0; a < 256; ++a) {
+    for (int b = 0; b < 256; ++b) {
+      pairs.emplace_back(std::string(1, static_cast<char>(a)), std::string(1, static_cast<char>(b)));
+    }
+  }
+  std::mt19937_64 rng(13);
+  std::shuffle(pairs.begin(), pairs.end(), rng);
+  for (const auto& [a, b] : pairs) {
+    v.tokens.push_back(a + b);
+    v.merges.emplace_back(a, b);
+  }
+  const std::string letters = "abcdefghij ";
+  for (int i = 0; i < 512; ++i) {
+    const std::string ab = {letters[rng() % 10], letters[rng() % 10]};
+    const std::string c(1, letters[rng() % letters.size()]);
+    if (std::find(v.tokens.begin(), v.tokens.end(), ab + c) != v.tokens.end()) continue;
+    v.tokens.push_back(ab + c);
+    v.merges.emplace_back(ab, c);
+  }
+  ASSERT_GE(v.tokens.size() + 1, size_t{65536});
+  auto [tok, ref] = Load(WriteVocab(v, "wide"));
+  EXPECT_EQ(tok->vocab_size(), v.tokens.size() + 1);
+  for (int i = 0; i < 300; ++i) {
+    const std::string text = RandomText(rng, "abcdefghij  .,'s\n", 80);
+    ASSERT_EQ(Encode(*tok, text), ref.Encode(text)) << text;
+  }
+}
+
+}  // namespace
+}  // namespace pileprep
