@@ -174,6 +174,7 @@ TEST(PretokenizerDifferential, LongMostlyAsciiTextsMatchRe2) {
       " ", " ", " ", "  ", "   ", "\n", "\n\n", "\t", "\r\n", " \n", "\n ", "\v", "\f",
       "'", "'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "''", "'S", "'r", "'l",
       ".", ",", "!", "-", "--", "...", "(", ")", "\"", "_", "#", "\\", "~",
+      std::string(70, ' '), std::string(65, '\n'), std::string(66, ' ') + "\n",
       "\u00e9", "\u4e2d", "\u00a0", "\u3000", "\U0001F600", "\u2019", "\u0301", "\u00bd"};
   RandomText gen(/*seed=*/314159);
   int failures = 0;
