@@ -98,7 +98,7 @@ bool HasSafeDetail(CURLcode code) {
 // http://host:port from http_proxy", or "" when none is set. libcurl's rules: <scheme>_proxy, then
 // its uppercase name except HTTP_PROXY (a CGI request can set that one through a "Proxy:" header),
 // then all_proxy, ALL_PROXY; an empty value means no proxy. no_proxy is not matched here (libcurl's
-// own matching has CIDR ranges and more), only mentioned. user:password@ is cut from the proxy.
+// own matching has CIDR ranges and more), only mentioned.
 std::string EnvProxyNote(const std::string& url) {
   const bool https = absl::StartsWith(absl::AsciiStrToLower(url.substr(0, 8)), "https://");
   std::string var = https ? "https_proxy" : "http_proxy";
@@ -107,11 +107,15 @@ std::string EnvProxyNote(const std::string& url) {
   if (value == nullptr) value = std::getenv((var = "all_proxy").c_str());
   if (value == nullptr) value = std::getenv((var = "ALL_PROXY").c_str());
   if (value == nullptr || *value == '\0') return "";
+  // Only scheme://host:port is shown: user:password@ and any path or query (which can hold a
+  // token) are cut.
   std::string proxy = value;
   const size_t scheme = proxy.find("://");
   const size_t start = scheme == std::string::npos ? 0 : scheme + 3;
   const size_t at = proxy.rfind('@');
   if (at != std::string::npos && at >= start) proxy.erase(start, at + 1 - start);
+  const size_t rest = proxy.find_first_of("/?#", start);
+  if (rest != std::string::npos) proxy.resize(rest);
   std::string note = absl::StrCat("via the proxy ", proxy, " from ", var);
   const char* no_proxy = std::getenv("no_proxy");
   if (no_proxy == nullptr) no_proxy = std::getenv("NO_PROXY");
