@@ -9,7 +9,10 @@
 #                                 a libtbb built with -fsanitize=thread, which scripts/build_tsan_tbb.sh
 #                                 builds once from Debian's source package into ~/.cache/pileprep
 #                                 (TSAN_TBB_DIR=<dir of a TBBConfig.cmake> uses another one).
-#   scripts/test.sh --all         Plain, then --sanitize, then --tsan (what .ci/run runs).
+#   scripts/test.sh --scalar      The SIMD paths (SSE2) compiled out (-DPILEPREP_NO_SIMD) in build-scalar/:
+#                                 the tokenizer, pipeline and golden tests through the portable code
+#                                 that non-x86 machines (aarch64) run.
+#   scripts/test.sh --all         Plain, then --sanitize, --tsan and --scalar (what .ci/run runs).
 #
 # PILEPREP_BUILD_DIR overrides the build directory of the plain mode.
 set -euo pipefail
@@ -20,6 +23,7 @@ mode=plain
 case "${1:-}" in
   --sanitize|--asan) mode=asan; shift ;;
   --tsan) mode=tsan; shift ;;
+  --scalar) mode=scalar; shift ;;
   --all) mode=all; shift ;;
 esac
 
@@ -94,9 +98,23 @@ run_tsan() {
   return $rc
 }
 
+# Portable code paths: every SIMD fast path has a scalar twin, which only a non-x86 machine would
+# otherwise run. Release build, the tests whose code has such twins.
+run_scalar() {
+  scripts/setup.sh
+  cmake -S . -B build-scalar -G Ninja -DCMAKE_BUILD_TYPE=Release -DPILEPREP_BUILD_PYTHON=OFF \
+    -DCMAKE_CXX_FLAGS=-DPILEPREP_NO_SIMD >/dev/null
+  cmake --build build-scalar -j "$(nproc)" --target pileprep pretokenizer_test \
+    pretokenizer_differential_test bpe_differential_test gpt2_cases_test gpt2_tokenizer_test \
+    fuzz_corpus_replay_test pipeline_test synthetic_vocab_test
+  ctest --test-dir build-scalar --output-on-failure -j "$(nproc)" \
+    -R '^(Pretokenizer|PretokenizerDifferential|BpeDifferential|Gpt2Cases|Gpt2Tokenizer|SyntheticVocab|TokenizerFuzzCorpus|Pipeline|golden\.)' "$@"
+}
+
 case $mode in
   plain) run_plain "$@" ;;
   asan) run_asan "$@" ;;
   tsan) run_tsan "$@" ;;
-  all) run_plain "$@"; run_asan "$@"; run_tsan "$@" ;;
+  scalar) run_scalar "$@" ;;
+  all) run_plain "$@"; run_asan "$@"; run_tsan "$@"; run_scalar "$@" ;;
 esac
