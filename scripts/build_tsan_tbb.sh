@@ -33,7 +33,7 @@ command -v "$cxx" >/dev/null || die "no C++ compiler '$cxx' (set CXX)"
 read -r srcpkg version < <(dpkg-query -W -f='${source:Package} ${source:Version}\n' libtbb-dev 2>/dev/null) ||
   true
 [[ -n ${version:-} ]] || die "libtbb-dev is not installed (scripts/setup.sh installs it)"
-cache_root=${XDG_CACHE_HOME:-$HOME/.cache}/pileprep
+cache_root=${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/pileprep
 prefix=$cache_root/tbb-tsan-$version
 config_dir=$prefix/lib/cmake/TBB
 stamp_file=$prefix/pileprep-build-stamp
