@@ -73,6 +73,15 @@ inline CharClass ClassAt(const unsigned char* p, const unsigned char* end, size_
   return ClassOfCodePoint(cp);
 }
 
+#ifdef PILEPREP_SSE2
+// 0xFF in each byte of x within [lo, lo + n), else 0: (x + 0x80 - lo) as a signed byte is below
+// -128 + n exactly then (one wrapping add and a signed compare; SSE2 has no unsigned one).
+inline __m128i InRange8(__m128i x, char lo, char n) {
+  return _mm_cmplt_epi8(_mm_add_epi8(x, _mm_set1_epi8(static_cast<char>(0x80 - lo))),
+                        _mm_set1_epi8(static_cast<char>(-128 + n)));
+}
+#endif
+
 // Bit i set when p[i] (i < 16) is an ASCII byte of class `cls` (never kWhitespace here): three SSE2
 // compares per 16 bytes. Non-ASCII bytes are in no class, so a scan stops on them and decodes.
 inline uint32_t AsciiClassMask16(const unsigned char* p, CharClass cls) {
@@ -82,17 +91,12 @@ inline uint32_t AsciiClassMask16(const unsigned char* p, CharClass cls) {
   return mask;
 #else
   const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  // x in [lo, lo + n) iff (x + 0x80 - lo) as a signed byte is below -128 + n (one wrapping add).
-  auto in_range = [](__m128i x, char lo, char n) {
-    return _mm_cmplt_epi8(_mm_add_epi8(x, _mm_set1_epi8(static_cast<char>(0x80 - lo))),
-                          _mm_set1_epi8(static_cast<char>(-128 + n)));
-  };
-  const __m128i letter = in_range(_mm_or_si128(v, _mm_set1_epi8(0x20)), 'a', 26);
+  const __m128i letter = InRange8(_mm_or_si128(v, _mm_set1_epi8(0x20)), 'a', 26);
   if (cls == kLetter) return static_cast<uint32_t>(_mm_movemask_epi8(letter));
-  const __m128i digit = in_range(v, '0', 10);
+  const __m128i digit = InRange8(v, '0', 10);
   if (cls == kNumber) return static_cast<uint32_t>(_mm_movemask_epi8(digit));
   // kOther: ASCII and none of letter, digit, whitespace (space or \t..\r).
-  const __m128i ws = _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8(' ')), in_range(v, 0x09, 5));
+  const __m128i ws = _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8(' ')), InRange8(v, 0x09, 5));
   const __m128i not_other = _mm_or_si128(_mm_or_si128(letter, digit), ws);
   const __m128i ascii = _mm_cmpgt_epi8(v, _mm_set1_epi8(-1));
   return static_cast<uint32_t>(_mm_movemask_epi8(_mm_andnot_si128(not_other, ascii)));
@@ -131,17 +135,13 @@ struct AsciiMasks64 {
 inline AsciiMasks64 ClassMasks64(const unsigned char* p) {
   AsciiMasks64 m;
 #ifdef PILEPREP_SSE2
-  auto in_range = [](__m128i x, char lo, char n) {
-    return _mm_cmplt_epi8(_mm_add_epi8(x, _mm_set1_epi8(static_cast<char>(0x80 - lo))),
-                          _mm_set1_epi8(static_cast<char>(-128 + n)));
-  };
   for (int k = 0; k < 4; ++k) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * k));
     auto bits = [&](__m128i x) { return uint64_t{static_cast<uint16_t>(_mm_movemask_epi8(x))} << (16 * k); };
-    m.letter |= bits(in_range(_mm_or_si128(v, _mm_set1_epi8(0x20)), 'a', 26));
-    m.digit |= bits(in_range(v, '0', 10));
+    m.letter |= bits(InRange8(_mm_or_si128(v, _mm_set1_epi8(0x20)), 'a', 26));
+    m.digit |= bits(InRange8(v, '0', 10));
     m.space |= bits(_mm_cmpeq_epi8(v, _mm_set1_epi8(' ')));
-    m.other_ws |= bits(in_range(v, 0x09, 5));
+    m.other_ws |= bits(InRange8(v, 0x09, 5));
     m.apostrophe |= bits(_mm_cmpeq_epi8(v, _mm_set1_epi8('\'')));
     m.high |= bits(v);  // movemask takes the top bit: non-ASCII
   }

@@ -27,19 +27,18 @@ fault plans: each request for FILE takes the next action of its plan (then behav
 Stops on SIGTERM.
 """
 import argparse
-import ctypes
 import email.utils
 import hashlib
 import http.server
 import json
 import os
 import re
-import signal
 import socket
 import ssl
-import sys
 import threading
 import time
+
+import loopback_serve
 
 
 def main():
@@ -56,11 +55,7 @@ def main():
     ap.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
     args = ap.parse_args()
     if args.parent_pid:
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
-        # The parent may have died before prctl: then we were reparented and must go now.
-        if os.getppid() != args.parent_pid:
-            os._exit(1)
+        loopback_serve.die_with_parent(args.parent_pid)
 
     plans = {}
     for p in args.plan:
@@ -205,12 +200,7 @@ def main():
                 except OSError:
                     pass
 
-    class Server(http.server.ThreadingHTTPServer):
-        def handle_error(self, request, client_address):
-            pass  # clients hanging up mid-answer is what these tests do
-
-    server = Server(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
+    server = loopback_serve.QuietThreadingServer(("127.0.0.1", 0), Handler)
     if args.tls:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(*args.tls)
@@ -218,12 +208,7 @@ def main():
         # does it in the request's thread, where a failure ends that connection alone.
         server.socket = context.wrap_socket(server.socket, server_side=True,
                                             do_handshake_on_connect=False)
-    signal.signal(signal.SIGTERM, lambda *a: (server.server_close(), os._exit(0)))
-    tmp = args.port_file + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(str(server.server_address[1]))
-    os.rename(tmp, args.port_file)
-    server.serve_forever()
+    loopback_serve.serve(server, args.port_file)
 
 
 if __name__ == "__main__":

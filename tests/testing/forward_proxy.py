@@ -15,16 +15,15 @@ Only 127.0.0.1 origins are served (403 otherwise): the tests must never reach an
 Stops on SIGTERM.
 """
 import argparse
-import ctypes
 import http.client
 import http.server
 import json
-import os
 import select
-import signal
 import socket
 import threading
 import urllib.parse
+
+import loopback_serve
 
 # Headers that concern one connection, not the request (RFC 9110 7.6.1), plus the proxy's own.
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "proxy-authorization", "proxy-authenticate",
@@ -38,10 +37,7 @@ def main():
     ap.add_argument("--parent-pid", type=int, default=0)
     args = ap.parse_args()
     if args.parent_pid:
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
-        if os.getppid() != args.parent_pid:
-            os._exit(1)
+        loopback_serve.die_with_parent(args.parent_pid)
     log_lock = threading.Lock()
 
     def log(entry):
@@ -132,18 +128,8 @@ def main():
             finally:
                 origin.close()
 
-    class Server(http.server.ThreadingHTTPServer):
-        def handle_error(self, request, client_address):
-            pass  # clients hanging up is normal here
-
-    server = Server(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    signal.signal(signal.SIGTERM, lambda *a: (server.server_close(), os._exit(0)))
-    tmp = args.port_file + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(str(server.server_address[1]))
-    os.rename(tmp, args.port_file)
-    server.serve_forever()
+    server = loopback_serve.QuietThreadingServer(("127.0.0.1", 0), Handler)
+    loopback_serve.serve(server, args.port_file)
 
 
 if __name__ == "__main__":
