@@ -30,7 +30,6 @@ import argparse
 import email.utils
 import hashlib
 import http.server
-import json
 import os
 import re
 import socket
@@ -68,13 +67,7 @@ def main():
         changes[name] = (int(k), alt)
     counts = {}
     lock = threading.Lock()
-    log_lock = threading.Lock()
-
-    def log(entry):
-        if not args.log:
-            return
-        with log_lock, open(args.log, "a") as f:
-            f.write(json.dumps(entry) + "\n")
+    log = loopback_serve.JsonLog(args.log)
 
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"

@@ -17,10 +17,8 @@ Stops on SIGTERM.
 import argparse
 import http.client
 import http.server
-import json
 import select
 import socket
-import threading
 import urllib.parse
 
 import loopback_serve
@@ -38,12 +36,7 @@ def main():
     args = ap.parse_args()
     if args.parent_pid:
         loopback_serve.die_with_parent(args.parent_pid)
-    log_lock = threading.Lock()
-
-    def log(entry):
-        if args.log:
-            with log_lock, open(args.log, "a") as f:
-                f.write(json.dumps(entry) + "\n")
+    log = loopback_serve.JsonLog(args.log)
 
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"

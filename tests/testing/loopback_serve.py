@@ -1,11 +1,13 @@
 """What the loopback test servers (fault_server.py, forward_proxy.py) share: dying with the test
-that started them, a threading HTTP server that keeps quiet when clients hang up, and serving it
+that started them, a JSON-lines request log, a threading HTTP server that keeps quiet when clients hang up, and serving it
 with the bound port published to a file (written whole, then renamed: the tests wait for it) until
 SIGTERM."""
 import ctypes
 import http.server
+import json
 import os
 import signal
+import threading
 
 
 def die_with_parent(parent_pid):
@@ -31,3 +33,17 @@ def serve(server, port_file):
         f.write(str(server.server_address[1]))
     os.rename(tmp, port_file)
     server.serve_forever()
+
+
+class JsonLog:
+    """log(entry) appends one JSON line to `path` (nothing when path is empty); safe from any thread."""
+
+    def __init__(self, path):
+        self._path = path
+        self._lock = threading.Lock()
+
+    def __call__(self, entry):
+        if not self._path:
+            return
+        with self._lock, open(self._path, "a") as f:
+            f.write(json.dumps(entry) + "\n")
