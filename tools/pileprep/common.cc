@@ -39,6 +39,19 @@ void PrintError(const std::string& message) {
   std::fprintf(stderr, "pileprep: error: %s\n", message.c_str());
 }
 
+std::optional<int> ParseOrHelp(Args& args, int argc, char** argv, int first,
+                               const std::string& intro, const std::string& exit_status) {
+  if (auto s = args.Parse(argc, argv, first); !s.ok()) {
+    PrintError(std::string(s.message()));
+    return kExitUsage;
+  }
+  if (args.Has("help")) {
+    std::printf("%sFlags:\n%s\n%s", intro.c_str(), args.Help().c_str(), exit_status.c_str());
+    return kExitOk;
+  }
+  return std::nullopt;
+}
+
 std::string ExitCodeHelp() {
   return "Exit status:\n"
          "  0  every input was processed and its outputs published\n"

@@ -4,6 +4,7 @@
 #define PILEPREP_TOOLS_PILEPREP_COMMON_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,12 @@ inline constexpr int kExitUsage = 2;   // bad flags or set-up (vocabulary, outpu
 
 void PrintError(const std::string& message);
 std::string ExitCodeHelp();
+
+// How every command starts: parses argv[first..argc) into `args`. A usage error is printed and
+// gives kExitUsage; --help prints `intro`, "Flags:" with the flags, then `exit_status`, and gives
+// kExitOk. nullopt: neither, the command goes on.
+std::optional<int> ParseOrHelp(Args& args, int argc, char** argv, int first,
+                               const std::string& intro, const std::string& exit_status);
 
 // Flags shared by the shard job and `preprocess`. Defaults come from the library's options structs.
 void AddCommonFlags(Args& args);

@@ -71,23 +71,16 @@ int RunInspect(int argc, char** argv, int first) {
   args.Add("merge-file", Args::Kind::kValue, "FILE", "GPT-2 vocab.bpe for --decode",
            "the copy shipped in tokenizers/gpt2");
   args.Add("help", Args::Kind::kSwitch, "", "show this help (-h)");
-  if (auto s = args.Parse(argc, argv, first); !s.ok()) {
-    PrintError(std::string(s.message()));
-    return kExitUsage;
-  }
-  if (args.Has("help")) {
-    std::printf(
+  const std::optional<int> done = ParseOrHelp(
+      args, argc, argv, first,
         "Usage: pileprep inspect PREFIX [--doc N [--decode]]\n\n"
         "Prints a .bin/.idx pair's dtype, sequence, document and token counts and a histogram of\n"
-        "sequence lengths; with --doc N, document N's token ids, or with --decode its text.\n\n"
-        "Flags:\n%s\n"
+        "sequence lengths; with --doc N, document N's token ids, or with --decode its text.\n\n",
         "Exit status:\n"
         "  0  printed\n"
         "  1  the dataset cannot be read (run `pileprep validate` on it)\n"
-        "  2  usage error\n",
-        args.Help().c_str());
-    return kExitOk;
-  }
+        "  2  usage error\n");
+  if (done) return *done;
   if (args.positional().size() != 1) {
     PrintError("inspect needs exactly one PREFIX (see --help)");
     return kExitUsage;

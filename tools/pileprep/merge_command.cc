@@ -26,26 +26,19 @@ int RunMerge(int argc, char** argv, int first) {
   args.Add("no-sync", Args::Kind::kSwitch, "", "do not fsync the outputs", "", true);
   args.Add("quiet", Args::Kind::kSwitch, "", "print only errors (-q)");
   args.Add("help", Args::Kind::kSwitch, "", "show this help (-h)");
-  if (auto s = args.Parse(argc, argv, first); !s.ok()) {
-    PrintError(std::string(s.message()));
-    return kExitUsage;
-  }
-  if (args.Has("help")) {
-    std::printf(
+  const std::optional<int> done = ParseOrHelp(
+      args, argc, argv, first,
         "Usage: pileprep merge --output-prefix P PREFIX...\n"
         "       pileprep merge --output-prefix P --input-dir DIR\n\n"
         "Merges Megatron .bin/.idx datasets into P.bin/P.idx, byte-identical to preprocessing their\n"
         "inputs concatenated in that order: PREFIX arguments in the order given, or every pair in\n"
         "DIR sorted lexicographically (Megatron's tools/merge_datasets.py). Streaming: memory does\n"
-        "not grow with the number of documents or inputs. All inputs must share one dtype.\n\n"
-        "Flags:\n%s\n"
+        "not grow with the number of documents or inputs. All inputs must share one dtype.\n\n",
         "Exit status:\n"
         "  0  merged and published\n"
         "  1  an input is unusable or the merge failed (nothing is published)\n"
-        "  2  usage error\n",
-        args.Help().c_str());
-    return kExitOk;
-  }
+        "  2  usage error\n");
+  if (done) return *done;
   const std::string output = args.Get("output-prefix");
   const std::string dir = args.Has("input-dir") ? args.Get("input-dir") : args.Get("input");
   if (output.empty()) {

@@ -45,20 +45,14 @@ int RunPreprocess(int argc, char** argv, int first) {
            true);
   args.Add("split-sentences", Args::Kind::kSwitch, "", "not supported", "", true);
   AddCommonFlags(args);
-  if (auto s = args.Parse(argc, argv, first); !s.ok()) {
-    PrintError(std::string(s.message()));
-    return kExitUsage;
-  }
-  if (args.Has("help")) {
-    std::printf(
+  const std::optional<int> done = ParseOrHelp(
+      args, argc, argv, first,
         "Usage: pileprep preprocess --input FILE --output-prefix P [--json-keys text] "
         "[--append-eod] [--workers N]\n\n"
         "A drop-in for Megatron's tools/preprocess_data.py (GPT-2, no sentence splitting): writes\n"
-        "P_KEY_document.{bin,idx} byte-identical to Megatron's for the same input.\n\n"
-        "Flags:\n%s\n%s",
-        args.Help().c_str(), ExitCodeHelp().c_str());
-    return kExitOk;
-  }
+        "P_KEY_document.{bin,idx} byte-identical to Megatron's for the same input.\n\n",
+      ExitCodeHelp());
+  if (done) return *done;
   Common c;
   if (auto s = ReadCommon(args, &c); !s.ok()) {
     PrintError(std::string(s.message()));

@@ -256,16 +256,12 @@ int RunShardJob(int argc, char** argv, int first) {
   args.Add("insecure", Args::Kind::kSwitch, "", "do not verify TLS certificates (testing only)",
            "", true);
   AddCommonFlags(args);
-  if (auto s = args.Parse(argc, argv, first); !s.ok()) {
-    PrintError(std::string(s.message()));
-    return kExitUsage;
+  std::string commands;
+  for (const Command& cmd : Commands()) {
+    absl::StrAppendFormat(&commands, "  pileprep %-11s %s\n", cmd.name, cmd.summary);
   }
-  if (args.Has("help")) {
-    std::string commands;
-    for (const Command& cmd : Commands()) {
-      absl::StrAppendFormat(&commands, "  pileprep %-11s %s\n", cmd.name, cmd.summary);
-    }
-    std::printf(
+  const std::optional<int> done = ParseOrHelp(
+      args, argc, argv, first,
         "Usage: pileprep [--url SRC] [--files LIST] [--output-dir DIR] [--nodes N --rank R] [flags]\n"
         "       pileprep COMMAND [flags]\n\n"
         "Prepares GPT pre-training data: each shard SRC/NN.jsonl.zst is streamed (from a directory or\n"
@@ -275,11 +271,9 @@ int RunShardJob(int argc, char** argv, int first) {
         "--append-eod. Outputs appear only when complete; a rerun skips shards whose outputs validate.\n"
         "Ranks split --files as the NeMo launcher does; a JSON summary goes to\n"
         "DIR/pileprep-summary-rankR.json.\n\n"
-        "Other commands (pileprep help COMMAND for their flags):\n%s\n"
-        "Flags:\n%s\n%s",
-        commands.c_str(), args.Help().c_str(), ExitCodeHelp().c_str());
-    return kExitOk;
-  }
+        "Other commands (pileprep help COMMAND for their flags):\n" + commands + "\n",
+      ExitCodeHelp());
+  if (done) return *done;
   if (!args.positional().empty()) {
     PrintError(absl::StrCat("unexpected argument \"", args.positional().front(),
                             "\" (see pileprep --help for the commands)"));

@@ -34,27 +34,20 @@ int RunValidate(int argc, char** argv, int first) {
   args.Add("threads", Args::Kind::kValue, "N", "threads for the token checks", "all cores");
   args.Add("quiet", Args::Kind::kSwitch, "", "print only violations (-q)");
   args.Add("help", Args::Kind::kSwitch, "", "show this help (-h)");
-  if (auto s = args.Parse(argc, argv, first); !s.ok()) {
-    PrintError(std::string(s.message()));
-    return kExitUsage;
-  }
-  if (args.Has("help")) {
-    std::printf(
+  const std::optional<int> done = ParseOrHelp(
+      args, argc, argv, first,
         "Usage: pileprep validate [--expect-eod] [--vocab-size N] [--json] PREFIX|DIR...\n\n"
         "Checks Megatron .bin/.idx pairs against every invariant of the format: magic, version,\n"
         "dtype, sizes, lengths, pointers, document indices, the .bin size (catches truncated copies\n"
         "and Megatron's 2023 EOD off-by-one), token range and, with --expect-eod, the final EOD.\n"
         "PREFIX names PREFIX.bin + PREFIX.idx (PREFIX.idx or PREFIX.bin is accepted too); a DIR\n"
         "means every *.idx/*.bin pair in it. The first violation of each kind is reported with its\n"
-        "byte offset and index.\n\n"
-        "Flags:\n%s\n"
+        "byte offset and index.\n\n",
         "Exit status:\n"
         "  0  every dataset is sound\n"
         "  1  a dataset has a violation or cannot be opened\n"
-        "  2  usage error\n",
-        args.Help().c_str());
-    return kExitOk;
-  }
+        "  2  usage error\n");
+  if (done) return *done;
   ValidateOptions options;
   long long v = static_cast<long long>(options.vocab_size);
   if (auto s = args.GetInt("vocab-size", 1, 1LL << 32, &v); !s.ok()) {
