@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/files.h"
+#include "testing/memory_source.h"
 #include "pileprep/indexed_reader.h"
 #include "pileprep/pipeline.h"
 #include "pileprep/validate.h"
@@ -26,24 +27,6 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
 using testing::ReadFile;
-
-// Hands out a string's bytes.
-class StringSource : public ByteSource {
- public:
-  explicit StringSource(std::string data) : data_(std::move(data)) {}
-  absl::StatusOr<size_t> Read(char* buffer, size_t capacity) override {
-    const size_t n = std::min(capacity, data_.size() - pos_);
-    std::memcpy(buffer, data_.data() + pos_, n);
-    pos_ += n;
-    return n;
-  }
-  const std::string& name() const override { return name_; }
-
- private:
-  std::string data_;
-  size_t pos_ = 0;
-  std::string name_ = "concatenated.jsonl";
-};
 
 std::string Decompress(const std::string& zst) {
   ZSTD_DStream* d = ZSTD_createDStream();
@@ -123,7 +106,7 @@ TEST_F(MergeTest, MergingDevShardsEqualsPreprocessingTheirConcatenation) {
     Preprocess(**source, InputFormat::kZstd, inputs.back());
     concatenated += Decompress(ReadFile(path));
   }
-  StringSource whole(concatenated);
+  testing::MemorySource whole(concatenated, std::numeric_limits<size_t>::max(), "concatenated.jsonl");
   const std::string expected = (dir_ / "whole").string();
   Preprocess(whole, InputFormat::kPlain, expected);
 

@@ -12,32 +12,15 @@
 
 #include "gtest/gtest.h"
 #include "testing/files.h"
+#include "testing/memory_source.h"
 
 namespace pileprep {
 namespace {
 
 namespace fs = std::filesystem;
 
+using testing::MemorySource;
 using testing::ReadFile;
-
-// Hands out its bytes `chunk` at a time.
-class MemorySource : public ByteSource {
- public:
-  MemorySource(std::string data, size_t chunk) : data_(std::move(data)), chunk_(chunk) {}
-  absl::StatusOr<size_t> Read(char* buffer, size_t capacity) override {
-    const size_t n = std::min({chunk_, capacity, data_.size() - pos_});
-    std::memcpy(buffer, data_.data() + pos_, n);
-    pos_ += n;
-    return n;
-  }
-  const std::string& name() const override { return name_; }
-
- private:
-  std::string data_;
-  size_t chunk_;
-  size_t pos_ = 0;
-  std::string name_ = "memory.jsonl.zst";
-};
 
 class PipelineTest : public ::testing::Test {
  protected:
