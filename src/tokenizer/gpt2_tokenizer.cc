@@ -226,7 +226,7 @@ struct Gpt2Tokenizer::Cache::Impl {
   static constexpr size_t kLongKeyBytes = 64;
   static constexpr size_t kHugeKeyBytes = 256;
   // The key's last byte holds the length in its low nibble and the number of ids in its high nibble;
-  // keys compare with the high nibble masked off. An all-zero entry matches no key (length >= 2).
+  // keys compare with the high nibble masked off. An all-zero entry matches no key (length >= 1).
   static constexpr uint64_t kKeyMask = ~(uint64_t{0xF0} << 56);
   // Ids are stored as 16 bits: the cache is used only for vocabularies of at most 65,536 entries
   // (GPT-2 has 50,257); larger ones merge every piece.
@@ -271,29 +271,52 @@ struct Gpt2Tokenizer::Cache::Impl {
   std::vector<uint32_t> ids, ranks, prev, next;
   std::vector<uint64_t> heap;
 
-  // Packs a piece of 2..15 bytes with its length. Reads 16 bytes at once when that cannot cross into
-  // another page (the bytes past the piece are masked off), else copies.
+  // Packs a piece of 1..15 bytes with its length (in byte 15), without a branch on the length: the
+  // length is random from piece to piece, so a branch on it mispredicts. Reads 16 bytes at once when
+  // that cannot cross into another page (the bytes past the piece are masked off), else copies.
   __attribute__((no_sanitize("address"))) static void Pack(const char* p, size_t n, uint64_t* k0,
                                                            uint64_t* k1) {
-    uint64_t a, b;
-    if ((reinterpret_cast<uintptr_t>(p) & 4095) <= 4096 - 16) {
-      std::memcpy(&a, p, 8);
-      std::memcpy(&b, p + 8, 8);
+#ifdef PILEPREP_SSE2
+    __m128i v;
+    if (__builtin_expect((reinterpret_cast<uintptr_t>(p) & 4095) <= 4096 - 16, 1)) {
+      v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     } else {
       unsigned char buf[16] = {0};
       std::memcpy(buf, p, n);
-      std::memcpy(&a, buf, 8);
-      std::memcpy(&b, buf + 8, 8);
+      v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(buf));
     }
-    // Keep the first n bytes (little-endian: the low bytes).
-    if (n < 8) {
-      a &= (uint64_t{1} << (8 * n)) - 1;
-      b = 0;
-    } else {
-      b &= (uint64_t{1} << (8 * (n - 8))) - 1;  // n - 8 <= 7
+    const __m128i lane = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    v = _mm_and_si128(v, _mm_cmpgt_epi8(_mm_set1_epi8(static_cast<char>(n)), lane));
+    *k0 = static_cast<uint64_t>(_mm_cvtsi128_si64(v));
+    *k1 = static_cast<uint64_t>(_mm_cvtsi128_si64(_mm_unpackhi_epi64(v, v))) | (uint64_t{n} << 56);
+#else
+    unsigned char buf[16] = {0};
+    std::memcpy(buf, p, n);
+    std::memcpy(k0, buf, 8);
+    std::memcpy(k1, buf + 8, 8);
+    *k1 |= uint64_t{n} << 56;
+#endif
+  }
+  // Bit 4w set when way w of `set` holds the key (k0, k1): the four keys are compared at once, as
+  // 32-bit lanes, so a hit in any way costs no mispredicted branch.
+  static uint32_t ShortMatch(const ShortSet& set, uint64_t k0, uint64_t k1) {
+#ifdef PILEPREP_SSE2
+    const __m128i want = _mm_set_epi64x(static_cast<long long>(k1), static_cast<long long>(k0));
+    const __m128i mask = _mm_set_epi64x(static_cast<long long>(kKeyMask), -1);
+    uint32_t m = 0;
+    for (size_t w = 0; w < kWays; ++w) {
+      const __m128i key = _mm_load_si128(reinterpret_cast<const __m128i*>(set.key[w]));
+      const __m128i eq = _mm_cmpeq_epi32(_mm_and_si128(key, mask), want);
+      m |= static_cast<uint32_t>(_mm_movemask_ps(_mm_castsi128_ps(eq))) << (4 * w);
     }
-    *k0 = a;
-    *k1 = b | (uint64_t{n} << 56);
+    return m & (m >> 1) & (m >> 2) & (m >> 3) & 0x1111;
+#else
+    uint32_t m = 0;
+    for (size_t w = 0; w < kWays; ++w) {
+      m |= uint32_t{set.key[w][0] == k0 && (set.key[w][1] & kKeyMask) == k1} << (4 * w);
+    }
+    return m;
+#endif
   }
   // Index of the piece's set.
   size_t ShortIndex(uint64_t k0, uint64_t k1) const {
@@ -655,27 +678,24 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
     }
   };
   auto resolve = [&] {
+    if (!c.enabled) {
+      for (size_t g = 0; g < count; ++g) MergePiece(t, std::string_view(group[g].p, group[g].n), c, ids);
+      count = 0;
+      return;
+    }
     for (size_t g = 0; g < count; ++g) {
       const Pending& q = group[g];
-      const std::string_view piece(q.p, q.n);
-      if (q.n == 1) {
-        out[out_n++] = t.byte_id[static_cast<unsigned char>(q.p[0])];
-      } else if (!c.enabled) {
-        flush();
-        MergePiece(t, piece, c, ids);
-      } else if (q.n <= Impl::kShortKeyBytes) {
+      if (__builtin_expect(q.n <= Impl::kShortKeyBytes, 1)) {
+        // Every piece of up to 15 bytes, single bytes included, takes this one path.
         Impl::ShortSet& set = c.short_sets[q.slot];
         Impl::ShortIds* set_ids = &c.short_ids[size_t{q.slot} * Impl::kWays];
-        size_t way = 0;
-        while (way < Impl::kWays &&
-               !(set.key[way][0] == q.k0 && (set.key[way][1] & Impl::kKeyMask) == q.k1)) {
-          ++way;
-        }
-        if (way < Impl::kWays) {
+        const uint32_t hit = Impl::ShortMatch(set, q.k0, q.k1);
+        if (__builtin_expect(hit != 0, 1)) {
+          size_t way = __builtin_ctz(hit) >> 2;
           copy_ids(set_ids[way], set.key[way][1] >> 60);
           if (way > 0) {  // least recently used last: move the hit to the front
             const uint64_t k0 = set.key[way][0], k1 = set.key[way][1];
-            const Impl::ShortIds hit = set_ids[way];
+            const Impl::ShortIds hit_ids = set_ids[way];
             for (; way > 0; --way) {
               set.key[way][0] = set.key[way - 1][0];
               set.key[way][1] = set.key[way - 1][1];
@@ -683,7 +703,7 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
             }
             set.key[0][0] = k0;
             set.key[0][1] = k1;
-            set_ids[0] = hit;
+            set_ids[0] = hit_ids;
           }
           continue;
         }
@@ -700,12 +720,12 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
         set.key[0][1] = q.k1 | (uint64_t{produced} << 60);
         std::copy(merged, merged + produced, set_ids[0].ids);
       } else if (q.n <= Impl::kLongKeyBytes) {
-        big_lookup(c.long_tier, q, piece);
+        big_lookup(c.long_tier, q, std::string_view(q.p, q.n));
       } else if (q.n <= Impl::kHugeKeyBytes) {
-        big_lookup(c.huge_tier, q, piece);
+        big_lookup(c.huge_tier, q, std::string_view(q.p, q.n));
       } else {
         flush();
-        MergePiece(t, piece, c, ids);
+        MergePiece(t, std::string_view(q.p, q.n), c, ids);
       }
     }
     flush();
@@ -718,7 +738,7 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
     q.n = static_cast<uint32_t>(piece.size());
     if (!c.enabled) {
       // no cache: resolve() merges every piece
-    } else if (q.n >= 2 && q.n <= Impl::kShortKeyBytes) {
+    } else if (__builtin_expect(q.n <= Impl::kShortKeyBytes, 1)) {
       Impl::Pack(q.p, q.n, &q.k0, &q.k1);
       q.slot = static_cast<uint32_t>(c.ShortIndex(q.k0, q.k1));
       __builtin_prefetch(&c.short_sets[q.slot]);
