@@ -152,10 +152,6 @@ class PairTable {
     return it == wide_.end() ? kNoRank : it->second;
   }
   uint32_t IdOf(uint32_t value) const { return compact_ ? (value & 0xFFFF) : rank_id_[value]; }
-  // Starts loading the bucket of (a, b) so that two lookups can overlap their cache misses.
-  void Prefetch(uint32_t a, uint32_t b) const {
-    if (compact_ && MayHold(a * stride_ + b)) __builtin_prefetch(&buckets_[Home(a * stride_ + b)]);
-  }
 
  private:
   static constexpr size_t kBucket = 8;
@@ -504,18 +500,26 @@ size_t Gpt2Tokenizer::MergeShort(const Tables& t, const unsigned char* bytes, si
     prev[i] = static_cast<uint8_t>(i - 1);  // 255 for the first: never read
   }
   while (true) {
-    uint64_t best = ~uint64_t{0};
-    for (size_t i = 0; i + 1 < n; ++i) best = std::min(best, (uint64_t{value[i]} << 8) | i);
+    // Four running minima, so the scan is not one chain of dependent compares.
+    uint64_t b0 = ~uint64_t{0}, b1 = b0, b2 = b0, b3 = b0;
+    size_t i = 0;
+    for (; i + 4 < n; i += 4) {
+      b0 = std::min(b0, (uint64_t{value[i]} << 8) | i);
+      b1 = std::min(b1, (uint64_t{value[i + 1]} << 8) | (i + 1));
+      b2 = std::min(b2, (uint64_t{value[i + 2]} << 8) | (i + 2));
+      b3 = std::min(b3, (uint64_t{value[i + 3]} << 8) | (i + 3));
+    }
+    for (; i + 1 < n; ++i) b0 = std::min(b0, (uint64_t{value[i]} << 8) | i);
+    const uint64_t best = std::min(std::min(b0, b1), std::min(b2, b3));
     const uint32_t v = static_cast<uint32_t>(best >> 8);
     if (v == kNoRank) break;
-    const size_t i = best & 0xFF;
+    i = best & 0xFF;
     const size_t right = next[i];
     id[i] = t.merges.IdOf(v);
     value[right] = kNoRank;  // `right` is merged into i
     next[i] = next[right];
     if (next[i] < n) {
       prev[next[i]] = static_cast<uint8_t>(i);
-      if (i > 0) t.merges.Prefetch(id[prev[i]], id[i]);
       value[i] = t.merges.Rank(id[i], id[next[i]]);
     } else {
       value[i] = kNoRank;
