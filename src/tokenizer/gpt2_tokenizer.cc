@@ -72,6 +72,17 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
 
 inline uint64_t PairKey(uint32_t a, uint32_t b) { return (uint64_t{a} << 32) | b; }
 
+// kPrefixMask.bytes[n]: n bytes of 0xFF, then zeros.
+struct PrefixMasks {
+  alignas(16) unsigned char bytes[16][16];
+  constexpr PrefixMasks() : bytes() {
+    for (int n = 0; n < 16; ++n) {
+      for (int i = 0; i < 16; ++i) bytes[n][i] = i < n ? 0xFF : 0;
+    }
+  }
+};
+constexpr PrefixMasks kPrefixMask{};
+
 }  // namespace
 
 // Merges by pair of ids. Rank(a, b) returns the merge's order value: lower merges first; kNoRank when
@@ -221,9 +232,8 @@ struct Gpt2Tokenizer::Cache::Impl {
   static constexpr size_t kShortIds = 16;  // slots; at most 15 are used
   static constexpr size_t kLongKeyBytes = 64;
   static constexpr size_t kHugeKeyBytes = 256;
-  // The key's last byte holds the length in its low nibble and the number of ids in its high nibble;
-  // keys compare with the high nibble masked off. An all-zero entry matches no key (length >= 1).
-  static constexpr uint64_t kKeyMask = ~(uint64_t{0xF0} << 56);
+  // The key's last byte holds the length; an all-zero entry matches no key (length >= 1). A piece
+  // of up to 15 bytes has at most 15 ids, so the 16th id slot holds how many there are.
   // Ids are stored as 16 bits: the cache is used only for vocabularies of at most 65,536 entries
   // (GPT-2 has 50,257); larger ones merge every piece.
   static constexpr size_t kWays = 4;
@@ -231,7 +241,7 @@ struct Gpt2Tokenizer::Cache::Impl {
     uint64_t key[kWays][2] = {};  // k0, k1 of each way; most recently used first
   };
   struct alignas(32) ShortIds {
-    uint16_t ids[kShortIds];  // read 16 at a time; the key's high nibble says how many count
+    uint16_t ids[kShortIds];  // read 8 or 16 at a time; ids[15] says how many count
   };
   // The long and huge tiers: four-way sets too, their hashes in one line (odd, so zero is empty)
   // and the entries, with the piece's bytes for the exact compare, beside them.
@@ -281,8 +291,7 @@ struct Gpt2Tokenizer::Cache::Impl {
       std::memcpy(buf, p, n);
       v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(buf));
     }
-    const __m128i lane = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    v = _mm_and_si128(v, _mm_cmpgt_epi8(_mm_set1_epi8(static_cast<char>(n)), lane));
+    v = _mm_and_si128(v, _mm_load_si128(reinterpret_cast<const __m128i*>(kPrefixMask.bytes[n])));
     *k0 = static_cast<uint64_t>(_mm_cvtsi128_si64(v));
     *k1 = static_cast<uint64_t>(_mm_cvtsi128_si64(_mm_unpackhi_epi64(v, v))) | (uint64_t{n} << 56);
 #else
@@ -298,18 +307,17 @@ struct Gpt2Tokenizer::Cache::Impl {
   static uint32_t ShortMatch(const ShortSet& set, uint64_t k0, uint64_t k1) {
 #ifdef PILEPREP_SSE2
     const __m128i want = _mm_set_epi64x(static_cast<long long>(k1), static_cast<long long>(k0));
-    const __m128i mask = _mm_set_epi64x(static_cast<long long>(kKeyMask), -1);
     uint32_t m = 0;
     for (size_t w = 0; w < kWays; ++w) {
       const __m128i key = _mm_load_si128(reinterpret_cast<const __m128i*>(set.key[w]));
-      const __m128i eq = _mm_cmpeq_epi32(_mm_and_si128(key, mask), want);
+      const __m128i eq = _mm_cmpeq_epi32(key, want);
       m |= static_cast<uint32_t>(_mm_movemask_ps(_mm_castsi128_ps(eq))) << (4 * w);
     }
     return m & (m >> 1) & (m >> 2) & (m >> 3) & 0x1111;
 #else
     uint32_t m = 0;
     for (size_t w = 0; w < kWays; ++w) {
-      m |= uint32_t{set.key[w][0] == k0 && (set.key[w][1] & kKeyMask) == k1} << (4 * w);
+      m |= uint32_t{set.key[w][0] == k0 && set.key[w][1] == k1} << (4 * w);
     }
     return m;
 #endif
@@ -633,18 +641,21 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
     ids->insert(ids->end(), out, out + out_n);
     out_n = 0;
   };
-  auto copy_ids = [&](const Impl::ShortIds& e, size_t num) {
+  auto copy_ids = [&](const Impl::ShortIds& e) {
+    const size_t num = e.ids[Impl::kShortIds - 1];
 #ifndef PILEPREP_SSE2
     for (size_t i = 0; i < Impl::kShortIds; ++i) out[out_n + i] = e.ids[i];
 #else
     const __m128i zero = _mm_setzero_si128();
     const __m128i lo = _mm_load_si128(reinterpret_cast<const __m128i*>(e.ids));
-    const __m128i hi = _mm_load_si128(reinterpret_cast<const __m128i*>(e.ids + 8));
     __m128i* dst = reinterpret_cast<__m128i*>(out + out_n);
     _mm_storeu_si128(dst, _mm_unpacklo_epi16(lo, zero));
     _mm_storeu_si128(dst + 1, _mm_unpackhi_epi16(lo, zero));
-    _mm_storeu_si128(dst + 2, _mm_unpacklo_epi16(hi, zero));
-    _mm_storeu_si128(dst + 3, _mm_unpackhi_epi16(hi, zero));
+    if (num > 8) {  // rare: most pieces are one to three tokens
+      const __m128i hi = _mm_load_si128(reinterpret_cast<const __m128i*>(e.ids + 8));
+      _mm_storeu_si128(dst + 2, _mm_unpacklo_epi16(hi, zero));
+      _mm_storeu_si128(dst + 3, _mm_unpackhi_epi16(hi, zero));
+    }
 #endif
     out_n += num;
   };
@@ -693,10 +704,14 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
         // Every piece of up to 15 bytes, single bytes included, takes this one path.
         Impl::ShortSet& set = c.short_sets[q.slot];
         Impl::ShortIds* set_ids = &c.short_ids[size_t{q.slot} * Impl::kWays];
+        if (set.key[0][0] == q.k0 && set.key[0][1] == q.k1) {  // most hits: the most recent way
+          copy_ids(set_ids[0]);
+          continue;
+        }
         const uint32_t hit = Impl::ShortMatch(set, q.k0, q.k1);
         if (__builtin_expect(hit != 0, 1)) {
           size_t way = __builtin_ctz(hit) >> 2;
-          copy_ids(set_ids[way], set.key[way][1] >> 60);
+          copy_ids(set_ids[way]);
           if (way > 0) {  // least recently used last: move the hit to the front
             const uint64_t k0 = set.key[way][0], k1 = set.key[way][1];
             const Impl::ShortIds hit_ids = set_ids[way];
@@ -721,8 +736,9 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
           set_ids[w] = set_ids[w - 1];
         }
         set.key[0][0] = q.k0;
-        set.key[0][1] = q.k1 | (uint64_t{produced} << 60);
+        set.key[0][1] = q.k1;
         std::copy(merged, merged + produced, set_ids[0].ids);
+        set_ids[0].ids[Impl::kShortIds - 1] = static_cast<uint16_t>(produced);
       } else if (q.n <= Impl::kLongKeyBytes) {
         big_lookup(c.long_tier, q, std::string_view(q.p, q.n));
       } else if (q.n <= Impl::kHugeKeyBytes) {
