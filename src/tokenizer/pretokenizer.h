@@ -108,22 +108,28 @@ inline uint32_t AsciiClassMask16(const unsigned char* p, CharClass cls) {
 // at a time with a count of trailing ones, so the run's end costs no mispredicted branch per byte.
 inline const unsigned char* RunEnd(const unsigned char* p, const unsigned char* end, CharClass cls) {
   while (p < end) {
-    if (end - p >= 16) {
-      const uint32_t m = AsciiClassMask16(p, cls);
-      if (m == 0xFFFF) {
-        p += 16;
+    if (*p < 0x80) {
+      if (end - p >= 16) {
+        const uint32_t m = AsciiClassMask16(p, cls);
+        if (m == 0xFFFF) {
+          p += 16;
+          continue;
+        }
+        p += __builtin_ctz(~m);
+        if (*p < 0x80) return p;  // an ASCII byte of another class
+      } else {
+        if (kAsciiClass.cls[*p] != cls) return p;
+        ++p;
         continue;
       }
-      p += __builtin_ctz(~m);
-      if (*p < 0x80) return p;  // an ASCII byte of another class
-    } else if (*p < 0x80) {
-      if (kAsciiClass.cls[*p] != cls) return p;
-      ++p;
-      continue;
     }
-    size_t len;
-    if (ClassAt(p, end, &len) != cls) return p;
-    p += len;
+    // Non-ASCII characters one at a time until the next ASCII byte, without the 16-byte masks,
+    // which would find nothing in a run of Cyrillic or CJK letters.
+    do {
+      size_t len;
+      if (ClassAt(p, end, &len) != cls) return p;
+      p += len;
+    } while (p < end && *p >= 0x80);
   }
   return p;
 }
