@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string_view>
 #include <vector>
 
@@ -238,7 +239,9 @@ inline void Pretokenize(std::string_view text, Emit&& emit) {
   // so such text pays for them about once a block rather than once a piece.
   const unsigned char* masks_from = begin;
   while (p < end) {
-    if (p >= masks_from && end - p > 67) {
+    uint64_t head;  // the next 8 bytes: with a non-ASCII byte among them the masks would decide little
+    if (p >= masks_from && end - p > 67 &&
+        (std::memcpy(&head, p, 8), (head & 0x8080808080808080ull) == 0)) {
       int decided;
       uint64_t starts = AsciiBlockStarts(p, &decided);
       if (starts != 0) {
