@@ -248,8 +248,11 @@ struct Gpt2Tokenizer::Cache::Impl {
   template <size_t kKeyBytes, size_t kIds>
   struct BigTier {
     static constexpr size_t kMaxIds = kIds;
-    struct alignas(32) Tags {
+    // Entries never move: the tags line keeps the recency order and, for each way, which entry
+    // holds it, so a hit or an insert rewrites one line (an entry is 200 or 776 bytes).
+    struct alignas(64) Tags {
       uint64_t hash[kWays];  // most recently used first
+      uint8_t entry[kWays];  // way w's piece is entries[set * kWays + entry[w]]
     };
     struct Entry {
       uint32_t len;
@@ -263,6 +266,9 @@ struct Gpt2Tokenizer::Cache::Impl {
     void Init(size_t num_entries) {
       const size_t sets = std::max<size_t>(1, num_entries / kWays);
       tags.Reset(sets);
+      for (size_t i = 0; i < sets; ++i) {
+        for (size_t w = 0; w < kWays; ++w) tags[i].entry[w] = static_cast<uint8_t>(w);
+      }
       entries.Reset(sets * kWays);
       mask = sets - 1;
     }
@@ -666,12 +672,13 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
     auto& tags = tier.tags[q.slot];
     auto* entries = &tier.entries[size_t{q.slot} * Impl::kWays];
     for (size_t way = 0; way < Impl::kWays; ++way) {
-      auto& e = entries[way];
-      if (tags.hash[way] == q.k0 && e.len == q.n && std::memcmp(e.key, q.p, q.n) == 0) {
+      if (tags.hash[way] != q.k0) continue;
+      auto& e = entries[tags.entry[way]];
+      if (e.len == q.n && std::memcmp(e.key, q.p, q.n) == 0) {
         ids->insert(ids->end(), e.ids, e.ids + e.num_ids);
         if (way > 0) {  // one step towards the front per hit: cheaper than moving to the front
           std::swap(tags.hash[way], tags.hash[way - 1]);
-          std::swap(e, entries[way - 1]);
+          std::swap(tags.entry[way], tags.entry[way - 1]);
         }
         return;
       }
@@ -680,12 +687,14 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
     MergePiece(t, piece, c, ids);
     const size_t produced = ids->size() - before;
     if (produced <= std::remove_reference_t<decltype(tier)>::kMaxIds) {
-      for (size_t w = Impl::kWays - 1; w > 0; --w) {  // least recently used out
+      const uint8_t victim = tags.entry[Impl::kWays - 1];  // least recently used out
+      for (size_t w = Impl::kWays - 1; w > 0; --w) {
         tags.hash[w] = tags.hash[w - 1];
-        entries[w] = entries[w - 1];
+        tags.entry[w] = tags.entry[w - 1];
       }
       tags.hash[0] = q.k0;
-      auto& e = entries[0];
+      tags.entry[0] = victim;
+      auto& e = entries[victim];
       e.len = q.n;
       e.num_ids = static_cast<uint32_t>(produced);
       std::memcpy(e.key, q.p, q.n);
@@ -768,7 +777,9 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
       q.k0 = Impl::HashBytes(piece) | 1;
       q.slot = static_cast<uint32_t>((q.k0 >> 17) & c.long_tier.mask);
       __builtin_prefetch(&c.long_tier.tags[q.slot]);
-      __builtin_prefetch(&c.long_tier.entries[size_t{q.slot} * Impl::kWays]);
+      for (size_t w = 0; w < Impl::kWays; ++w) {  // which entry is the recent one is in the tags
+        __builtin_prefetch(&c.long_tier.entries[size_t{q.slot} * Impl::kWays + w]);
+      }
     } else if (q.n > Impl::kLongKeyBytes && q.n <= Impl::kHugeKeyBytes) {
       q.k0 = Impl::HashBytes(piece) | 1;
       q.slot = static_cast<uint32_t>((q.k0 >> 17) & c.huge_tier.mask);
