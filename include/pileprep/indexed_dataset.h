@@ -55,6 +55,10 @@ struct IndexedDatasetWriterOptions {
   size_t spill_buffer_bytes = 1 << 20;
   // fsync the .bin and .idx before renaming them into place, and the directory after.
   bool sync = true;
+  // Write the .bin past the page cache (O_DIRECT) from a background thread where the file system
+  // allows it, else through the page cache. Same bytes either way; it takes the kernel's copy of
+  // every byte out of the caller's thread (BufferedFileWriter's direct mode).
+  bool direct_io = true;
 };
 
 // Writes `{prefix}.bin` and `{prefix}.idx`, exactly as Megatron's IndexedDatasetBuilder with

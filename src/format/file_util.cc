@@ -6,7 +6,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <mutex>
+#include <new>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -178,27 +185,144 @@ bool PathExists(const std::string& path) {
   return ::lstat(path.c_str(), &st) == 0;
 }
 
+namespace {
+// O_DIRECT alignment every Linux file system accepts (buffer address, file offset and length).
+constexpr size_t kDirectBlock = 4096;
+constexpr size_t kDirectBuffers = 3;  // one being filled, up to two being written
+}  // namespace
+
+struct BufferedFileWriter::Async {
+  std::mutex mu;
+  std::condition_variable cv;
+  struct Job {
+    Buffer data;
+    size_t size;
+    uint64_t offset;
+  };
+  std::deque<Job> jobs;       // guarded by mu
+  std::vector<Buffer> spare;  // guarded by mu
+  bool busy = false;          // guarded by mu: the thread is writing a job
+  bool stop = false;          // guarded by mu
+  absl::Status error;         // guarded by mu: the first write error
+  std::thread thread;
+
+  // The background thread: writes jobs in order at their offsets.
+  void Run(int fd, const std::string& path) {
+    std::unique_lock<std::mutex> lock(mu);
+    while (true) {
+      cv.wait(lock, [&] { return stop || !jobs.empty(); });
+      if (jobs.empty()) return;  // stop, and nothing left
+      Job job = std::move(jobs.front());
+      jobs.pop_front();
+      busy = true;
+      const bool write = error.ok();  // after an error, jobs are dropped: the output is lost anyway
+      lock.unlock();
+      absl::Status s = write ? WriteAt(fd, job.data.get(), job.size, job.offset, path)
+                             : absl::OkStatus();
+      lock.lock();
+      if (!s.ok() && error.ok()) error = std::move(s);
+      spare.push_back(std::move(job.data));
+      busy = false;
+      cv.notify_all();
+    }
+  }
+  // pwrite of a whole job. A file system that turns O_DIRECT down only now (EINVAL) gets the data
+  // through the page cache instead.
+  static absl::Status WriteAt(int fd, const char* data, size_t size, uint64_t offset,
+                              const std::string& path) {
+    while (size > 0) {
+      ssize_t n = ::pwrite(fd, data, size, static_cast<off_t>(offset));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EINVAL) {
+        const int flags = ::fcntl(fd, F_GETFL);
+        if (flags >= 0 && (flags & O_DIRECT) != 0 && ::fcntl(fd, F_SETFL, flags & ~O_DIRECT) == 0) {
+          continue;
+        }
+      }
+      if (n < 0) return ErrnoError(errno, path, absl::StrCat("write at byte ", offset));
+      if (n == 0) return ErrnoError(ENOSPC, path, absl::StrCat("write at byte ", offset));
+      data += n;
+      size -= static_cast<size_t>(n);
+      offset += static_cast<uint64_t>(n);
+    }
+    return absl::OkStatus();
+  }
+};
+
+BufferedFileWriter::Buffer BufferedFileWriter::NewBuffer(size_t bytes) {
+  // Block-aligned for O_DIRECT (harmless otherwise). Not value-initialised: pages are touched only
+  // as the buffer fills.
+  void* p = std::aligned_alloc(kDirectBlock, (bytes + kDirectBlock - 1) / kDirectBlock * kDirectBlock);
+  if (p == nullptr) throw std::bad_alloc();
+  return Buffer(static_cast<char*>(p));
+}
+
 absl::StatusOr<std::unique_ptr<BufferedFileWriter>> BufferedFileWriter::Open(std::string path,
-                                                                             size_t buffer_bytes) {
+                                                                             size_t buffer_bytes,
+                                                                             bool direct) {
   if (buffer_bytes == 0) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": write buffer of 0 bytes"));
   }
   absl::StatusOr<UniqueFd> fd = OpenForWrite(path);
   if (!fd.ok()) return fd.status();
+#ifdef O_DIRECT
+  if (direct) {
+    // Set on the open descriptor: a file system without O_DIRECT refuses here and the file stays
+    // buffered. Direct mode needs room for at least one whole block besides a partial one.
+    const int flags = ::fcntl(fd->get(), F_GETFL);
+    direct = flags >= 0 && ::fcntl(fd->get(), F_SETFL, flags | O_DIRECT) == 0;
+    if (direct) buffer_bytes = std::max<size_t>(2, (buffer_bytes + kDirectBlock - 1) / kDirectBlock) * kDirectBlock;
+  }
+#else
+  direct = false;
+#endif
   return std::unique_ptr<BufferedFileWriter>(
-      new BufferedFileWriter(std::move(path), std::move(*fd), buffer_bytes));
+      new BufferedFileWriter(std::move(path), std::move(*fd), buffer_bytes, direct));
 }
 
-BufferedFileWriter::BufferedFileWriter(std::string path, UniqueFd fd, size_t buffer_bytes)
+BufferedFileWriter::BufferedFileWriter(std::string path, UniqueFd fd, size_t buffer_bytes,
+                                       bool direct)
     : path_(std::move(path)),
       fd_(std::move(fd)),
-      // Not value-initialised: pages are touched only as the buffer fills.
-      buffer_(new char[buffer_bytes]),
-      capacity_(buffer_bytes) {}
+      buffer_(NewBuffer(buffer_bytes)),
+      capacity_(buffer_bytes) {
+  if (!direct) return;
+  async_ = std::make_unique<Async>();
+  for (size_t i = 1; i < kDirectBuffers; ++i) async_->spare.push_back(NewBuffer(buffer_bytes));
+  async_->thread = std::thread([this] { async_->Run(fd_.get(), path_); });
+}
+
+BufferedFileWriter::~BufferedFileWriter() {
+  if (async_ == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(async_->mu);
+    async_->stop = true;
+    async_->error = absl::CancelledError("closing");  // drop what is queued: not flushed on purpose
+  }
+  async_->cv.notify_all();
+  async_->thread.join();
+}
+
+absl::Status BufferedFileWriter::Drain() {
+  if (async_ == nullptr) return absl::OkStatus();
+  std::unique_lock<std::mutex> lock(async_->mu);
+  async_->cv.wait(lock, [&] { return async_->jobs.empty() && !async_->busy; });
+  return async_->error;
+}
 
 absl::Status BufferedFileWriter::Append(const void* data, size_t size) {
   if (size == 0) return absl::OkStatus();  // `data` may be null (an empty span)
   const char* p = static_cast<const char*>(data);
+  while (async_ != nullptr && size > available()) {
+    // Direct mode writes only whole blocks of its own aligned buffers: fill, flush, repeat (a flush
+    // keeps less than one block, so each round makes room).
+    const size_t head = available();
+    memcpy(cursor(), p, head);
+    used_ += head;
+    p += head;
+    size -= head;
+    if (absl::Status s = Flush(); !s.ok()) return s;
+  }
   if (size <= available()) {
     memcpy(cursor(), p, size);
     used_ += size;
@@ -227,12 +351,56 @@ absl::Status BufferedFileWriter::Append(const void* data, size_t size) {
 absl::Status BufferedFileWriter::Flush() {
   if (!fd_.valid()) return absl::FailedPreconditionError(absl::StrCat(path_, ": already closed"));
   if (used_ == 0) return absl::OkStatus();
+  if (async_ != nullptr) {
+    const size_t whole = used_ / kDirectBlock * kDirectBlock;
+    if (whole == 0) return absl::OkStatus();
+    Buffer next;
+    {
+      std::unique_lock<std::mutex> lock(async_->mu);
+      if (!async_->error.ok()) return async_->error;
+      // Wait for a spare buffer: the disk sets the pace when it is slower than the caller.
+      async_->cv.wait(lock, [&] { return !async_->spare.empty(); });
+      next = std::move(async_->spare.back());
+      async_->spare.pop_back();
+      memcpy(next.get(), buffer_.get() + whole, used_ - whole);  // the partial block stays
+      async_->jobs.push_back({std::move(buffer_), whole, flushed_});
+    }
+    async_->cv.notify_all();
+    buffer_ = std::move(next);
+    flushed_ += whole;
+    used_ -= whole;
+    return absl::OkStatus();
+  }
   if (absl::Status s = WriteAll(fd_.get(), buffer_.get(), used_, path_, flushed_); !s.ok())
     return s;
   flushed_ += used_;
   used_ = 0;
   MaybeStartWriteback();
   return absl::OkStatus();
+}
+
+absl::Status BufferedFileWriter::FlushAll() {
+  if (async_ == nullptr) return Flush();
+  if (absl::Status s = Flush(); !s.ok()) return s;
+  if (absl::Status s = Drain(); !s.ok()) return s;
+  // The background thread is idle. Stop it, then write the last partial block as usual.
+  {
+    std::lock_guard<std::mutex> lock(async_->mu);
+    async_->stop = true;
+  }
+  async_->cv.notify_all();
+  async_->thread.join();
+  async_.reset();
+  if (used_ == 0) return absl::OkStatus();
+  const int flags = ::fcntl(fd_.get(), F_GETFL);
+  if (flags < 0 || ::fcntl(fd_.get(), F_SETFL, flags & ~O_DIRECT) != 0) {
+    return ErrnoError(errno, path_, "leaving O_DIRECT");
+  }
+  // The descriptor's position is still 0 (the thread used pwrite): write at the end.
+  if (::lseek(fd_.get(), static_cast<off_t>(flushed_), SEEK_SET) < 0) {
+    return ErrnoError(errno, path_, absl::StrCat("seek to byte ", flushed_));
+  }
+  return Flush();
 }
 
 void BufferedFileWriter::MaybeStartWriteback() {
@@ -245,12 +413,12 @@ void BufferedFileWriter::MaybeStartWriteback() {
 }
 
 absl::Status BufferedFileWriter::Sync() {
-  if (absl::Status s = Flush(); !s.ok()) return s;
+  if (absl::Status s = FlushAll(); !s.ok()) return s;
   return SyncFd(fd_.get(), path_);
 }
 
 absl::Status BufferedFileWriter::Close() {
-  if (absl::Status s = Flush(); !s.ok()) return s;
+  if (absl::Status s = FlushAll(); !s.ok()) return s;
   if (int err = fd_.Close(); err != 0) return ErrnoError(err, path_, "close");
   return absl::OkStatus();
 }

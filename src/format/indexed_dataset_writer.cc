@@ -98,7 +98,8 @@ absl::StatusOr<std::unique_ptr<IndexedDatasetWriter>> IndexedDatasetWriter::Crea
       new IndexedDatasetWriter(std::move(prefix), options));
   Files& f = *writer->files_;
   absl::Status status = [&]() -> absl::Status {
-    PILEPREP_ASSIGN_OR_RETURN(f.bin, BufferedFileWriter::Open(f.bin_tmp, options.buffer_bytes));
+    PILEPREP_ASSIGN_OR_RETURN(
+        f.bin, BufferedFileWriter::Open(f.bin_tmp, options.buffer_bytes, options.direct_io));
     if (options.sync) f.bin->SetEarlyWriteback(uint64_t{32} << 20);
     PILEPREP_ASSIGN_OR_RETURN(f.lengths,
                               BufferedFileWriter::Open(f.lengths_tmp, options.spill_buffer_bytes));
