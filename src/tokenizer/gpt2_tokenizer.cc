@@ -108,7 +108,6 @@ class PairTable {
   // the table is skipped.
   void Build(const std::vector<Entry>& entries, size_t vocab_limit) {
     compact_ = vocab_limit < 65536 && entries.size() < 65535;
-    stride_ = static_cast<uint32_t>(vocab_limit);
     if (compact_) {
       size_t buckets = 1;
       while (buckets * kBucket * 12 < entries.size() * 8) buckets <<= 1;
@@ -122,14 +121,14 @@ class PairTable {
       filter_.assign(words, 0);
       filter_shift_ = 64 - __builtin_ctzll(words);
       for (const Entry& e : entries) {
-        const uint64_t h = FilterHash(e.a * stride_ + e.b);
+        const uint64_t h = Hash(Key(e.a, e.b));
         filter_[h >> filter_shift_] |= FilterBits(h);
       }
       for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
         const Entry& e = *it;
-        const uint32_t key = e.a * stride_ + e.b;
+        const uint32_t key = Key(e.a, e.b);
         if (Rank(e.a, e.b) != kNoRank) continue;  // a later line of the same pair is in
-        for (size_t b = Home(key);; b = (b + 1) & mask_) {
+        for (size_t b = Home(Hash(key));; b = (b + 1) & mask_) {
           uint32_t* k = buckets_[b].k;
           const size_t used = std::find(k, k + kBucket, kEmptyKey) - k;
           if (used < kBucket) {
@@ -149,9 +148,10 @@ class PairTable {
   }
   uint32_t Rank(uint32_t a, uint32_t b) const {
     if (compact_) {
-      const uint32_t key = a * stride_ + b;
-      if (!MayHold(key)) return kNoRank;
-      for (size_t bucket = Home(key);; bucket = (bucket + 1) & mask_) {
+      const uint32_t key = Key(a, b);
+      const uint64_t h = Hash(key);
+      if (!MayHold(h)) return kNoRank;
+      for (size_t bucket = Home(h);; bucket = (bucket + 1) & mask_) {
         const Bucket& slots = buckets_[bucket];
         const uint32_t hit = MatchMask(slots, key);
         if (hit != 0) return slots.v[__builtin_ctz(hit)];
@@ -189,18 +189,21 @@ class PairTable {
   // Two thirds of the lookups a merge makes are of pairs that do not merge. A blocked Bloom filter
   // (three bits in one 64-bit word, ~10 bits per merge: 64 KB for GPT-2, which stays in L2) answers
   // most of those without touching the 2 MB table, whose lines the cache traffic pushes out of L2.
-  static uint64_t FilterHash(uint32_t key) { return (key + 0x632BE59BD9B4E019ull) * 0xD6E8FEB86659FD93ull; }
+  // Ids are below 2^16 here, so a pair's key is a shift and an or, not a multiply.
+  static uint32_t Key(uint32_t a, uint32_t b) { return (a << 16) | b; }
+  // One multiply serves the filter and the table: the top bits pick the filter word and the bucket,
+  // bits 20..37 the three filter bits (independent of the top bits for a multiplicative hash).
+  static uint64_t Hash(uint32_t key) { return (key + 0x632BE59BD9B4E019ull) * 0x9E3779B97F4A7C15ull; }
   static uint64_t FilterBits(uint64_t h) {
-    return (uint64_t{1} << (h & 63)) | (uint64_t{1} << ((h >> 6) & 63)) | (uint64_t{1} << ((h >> 12) & 63));
+    return (uint64_t{1} << ((h >> 20) & 63)) | (uint64_t{1} << ((h >> 26) & 63)) |
+           (uint64_t{1} << ((h >> 32) & 63));
   }
-  bool MayHold(uint32_t key) const {
-    const uint64_t h = FilterHash(key);
+  bool MayHold(uint64_t h) const {
     const uint64_t bits = FilterBits(h);
     return (filter_[h >> filter_shift_] & bits) == bits;
   }
-  size_t Home(uint32_t key) const { return ((key * 0x9E3779B97F4A7C15ull) >> shift_) & mask_; }
+  size_t Home(uint64_t h) const { return (h >> shift_) & mask_; }
   bool compact_ = true;
-  uint32_t stride_ = 0;
   internal::HugePageArray<Bucket> buckets_;
   size_t mask_ = 0;
   int shift_ = 63;
