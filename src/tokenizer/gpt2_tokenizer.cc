@@ -650,14 +650,15 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
     ids->insert(ids->end(), out, out + out_n);
     out_n = 0;
   };
-  auto copy_ids = [&](const Impl::ShortIds& e) {
+  // Copies a short entry's ids to out[pos...]; returns the position after them.
+  auto copy_ids = [&out](const Impl::ShortIds& e, size_t pos) {
     const size_t num = e.ids[Impl::kShortIds - 1];
 #ifndef PILEPREP_SSE2
-    for (size_t i = 0; i < Impl::kShortIds; ++i) out[out_n + i] = e.ids[i];
+    for (size_t i = 0; i < Impl::kShortIds; ++i) out[pos + i] = e.ids[i];
 #else
     const __m128i zero = _mm_setzero_si128();
     const __m128i lo = _mm_load_si128(reinterpret_cast<const __m128i*>(e.ids));
-    __m128i* dst = reinterpret_cast<__m128i*>(out + out_n);
+    __m128i* dst = reinterpret_cast<__m128i*>(out + pos);
     _mm_storeu_si128(dst, _mm_unpacklo_epi16(lo, zero));
     _mm_storeu_si128(dst + 1, _mm_unpackhi_epi16(lo, zero));
     if (num > 8) {  // rare: most pieces are one to three tokens
@@ -666,7 +667,7 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
       _mm_storeu_si128(dst + 3, _mm_unpackhi_epi16(hi, zero));
     }
 #endif
-    out_n += num;
+    return pos + num;
   };
 
   // Hit, or merge and remember, for the tiers keyed by hash and bytes.
@@ -710,6 +711,9 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
       count = 0;
       return;
     }
+    // The output position lives in a local here, not in out_n, which the lambdas share: the compiler
+    // would otherwise keep it in memory and reload it around every store to `out`.
+    size_t pos = out_n;
     for (size_t g = 0; g < count; ++g) {
       const Pending& q = group[g];
       if (__builtin_expect(q.n <= Impl::kShortKeyBytes, 1)) {
@@ -717,13 +721,13 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
         Impl::ShortSet& set = c.short_sets[q.slot];
         Impl::ShortIds* set_ids = &c.short_ids[size_t{q.slot} * Impl::kWays];
         if (set.key[0][0] == q.k0 && set.key[0][1] == q.k1) {  // most hits: the most recent way
-          copy_ids(set_ids[0]);
+          pos = copy_ids(set_ids[0], pos);
           continue;
         }
         const uint32_t hit = Impl::ShortMatch(set, q.k0, q.k1);
         if (__builtin_expect(hit != 0, 1)) {
           size_t way = __builtin_ctz(hit) >> 2;
-          copy_ids(set_ids[way]);
+          pos = copy_ids(set_ids[way], pos);
           if (way > 0) {  // least recently used last: move the hit to the front
             const uint64_t k0 = set.key[way][0], k1 = set.key[way][1];
             const Impl::ShortIds hit_ids = set_ids[way];
@@ -739,9 +743,9 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
           continue;
         }
         // Merge straight into the group's buffer (at most 15 ids: one per byte), then remember.
-        uint32_t* merged = out + out_n;
+        uint32_t* merged = out + pos;
         const size_t produced = MergeShort(t, reinterpret_cast<const unsigned char*>(q.p), q.n, merged);
-        out_n += produced;
+        pos += produced;
         for (size_t w = Impl::kWays - 1; w > 0; --w) {
           set.key[w][0] = set.key[w - 1][0];
           set.key[w][1] = set.key[w - 1][1];
@@ -751,15 +755,20 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
         set.key[0][1] = q.k1;
         std::copy(merged, merged + produced, set_ids[0].ids);
         set_ids[0].ids[Impl::kShortIds - 1] = static_cast<uint16_t>(produced);
-      } else if (q.n <= Impl::kLongKeyBytes) {
-        big_lookup(c.long_tier, q, std::string_view(q.p, q.n));
-      } else if (q.n <= Impl::kHugeKeyBytes) {
-        big_lookup(c.huge_tier, q, std::string_view(q.p, q.n));
       } else {
-        flush();
-        MergePiece(t, std::string_view(q.p, q.n), c, ids);
+        out_n = pos;
+        if (q.n <= Impl::kLongKeyBytes) {
+          big_lookup(c.long_tier, q, std::string_view(q.p, q.n));
+        } else if (q.n <= Impl::kHugeKeyBytes) {
+          big_lookup(c.huge_tier, q, std::string_view(q.p, q.n));
+        } else {
+          flush();
+          MergePiece(t, std::string_view(q.p, q.n), c, ids);
+        }
+        pos = out_n;
       }
     }
+    out_n = pos;
     flush();
     count = 0;
   };
