@@ -69,20 +69,21 @@ run_tsan() {
     -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" \
     -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=thread" >/dev/null
   cmake --build build-tsan -j "$(nproc)" \
-    --target pileprep pipeline_test validate_test merge_test fetch_http_source_test
+    --target pileprep pipeline_test validate_test merge_test fetch_http_source_test indexed_dataset_test
   # The executables must load the instrumented libtbb (CMake's build RPATH names its directory),
   # not Debian's: otherwise every stage hand-off is a false report again.
   local exe lib
-  for exe in build-tsan/bin/{pileprep,pipeline_test,validate_test,merge_test,fetch_http_source_test}; do
+  for exe in build-tsan/bin/{pileprep,pipeline_test,validate_test,merge_test,fetch_http_source_test,indexed_dataset_test}; do
     lib=$(ldd "$exe" | awk '$1 ~ /^libtbb\.so/ { print $3 }')
     if [[ -z $lib || $(nm -D "$lib") != *__tsan_* ]]; then
       echo "test.sh: $exe loads '${lib:-no libtbb}', not a libtbb built with -fsanitize=thread" >&2
       return 1
     fi
   done
-  # The tests of those five executables; the CLI ones run the pipeline, validate's parallel_reduce,
-  # merge and downloads (fault server) through build-tsan/bin/pileprep.
-  local tsan_tests='^(Pipeline|ValidateTest|IndexedDatasetReader|FindDatasetPrefixes|MergeTest|HttpSource|RedactUrl|CheckHeader|golden\.|cli\.)'
+  # The tests of those six executables (the .bin writer's direct mode has a thread of its own); the
+  # CLI ones run the pipeline, validate's parallel_reduce, merge and downloads (fault server) through
+  # build-tsan/bin/pileprep.
+  local tsan_tests='^(Pipeline|ValidateTest|IndexedDatasetTest|BufferedFileWriter|IndexedDatasetReader|FindDatasetPrefixes|MergeTest|HttpSource|RedactUrl|CheckHeader|golden\.|cli\.)'
   local reports=$root/build-tsan/tsan-reports
   rm -rf "$reports" && mkdir -p "$reports"
   local rc=0
