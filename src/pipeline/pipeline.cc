@@ -66,39 +66,6 @@ struct Batch {
   std::vector<Bad> bad;
   uint64_t replaced_invalid_utf8 = 0;
   uint64_t replaced_lone_surrogates = 0;
-
-  // Empties the batch for reuse, keeping its buffers' capacity.
-  void Clear() {
-    data.clear();
-    bytes_in_total = bytes_decompressed_total = num_lines = 0;
-    tokens.clear();
-    doc_lengths.clear();
-    bad.clear();
-    replaced_invalid_utf8 = replaced_lone_surrogates = 0;
-  }
-};
-
-// Batches the write stage is done with, for the read stage to fill again: their megabytes of text and
-// ids stay mapped instead of being freed and faulted in (and zeroed by the kernel) once per batch.
-// At most max_batches_in_flight exist. The two serial stages run on different threads, hence the lock.
-class BatchPool {
- public:
-  std::unique_ptr<Batch> Take() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (free_.empty()) return std::make_unique<Batch>();
-    std::unique_ptr<Batch> b = std::move(free_.back());
-    free_.pop_back();
-    b->Clear();
-    return b;
-  }
-  void Give(std::unique_ptr<Batch> b) {
-    std::lock_guard<std::mutex> lock(mu_);
-    free_.push_back(std::move(b));
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::unique_ptr<Batch>> free_;
 };
 
 struct Worker {
@@ -171,7 +138,6 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
   tbb::enumerable_thread_specific<Worker> workers(
       [&] { return Worker(tokenizer, options.jsonl); });
 
-  BatchPool pool;
   // State of the serial input stage.
   std::string carry;  // bytes after the last '\n' of the previous batch
   std::vector<char> read_buffer(options.read_bytes);
@@ -199,7 +165,7 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
       fc.stop();
       return nullptr;
     }
-    std::unique_ptr<Batch> batch = pool.Take();
+    auto batch = std::make_unique<Batch>();
     batch->data.reserve(options.batch_bytes + options.read_bytes * 16);
     batch->data.append(carry);
     carry.clear();
@@ -296,11 +262,6 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
   auto write_batch = [&](Batch* raw) {
     std::unique_ptr<Batch> batch(raw);
     if (batch == nullptr || failed.load(std::memory_order_relaxed)) return;
-    struct GiveBack {
-      BatchPool& pool;
-      std::unique_ptr<Batch>& batch;
-      ~GiveBack() { pool.Give(std::move(batch)); }
-    } give_back{pool, batch};
     stats.bytes_in = batch->bytes_in_total;
     stats.bytes_decompressed = batch->bytes_decompressed_total;
     for (const Batch::Bad& bad : batch->bad) {
