@@ -91,7 +91,9 @@ struct IndexedDatasetWriterOptions {
 //   "out/00_text_document.bin.pileprep-tmp: write at byte 1048576: No space left on device"
 //   "out/x.bin: document 41 (0-based): token 70000 at position 3 does not fit uint16"
 //
-// Thread model: not thread-safe; one thread at a time (the pipeline's in-order stage).
+// Thread model: not thread-safe; one thread at a time (the pipeline's in-order stage). With
+// direct_io the writer owns one background thread that writes the .bin's full buffers; a write error
+// it meets is returned by the next call that flushes (AddDocument or Finish).
 class IndexedDatasetWriter {
  public:
   // Opens the temporaries. Errors: InvalidArgument (empty prefix or file name, bad options), or the
