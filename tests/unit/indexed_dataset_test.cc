@@ -430,22 +430,35 @@ TEST_F(IndexedDatasetTest, InvalidPrefixOrOptionsAreRefused) {
   EXPECT_THAT(Files(), IsEmpty());
 }
 
+// Lowers RLIMIT_FSIZE for the test's lifetime, with SIGXFSZ ignored, so that writes past `bytes` fail
+// with EFBIG (as root too, unlike a read-only or full file system).
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    if (getrlimit(RLIMIT_FSIZE, &old_) != 0) return;
+    old_handler_ = signal(SIGXFSZ, SIG_IGN);
+    rlimit small = old_;
+    small.rlim_cur = bytes;
+    ok_ = setrlimit(RLIMIT_FSIZE, &small) == 0;
+  }
+  ~FileSizeLimit() {
+    if (old_handler_ == SIG_ERR) return;
+    setrlimit(RLIMIT_FSIZE, &old_);
+    signal(SIGXFSZ, old_handler_);
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  rlimit old_{};
+  sighandler_t old_handler_ = SIG_ERR;
+  bool ok_ = false;
+};
+
 // A write error mid-stream (here EFBIG from RLIMIT_FSIZE, which works as root, like ENOSPC would):
 // the error names the file and strerror, the temporaries go, and nothing is published.
 TEST_F(IndexedDatasetTest, WriteErrorNamesFileAndLeavesNoTemporaries) {
-  struct Restore {
-    rlimit old;
-    sighandler_t old_handler;
-    ~Restore() {
-      setrlimit(RLIMIT_FSIZE, &old);
-      signal(SIGXFSZ, old_handler);
-    }
-  } restore;
-  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &restore.old), 0);
-  restore.old_handler = signal(SIGXFSZ, SIG_IGN);
-  rlimit small = restore.old;
-  small.rlim_cur = 1 << 20;
-  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  FileSizeLimit limit(1 << 20);
+  ASSERT_TRUE(limit.ok());
 
   IndexedDatasetWriterOptions options;
   options.buffer_bytes = 64 << 10;
@@ -527,19 +540,8 @@ TEST_F(IndexedDatasetTest, DirectWriterDestroyedWithoutCloseStopsItsThread) {
 
 // A write error of the background thread reaches the caller with the file and offset, and stays.
 TEST_F(IndexedDatasetTest, DirectWriterReportsBackgroundWriteErrors) {
-  struct Restore {
-    rlimit old;
-    sighandler_t old_handler;
-    ~Restore() {
-      setrlimit(RLIMIT_FSIZE, &old);
-      signal(SIGXFSZ, old_handler);
-    }
-  } restore;
-  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &restore.old), 0);
-  restore.old_handler = signal(SIGXFSZ, SIG_IGN);
-  rlimit small = restore.old;
-  small.rlim_cur = 64 << 10;
-  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  FileSizeLimit limit(64 << 10);
+  ASSERT_TRUE(limit.ok());
   auto w = internal::BufferedFileWriter::Open(Prefix("limited"), 16 << 10, /*direct=*/true);
   ASSERT_TRUE(w.ok()) << w.status();
   if (!(*w)->direct()) GTEST_SKIP() << ::testing::TempDir() << " does not take O_DIRECT";
