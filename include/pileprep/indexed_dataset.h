@@ -57,7 +57,8 @@ struct IndexedDatasetWriterOptions {
   bool sync = true;
   // Write the .bin past the page cache (O_DIRECT) from a background thread where the file system
   // allows it, else through the page cache. Same bytes either way; it takes the kernel's copy of
-  // every byte out of the caller's thread (BufferedFileWriter's direct mode).
+  // every byte out of the caller's thread. Uses three buffers of buffer_bytes (rounded up to 4 KiB,
+  // at least 8 KiB) and one thread per writer.
   bool direct_io = true;
 };
 

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
@@ -185,6 +186,10 @@ bool PathExists(const std::string& path) {
   return ::lstat(path.c_str(), &st) == 0;
 }
 
+#ifndef O_DIRECT
+#define O_DIRECT 0  // never set: Open() leaves direct mode off where it does not exist
+#endif
+
 namespace {
 // O_DIRECT alignment every Linux file system accepts (buffer address, file offset and length).
 constexpr size_t kDirectBlock = 4096;
@@ -265,17 +270,17 @@ absl::StatusOr<std::unique_ptr<BufferedFileWriter>> BufferedFileWriter::Open(std
   }
   absl::StatusOr<UniqueFd> fd = OpenForWrite(path);
   if (!fd.ok()) return fd.status();
-#ifdef O_DIRECT
-  if (direct) {
+  if (direct && O_DIRECT != 0) {
     // Set on the open descriptor: a file system without O_DIRECT refuses here and the file stays
     // buffered. Direct mode needs room for at least one whole block besides a partial one.
     const int flags = ::fcntl(fd->get(), F_GETFL);
     direct = flags >= 0 && ::fcntl(fd->get(), F_SETFL, flags | O_DIRECT) == 0;
-    if (direct) buffer_bytes = std::max<size_t>(2, (buffer_bytes + kDirectBlock - 1) / kDirectBlock) * kDirectBlock;
+    if (direct) {
+      buffer_bytes = std::max<size_t>(2, (buffer_bytes + kDirectBlock - 1) / kDirectBlock) * kDirectBlock;
+    }
+  } else {
+    direct = false;
   }
-#else
-  direct = false;
-#endif
   return std::unique_ptr<BufferedFileWriter>(
       new BufferedFileWriter(std::move(path), std::move(*fd), buffer_bytes, direct));
 }
@@ -287,9 +292,17 @@ BufferedFileWriter::BufferedFileWriter(std::string path, UniqueFd fd, size_t buf
       buffer_(NewBuffer(buffer_bytes)),
       capacity_(buffer_bytes) {
   if (!direct) return;
-  async_ = std::make_unique<Async>();
-  for (size_t i = 1; i < kDirectBuffers; ++i) async_->spare.push_back(NewBuffer(buffer_bytes));
-  async_->thread = std::thread([this] { async_->Run(fd_.get(), path_); });
+  try {
+    auto async = std::make_unique<Async>();
+    for (size_t i = 1; i < kDirectBuffers; ++i) async->spare.push_back(NewBuffer(buffer_bytes));
+    async_ = std::move(async);
+    async_->thread = std::thread([this] { async_->Run(fd_.get(), path_); });
+  } catch (const std::exception&) {
+    // No memory for the spare buffers or no thread: write as a buffered writer instead.
+    async_.reset();
+    const int flags = ::fcntl(fd_.get(), F_GETFL);
+    if (flags >= 0) ::fcntl(fd_.get(), F_SETFL, flags & ~O_DIRECT);
+  }
 }
 
 BufferedFileWriter::~BufferedFileWriter() {
@@ -350,14 +363,14 @@ absl::Status BufferedFileWriter::Append(const void* data, size_t size) {
 
 absl::Status BufferedFileWriter::Flush() {
   if (!fd_.valid()) return absl::FailedPreconditionError(absl::StrCat(path_, ": already closed"));
-  if (used_ == 0) return absl::OkStatus();
+  if (used_ == 0 && async_ == nullptr) return absl::OkStatus();
   if (async_ != nullptr) {
     const size_t whole = used_ / kDirectBlock * kDirectBlock;
-    if (whole == 0) return absl::OkStatus();
     Buffer next;
     {
       std::unique_lock<std::mutex> lock(async_->mu);
       if (!async_->error.ok()) return async_->error;
+      if (whole == 0) return absl::OkStatus();
       // Wait for a spare buffer: the disk sets the pace when it is slower than the caller.
       async_->cv.wait(lock, [&] { return !async_->spare.empty(); });
       next = std::move(async_->spare.back());
@@ -391,12 +404,12 @@ absl::Status BufferedFileWriter::FlushAll() {
   async_->cv.notify_all();
   async_->thread.join();
   async_.reset();
-  if (used_ == 0) return absl::OkStatus();
+  // From here on the writer is a buffered one, also for appends after a Sync: off O_DIRECT, and at
+  // the end of the file (the thread used pwrite, so the descriptor's position is still 0).
   const int flags = ::fcntl(fd_.get(), F_GETFL);
   if (flags < 0 || ::fcntl(fd_.get(), F_SETFL, flags & ~O_DIRECT) != 0) {
     return ErrnoError(errno, path_, "leaving O_DIRECT");
   }
-  // The descriptor's position is still 0 (the thread used pwrite): write at the end.
   if (::lseek(fd_.get(), static_cast<off_t>(flushed_), SEEK_SET) < 0) {
     return ErrnoError(errno, path_, absl::StrCat("seek to byte ", flushed_));
   }

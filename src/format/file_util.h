@@ -88,7 +88,8 @@ bool PathExists(const std::string& path);
 // the page cache while the caller fills the next one (three buffers in all). The kernel's copy into
 // the page cache cost a fifth of a one-thread job and sat in the pipeline's serial write stage.
 // Whole 4 KiB blocks go out that way; the last partial block is written normally at Sync or Close.
-// A write error of the background thread is returned by the next Flush, Sync or Close. Where
+// A write error of the background thread is returned by the next Flush, Sync or Close (Append and
+// Commit flush when the buffer is full). After Sync the writer carries on as a buffered one. Where
 // O_DIRECT is refused (tmpfs, some FUSE file systems) the writer works as in buffered mode.
 // Thread model: one caller thread at a time, as for the buffered mode; the background thread is the
 // writer's own.

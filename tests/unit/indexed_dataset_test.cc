@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -514,7 +515,9 @@ TEST_F(IndexedDatasetTest, DirectWriterWritesExactlyTheBytesGiven) {
           (*w)->Commit(n);
         }
         want += chunk;
-        if (next() % 5 == 0) ASSERT_TRUE((*w)->Flush().ok());
+        if (next() % 5 == 0) {
+          ASSERT_TRUE((*w)->Flush().ok());
+        }
       }
       EXPECT_EQ((*w)->bytes(), total);
       ASSERT_TRUE((*w)->Sync().ok());
@@ -530,9 +533,47 @@ TEST_F(IndexedDatasetTest, DirectWriterWritesExactlyTheBytesGiven) {
   }
 }
 
+// After Sync a direct writer goes on as a buffered one, at the end of the file.
+TEST_F(IndexedDatasetTest, DirectWriterAppendsAfterSyncAtTheEnd) {
+  auto w = internal::BufferedFileWriter::Open(Prefix("resync"), 8192, /*direct=*/true);
+  ASSERT_TRUE(w.ok()) << w.status();
+  if (!(*w)->direct()) GTEST_SKIP() << ::testing::TempDir() << " does not take O_DIRECT";
+  const std::string first(8192, 'a'), second(8192 + 100, 'b');  // whole blocks, then more
+  ASSERT_TRUE((*w)->Append(first.data(), first.size()).ok());
+  ASSERT_TRUE((*w)->Sync().ok());
+  ASSERT_TRUE((*w)->Append(second.data(), second.size()).ok());
+  ASSERT_TRUE((*w)->Close().ok());
+  EXPECT_TRUE(ReadBytes(Prefix("resync")) == first + second);
+}
+
+// The same documents make the same .bin and .idx with and without O_DIRECT.
+TEST_F(IndexedDatasetTest, DirectAndBufferedWritersPublishTheSameFiles) {
+  std::mt19937_64 rng(5);
+  std::vector<std::vector<uint32_t>> docs(3000);
+  for (auto& d : docs) {
+    d.resize(rng() % 700);
+    for (uint32_t& id : d) id = static_cast<uint32_t>(rng() % 50257);
+  }
+  for (bool direct : {false, true}) {
+    IndexedDatasetWriterOptions options;
+    options.direct_io = direct;
+    options.buffer_bytes = 12345;  // not a whole number of blocks
+    auto writer = IndexedDatasetWriter::Create(Prefix(direct ? "direct" : "buffered"), options);
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    for (const auto& d : docs) ASSERT_TRUE((*writer)->AddDocument(d).ok());
+    ASSERT_TRUE((*writer)->Finish().ok());
+  }
+  for (const char* ext : {".bin", ".idx"}) {
+    const std::string a = ReadBytes(Prefix("buffered") + ext), b = ReadBytes(Prefix("direct") + ext);
+    EXPECT_GT(a.size(), 1000u);
+    EXPECT_TRUE(a == b) << ext << ": " << a.size() << " vs " << b.size() << " bytes";
+  }
+}
+
 TEST_F(IndexedDatasetTest, DirectWriterDestroyedWithoutCloseStopsItsThread) {
   auto w = internal::BufferedFileWriter::Open(Prefix("abandoned"), 4096, /*direct=*/true);
   ASSERT_TRUE(w.ok()) << w.status();
+  if (!(*w)->direct()) GTEST_SKIP() << ::testing::TempDir() << " does not take O_DIRECT";
   const std::string data(100000, 'x');
   ASSERT_TRUE((*w)->Append(data.data(), data.size()).ok());
   w->reset();  // joins the background thread; queued writes are dropped, nothing hangs

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <random>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -139,6 +140,43 @@ TEST(SyntheticVocab, TinyMergeTableInOneBucketMatchesReference) {
   for (int i = 0; i < 2000; ++i) {
     const std::string text = RandomText(rng, "the th e t h  x", 60);
     ASSERT_EQ(Encode(*tok, text), ref.Encode(text)) << text;
+  }
+}
+
+// The packed pair table is sized from the number of merges (buckets of 8, at most 7/8 full). Counts
+// around its size steps, and one far larger, must build, find every merge and end every probe for
+// pairs that do not merge: a table that could fill up would loop forever here.
+TEST(SyntheticVocab, PairTablesOfEverySizeMatchReference) {
+  // Merges of printable ASCII (Encode takes valid UTF-8): every pair of two characters, shuffled, then
+  // pair + character triples as needed.
+  std::mt19937_64 rng(14);
+  std::vector<std::pair<std::string, std::string>> merges;
+  for (char a = ' '; a <= '~'; ++a) {
+    for (char b = ' '; b <= '~'; ++b) merges.emplace_back(std::string(1, a), std::string(1, b));
+  }
+  std::shuffle(merges.begin(), merges.end(), rng);
+  const size_t num_pairs = merges.size();  // 9,025
+  std::set<std::string> triples;
+  while (merges.size() < 20000) {
+    const auto& [a, b] = merges[rng() % num_pairs];
+    const std::string c(1, static_cast<char>(' ' + rng() % 95));
+    if (triples.insert(a + b + c).second) merges.emplace_back(a + b, c);
+  }
+  for (size_t count : {size_t{7}, size_t{8}, size_t{9}, size_t{12}, size_t{16}, size_t{24}, size_t{57},
+                       size_t{20000}}) {
+    Vocab v = Bytes();
+    for (size_t i = 0; i < count; ++i) {
+      v.tokens.push_back(merges[i].first + merges[i].second);
+      v.merges.push_back(merges[i]);
+    }
+    auto [tok, ref] = Load(WriteVocab(v, "size" + std::to_string(count)));
+    // Text from the first merges' own characters, so that most adjacent pairs are looked up.
+    std::string alphabet;
+    for (size_t i = 0; i < std::min<size_t>(count, 40); ++i) alphabet += merges[i].first + merges[i].second;
+    for (int i = 0; i < 300; ++i) {
+      const std::string text = RandomText(rng, alphabet, 60);
+      ASSERT_EQ(Encode(*tok, text), ref.Encode(text)) << count << " merges: " << text;
+    }
   }
 }
 
