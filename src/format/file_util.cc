@@ -87,12 +87,33 @@ absl::StatusOr<UniqueFd> OpenForRead(const std::string& path) {
   return UniqueFd(fd);
 }
 
+#ifndef O_DIRECT
+#define O_DIRECT 0  // never set: BufferedFileWriter::Open leaves direct mode off where it does not exist
+#endif
+
+namespace {
+// Takes O_DIRECT off `fd`: 1 when it was on, 0 when it was off already, -1 (errno set) when fcntl
+// fails.
+int LeaveDirect(int fd) {
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0) return -1;
+  if ((flags & O_DIRECT) == 0) return 0;
+  return ::fcntl(fd, F_SETFL, flags & ~O_DIRECT) == 0 ? 1 : -1;
+}
+}  // namespace
+
 absl::Status WriteAll(int fd, const char* data, size_t size, const std::string& path,
                       uint64_t offset) {
   while (size > 0) {
     ssize_t n = ::write(fd, data, size);
     if (n < 0) {
       if (errno == EINTR) continue;
+      // A file system that takes O_DIRECT at open but turns a write down (stricter alignment than
+      // 4 KiB): the data goes through the page cache instead.
+      if (errno == EINVAL) {
+        if (LeaveDirect(fd) == 1) continue;
+        errno = EINVAL;
+      }
       return ErrnoError(errno, path, absl::StrCat("write at byte ", offset));
     }
     if (n == 0) return ErrnoError(ENOSPC, path, absl::StrCat("write at byte ", offset));
@@ -186,10 +207,6 @@ bool PathExists(const std::string& path) {
   return ::lstat(path.c_str(), &st) == 0;
 }
 
-#ifndef O_DIRECT
-#define O_DIRECT 0  // never set: Open() leaves direct mode off where it does not exist
-#endif
-
 namespace {
 // O_DIRECT alignment every Linux file system accepts (buffer address, file offset and length).
 constexpr size_t kDirectBlock = 4096;
@@ -202,7 +219,7 @@ struct BufferedFileWriter::Async {
   struct Job {
     Buffer data;
     size_t size;
-    uint64_t offset;
+    uint64_t offset;  // where `data` goes in the file, for messages
   };
   std::deque<Job> jobs;       // guarded by mu
   std::vector<Buffer> spare;  // guarded by mu
@@ -211,7 +228,8 @@ struct BufferedFileWriter::Async {
   absl::Status error;         // guarded by mu: the first write error
   std::thread thread;
 
-  // The background thread: writes jobs in order at their offsets.
+  // The background thread: writes the jobs in order. While it runs nobody else writes to `fd`, so
+  // plain sequential writes leave the file position at the end for the writer to carry on from.
   void Run(int fd, const std::string& path) {
     std::unique_lock<std::mutex> lock(mu);
     while (true) {
@@ -222,7 +240,7 @@ struct BufferedFileWriter::Async {
       busy = true;
       const bool write = error.ok();  // after an error, jobs are dropped: the output is lost anyway
       lock.unlock();
-      absl::Status s = write ? WriteAt(fd, job.data.get(), job.size, job.offset, path)
+      absl::Status s = write ? WriteAll(fd, job.data.get(), job.size, path, job.offset)
                              : absl::OkStatus();
       lock.lock();
       if (!s.ok() && error.ok()) error = std::move(s);
@@ -230,27 +248,6 @@ struct BufferedFileWriter::Async {
       busy = false;
       cv.notify_all();
     }
-  }
-  // pwrite of a whole job. A file system that turns O_DIRECT down only now (EINVAL) gets the data
-  // through the page cache instead.
-  static absl::Status WriteAt(int fd, const char* data, size_t size, uint64_t offset,
-                              const std::string& path) {
-    while (size > 0) {
-      ssize_t n = ::pwrite(fd, data, size, static_cast<off_t>(offset));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && errno == EINVAL) {
-        const int flags = ::fcntl(fd, F_GETFL);
-        if (flags >= 0 && (flags & O_DIRECT) != 0 && ::fcntl(fd, F_SETFL, flags & ~O_DIRECT) == 0) {
-          continue;
-        }
-      }
-      if (n < 0) return ErrnoError(errno, path, absl::StrCat("write at byte ", offset));
-      if (n == 0) return ErrnoError(ENOSPC, path, absl::StrCat("write at byte ", offset));
-      data += n;
-      size -= static_cast<size_t>(n);
-      offset += static_cast<uint64_t>(n);
-    }
-    return absl::OkStatus();
   }
 };
 
@@ -300,8 +297,7 @@ BufferedFileWriter::BufferedFileWriter(std::string path, UniqueFd fd, size_t buf
   } catch (const std::exception&) {
     // No memory for the spare buffers or no thread: write as a buffered writer instead.
     async_.reset();
-    const int flags = ::fcntl(fd_.get(), F_GETFL);
-    if (flags >= 0) ::fcntl(fd_.get(), F_SETFL, flags & ~O_DIRECT);
+    LeaveDirect(fd_.get());
   }
 }
 
@@ -404,15 +400,8 @@ absl::Status BufferedFileWriter::FlushAll() {
   async_->cv.notify_all();
   async_->thread.join();
   async_.reset();
-  // From here on the writer is a buffered one, also for appends after a Sync: off O_DIRECT, and at
-  // the end of the file (the thread used pwrite, so the descriptor's position is still 0).
-  const int flags = ::fcntl(fd_.get(), F_GETFL);
-  if (flags < 0 || ::fcntl(fd_.get(), F_SETFL, flags & ~O_DIRECT) != 0) {
-    return ErrnoError(errno, path_, "leaving O_DIRECT");
-  }
-  if (::lseek(fd_.get(), static_cast<off_t>(flushed_), SEEK_SET) < 0) {
-    return ErrnoError(errno, path_, absl::StrCat("seek to byte ", flushed_));
-  }
+  // From here on the writer is a buffered one, also for appends after a Sync.
+  if (LeaveDirect(fd_.get()) < 0) return ErrnoError(errno, path_, "leaving O_DIRECT");
   return Flush();
 }
 

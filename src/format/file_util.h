@@ -49,8 +49,8 @@ absl::StatusOr<UniqueFd> OpenForWrite(const std::string& path);
 // Opens `path` read-only.
 absl::StatusOr<UniqueFd> OpenForRead(const std::string& path);
 
-// write(2) until all of `data` is written, retrying EINTR and short writes. `offset` is only for
-// messages.
+// write(2) until all of `data` is written, retrying EINTR and short writes, and a write that
+// O_DIRECT turns down (EINVAL) without it. `offset` is only for messages.
 absl::Status WriteAll(int fd, const char* data, size_t size, const std::string& path,
                       uint64_t offset);
 
