@@ -86,7 +86,7 @@ class Gpt2Tokenizer {
   // BPE of one piece into `ids` using `scratch` buffers; the cache is not consulted.
   static void MergePiece(const Tables& tables, std::string_view piece, Cache::Impl& scratch,
                          std::vector<uint32_t>* ids);
-  // BPE of a piece of 2..64 bytes into out[0..n); returns the number of ids.
+  // BPE of a piece of 1..64 bytes into out[0..n); returns the number of ids.
   static size_t MergeShort(const Tables& tables, const unsigned char* bytes, size_t n, uint32_t* out);
   void EncodeOrdinary(std::string_view text, Cache::Impl& cache, std::vector<uint32_t>* ids) const;
   std::unique_ptr<Tables> tables_;

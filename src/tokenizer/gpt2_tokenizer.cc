@@ -334,6 +334,20 @@ struct Gpt2Tokenizer::Cache::Impl {
     return m;
 #endif
   }
+  // Puts the piece (k0, k1) with `ids` in way 0 of `set`, moving ways 0 .. way - 1 one step back
+  // over way `way`: the entry there (a hit being moved to the front, or the least recently used one
+  // being replaced) is overwritten.
+  static void MakeFront(ShortSet& set, ShortIds* set_ids, size_t way, uint64_t k0, uint64_t k1,
+                        const ShortIds& ids) {
+    for (; way > 0; --way) {
+      set.key[way][0] = set.key[way - 1][0];
+      set.key[way][1] = set.key[way - 1][1];
+      set_ids[way] = set_ids[way - 1];
+    }
+    set.key[0][0] = k0;
+    set.key[0][1] = k1;
+    set_ids[0] = ids;
+  }
   // Index of the piece's set.
   size_t ShortIndex(uint64_t k0, uint64_t k1) const {
     uint64_t h = (k0 * 0x9E3779B97F4A7C15ull) ^ (k1 * 0xC2B2AE3D27D4EB4Full);
@@ -732,16 +746,8 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
           size_t way = __builtin_ctz(hit) >> 2;
           pos = copy_ids(set_ids[way], pos);
           if (way > 0) {  // least recently used last: move the hit to the front
-            const uint64_t k0 = set.key[way][0], k1 = set.key[way][1];
             const Impl::ShortIds hit_ids = set_ids[way];
-            for (; way > 0; --way) {
-              set.key[way][0] = set.key[way - 1][0];
-              set.key[way][1] = set.key[way - 1][1];
-              set_ids[way] = set_ids[way - 1];
-            }
-            set.key[0][0] = k0;
-            set.key[0][1] = k1;
-            set_ids[0] = hit_ids;
+            Impl::MakeFront(set, set_ids, way, q.k0, q.k1, hit_ids);
           }
           continue;
         }
@@ -749,15 +755,10 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
         uint32_t* merged = out + pos;
         const size_t produced = MergeShort(t, reinterpret_cast<const unsigned char*>(q.p), q.n, merged);
         pos += produced;
-        for (size_t w = Impl::kWays - 1; w > 0; --w) {
-          set.key[w][0] = set.key[w - 1][0];
-          set.key[w][1] = set.key[w - 1][1];
-          set_ids[w] = set_ids[w - 1];
-        }
-        set.key[0][0] = q.k0;
-        set.key[0][1] = q.k1;
-        std::copy(merged, merged + produced, set_ids[0].ids);
-        set_ids[0].ids[Impl::kShortIds - 1] = static_cast<uint16_t>(produced);
+        Impl::ShortIds merged_ids{};  // slots past the ids are read (copied 8 or 16 at a time)
+        std::copy(merged, merged + produced, merged_ids.ids);
+        merged_ids.ids[Impl::kShortIds - 1] = static_cast<uint16_t>(produced);
+        Impl::MakeFront(set, set_ids, Impl::kWays - 1, q.k0, q.k1, merged_ids);  // LRU out
       } else {
         out_n = pos;
         if (q.n <= Impl::kLongKeyBytes) {
@@ -788,14 +789,14 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
       __builtin_prefetch(&c.short_sets[q.slot]);
       __builtin_prefetch(&c.short_ids[size_t{q.slot} * Impl::kWays]);
       __builtin_prefetch(&c.short_ids[size_t{q.slot} * Impl::kWays + 2]);
-    } else if (q.n > Impl::kShortKeyBytes && q.n <= Impl::kLongKeyBytes) {
+    } else if (q.n <= Impl::kLongKeyBytes) {
       q.k0 = Impl::HashBytes(piece) | 1;
       q.slot = static_cast<uint32_t>((q.k0 >> 17) & c.long_tier.mask);
       __builtin_prefetch(&c.long_tier.tags[q.slot]);
       for (size_t w = 0; w < Impl::kWays; ++w) {  // which entry is the recent one is in the tags
         __builtin_prefetch(&c.long_tier.entries[size_t{q.slot} * Impl::kWays + w]);
       }
-    } else if (q.n > Impl::kLongKeyBytes && q.n <= Impl::kHugeKeyBytes) {
+    } else if (q.n <= Impl::kHugeKeyBytes) {
       q.k0 = Impl::HashBytes(piece) | 1;
       q.slot = static_cast<uint32_t>((q.k0 >> 17) & c.huge_tier.mask);
       __builtin_prefetch(&c.huge_tier.tags[q.slot]);
