@@ -67,10 +67,11 @@ for f in ${PILEPREP_BENCH_CORPUS:-data/samples/*.jsonl.zst}; do
   for g in $f; do case $g in *.zst) zstd -q -d -c "$g" ;; *) cat "$g" ;; esac; done
 done > "$work/corpus.jsonl"
 json_mb=$($PY -c "import os; print(os.path.getsize('$work/corpus.jsonl')/1e6)")
-# The whole job runs on the same documents repeated to >= $BENCH_JOB_MB MB (default 200) of JSON lines, for
-# pileprep and the Python baseline alike, so fixed start-up costs (loading the vocabulary, ~50 ms) do not
-# dominate and the per-thread pre-token cache is as warm as over a real shard.
-job_reps=$($PY -c "import math; print(max(1, math.ceil(${BENCH_JOB_MB:-200}/$json_mb)))")
+# The whole job runs on the same documents repeated to >= $BENCH_JOB_MB MB (default 600) of JSON lines, for
+# pileprep and the Python baseline alike, so that fixed costs weigh about as little as over a real shard:
+# start-up (loading the vocabulary, faulting in a worker's 34 MB pre-token cache: ~50 ms) and each
+# worker's own cold pass over the corpus (at 200 MB, 2 threads ran 1.75x one; at 790 MB, 1.87x).
+job_reps=$($PY -c "import math; print(max(1, math.ceil(${BENCH_JOB_MB:-600}/$json_mb)))")
 for ((i = 0; i < job_reps; i++)); do cat "$work/corpus.jsonl"; done > "$work/job.jsonl"
 job_text_bytes=$((text_bytes * job_reps))
 
