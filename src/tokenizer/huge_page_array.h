@@ -50,13 +50,15 @@ class HugePageArray {
     // Below 1 MB a huge page would mostly be waste (and RSS): plain 4 KB pages.
     const size_t page = n * sizeof(T) < kHuge / 2 ? 4096 : kHuge;
     bytes_ = (n * sizeof(T) + page - 1) / page * page;
-    // Over-allocate by one page so the array can start on a page boundary.
-    void* p = mmap(nullptr, bytes_ + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    // mmap returns 4 KB-aligned memory; for 2 MB pages, over-allocate by one so the array can start
+    // on a huge-page boundary, and give back what is left over on either side.
+    const size_t extra = page == kHuge ? page : 0;
+    void* p = mmap(nullptr, bytes_ + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
     char* base = static_cast<char*>(p);
     char* aligned = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(base) + page - 1) & ~(page - 1));
     if (aligned > base) munmap(base, aligned - base);
-    const size_t tail = (base + bytes_ + page) - (aligned + bytes_);
+    const size_t tail = (base + bytes_ + extra) - (aligned + bytes_);
     if (tail > 0) munmap(aligned + bytes_, tail);
     if (page == kHuge) madvise(aligned, bytes_, MADV_HUGEPAGE);  // advice: failure leaves 4 KB pages
     // Fault the pages in now, as std::vector's zero-fill would, rather than in the first lookups.
