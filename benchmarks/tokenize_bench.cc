@@ -4,7 +4,8 @@
 //   tokenize_bench [--export-texts F] [--export-ids F] [--passes N]
 //
 // Texts come from bench_corpus (data/samples or $PILEPREP_BENCH_CORPUS). Prints one JSON line:
-// {"text_bytes":..,"tokens":..,"cold_seconds":..,"warm_seconds":..,"unseen_seconds":..}. cold: a fresh
+// {"text_bytes":..,"tokens":..,"cold_seconds":..,"warm_seconds":..,"unseen_seconds":..,"cold_merged":..,
+// "warm_merged":..,"unseen_merged":..} (*_merged: the share of pre-tokens the cache missed). cold: a fresh
 // pre-token cache (the start of a shard); warm: the best later pass with the cache kept, over text it
 // has seen (flattering: every piece is cached); unseen: the cache warmed on one half of the documents,
 // then the other half timed, and the same the other way round (the rest of a shard: a warm cache meets
@@ -39,12 +40,20 @@ int main(int argc, char** argv) {
   ids.reserve(corpus.text_bytes / 2);
   double cold = 0, warm = 1e30;
   size_t tokens = 0;
+  // Share of pre-tokens merged (not found in the cache) in the cold pass, a warm pass, the unseen halves.
+  double cold_merged = 0, warm_merged = 0, unseen_merged = 0;
+  auto merged_share = [](const pileprep::Gpt2Tokenizer::Cache::Stats& a,
+                         const pileprep::Gpt2Tokenizer::Cache::Stats& b) {
+    return b.pieces == a.pieces ? 0.0 : double(b.merged - a.merged) / double(b.pieces - a.pieces);
+  };
   auto cache = std::make_unique<pileprep::Gpt2Tokenizer::Cache>(**tok);
   for (int pass = 0; pass < passes; ++pass) {
     ids.clear();
+    const auto before = cache->stats();
     const auto start = std::chrono::steady_clock::now();
     for (const std::string& t : corpus.texts) (*tok)->Encode(t, *cache, &ids);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    (pass == 0 ? cold_merged : warm_merged) = merged_share(before, cache->stats());
     if (pass == 0) cold = s;
     else warm = std::min(warm, s);
     tokens = ids.size();
@@ -54,6 +63,7 @@ int main(int argc, char** argv) {
   double unseen = 1e30;
   for (int round = 1; round < passes; ++round) {
     double total = 0;
+    pileprep::Gpt2Tokenizer::Cache::Stats timed;  // the two timed halves together
     for (int side = 0; side < 2; ++side) {
       const size_t warm_begin = side == 0 ? 0 : half, warm_end = side == 0 ? half : corpus.texts.size();
       const size_t time_begin = side == 0 ? half : 0, time_end = side == 0 ? corpus.texts.size() : half;
@@ -63,10 +73,14 @@ int main(int argc, char** argv) {
         (*tok)->Encode(corpus.texts[i], *fresh, &ids);
       }
       ids.clear();
+      const auto before = fresh->stats();
       const auto start = std::chrono::steady_clock::now();
       for (size_t i = time_begin; i < time_end; ++i) (*tok)->Encode(corpus.texts[i], *fresh, &ids);
       total += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      timed.pieces += fresh->stats().pieces - before.pieces;
+      timed.merged += fresh->stats().merged - before.merged;
     }
+    unseen_merged = merged_share({}, timed);
     unseen = std::min(unseen, total);
   }
   if (!export_texts.empty()) {
@@ -90,7 +104,8 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "{\"text_bytes\":%zu,\"documents\":%zu,\"tokens\":%zu,\"cold_seconds\":%.6f,\"warm_seconds\":%.6f,"
-      "\"unseen_seconds\":%.6f}\n",
-      corpus.text_bytes, corpus.texts.size(), tokens, cold, warm, unseen);
+      "\"unseen_seconds\":%.6f,\"cold_merged\":%.4f,\"warm_merged\":%.4f,\"unseen_merged\":%.4f}\n",
+      corpus.text_bytes, corpus.texts.size(), tokens, cold, warm, unseen, cold_merged, warm_merged,
+      unseen_merged);
   return 0;
 }

@@ -59,6 +59,14 @@ class Gpt2Tokenizer {
     Cache(const Cache&) = delete;
     Cache& operator=(const Cache&) = delete;
 
+    // Counts since construction: pre-tokens looked up, and those merged because the cache did not
+    // hold them (first seen, evicted, or too long to cache). 1 - merged / pieces is the hit rate.
+    struct Stats {
+      uint64_t pieces = 0;
+      uint64_t merged = 0;
+    };
+    Stats stats() const;
+
    private:
     friend class Gpt2Tokenizer;
     struct Impl;

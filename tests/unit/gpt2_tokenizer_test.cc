@@ -71,6 +71,38 @@ TEST(Gpt2Tokenizer, CacheNeverChangesResults) {
   }
 }
 
+TEST(Gpt2Tokenizer, CacheCountsPiecesAndMerges) {
+  auto tok = Load();
+  Gpt2Tokenizer::Cache cache(*tok);
+  std::vector<uint32_t> ids;
+  tok->Encode("a cat and a cat", cache, &ids);  // "a", " cat", " and", " a", " cat"
+  EXPECT_EQ(cache.stats().pieces, 5u);
+  EXPECT_EQ(cache.stats().merged, 4u);  // " cat" the second time is a hit
+  tok->Encode("a cat and a cat", cache, &ids);
+  EXPECT_EQ(cache.stats().pieces, 10u);
+  EXPECT_EQ(cache.stats().merged, 4u);
+}
+
+TEST(Gpt2Tokenizer, CacheKeepsPiecesThatShareTheirFirstBytes) {
+  // 64 words " configXY" in a cache of 1,024 entries: with room for all of them, a second pass merges
+  // none. (A set index from the low bits of a product saw only the first six bytes: all 64 fell into
+  // one four-way set and evicted one another.)
+  auto tok = Load({.cache_entries = 1024});
+  Gpt2Tokenizer::Cache cache(*tok);
+  std::string text;
+  for (char x = 'a'; x < 'a' + 8; ++x) {
+    for (char y = 'a'; y < 'a' + 8; ++y) text += std::string(" config") + x + y;
+  }
+  std::vector<uint32_t> first, second;
+  tok->Encode(text, cache, &first);
+  ASSERT_EQ(cache.stats().pieces, 64u);
+  ASSERT_EQ(cache.stats().merged, 64u);
+  tok->Encode(text, cache, &second);
+  EXPECT_EQ(second, first);
+  EXPECT_EQ(cache.stats().pieces, 128u);
+  EXPECT_EQ(cache.stats().merged, 64u) << "pieces evicted while the cache had room";
+}
+
 TEST(Gpt2Tokenizer, RoundTripsBytes) {
   auto tok = Load();
   std::string all;
