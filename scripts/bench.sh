@@ -126,6 +126,8 @@ echo "Whole job: the same documents x $job_reps ($((job_text_bytes / 1000000)) M
 echo "Tokenizer: cold = a fresh pre-token cache, one pass; warm, unseen = the cache warmed on half the"
 echo "documents, the other half timed (both ways round): the middle of a real shard; warm, seen = text the"
 echo "cache has already seen (an upper bound: nearly every piece hits)."
+echo "Pre-tokens merged because the cache missed them: cold $($PY -c "print('%.1f' % (100*$(json "$tok" cold_merged)))")%," \
+  "unseen $($PY -c "print('%.1f' % (100*$(json "$tok" unseen_merged)))")%, seen $($PY -c "print('%.2f' % (100*$(json "$tok" warm_merged)))")%."
 echo "Machine: $(lscpu | awk -F: '/Model name/ {gsub(/^ +/,"",$2); print $2}'), $cores cores, $(uname -r)"
 echo
 printf '%-34s %7s %12s %12s %10s %10s\n' implementation threads "MB/s text" "MB/s/core" "x tiktoken" "peak RSS"
