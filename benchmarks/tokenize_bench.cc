@@ -40,7 +40,8 @@ int main(int argc, char** argv) {
   ids.reserve(corpus.text_bytes / 2);
   double cold = 0, warm = 1e30;
   size_t tokens = 0;
-  // Share of pre-tokens merged (not found in the cache) in the cold pass, a warm pass, the unseen halves.
+  // Share of pre-tokens merged (not found in the cache) in the cold pass, the last warm pass (the
+  // counts are the same in every warm pass), the unseen halves.
   double cold_merged = 0, warm_merged = 0, unseen_merged = 0;
   auto merged_share = [](const pileprep::Gpt2Tokenizer::Cache::Stats& a,
                          const pileprep::Gpt2Tokenizer::Cache::Stats& b) {

@@ -4,6 +4,7 @@
 #   scripts/bench.sh            # tokenizer (1 thread), whole job (1 and 2 threads), memory on ~100 MB / ~1 GB shards
 #   scripts/bench.sh --scaling  # also the whole job at 1, 2, 4, ... up to all cores
 #   BENCH_SKIP_MEMORY=1         # skip the large-shard memory runs
+#   BENCH_JOB_MB=600            # JSON lines per whole-job run (needs ~2.5x that free in $TMPDIR)
 #
 # Text: the documents of data/samples/*.jsonl.zst (Debian manuals in many languages, code, LaTeX, Unicode
 # data), or the .jsonl/.jsonl.zst files listed in $PILEPREP_BENCH_CORPUS (colon-separated).
@@ -69,7 +70,7 @@ done > "$work/corpus.jsonl"
 json_mb=$($PY -c "import os; print(os.path.getsize('$work/corpus.jsonl')/1e6)")
 # The whole job runs on the same documents repeated to >= $BENCH_JOB_MB MB (default 600) of JSON lines, for
 # pileprep and the Python baseline alike, so that fixed costs weigh about as little as over a real shard:
-# start-up (loading the vocabulary, faulting in a worker's 34 MB pre-token cache: ~50 ms) and each
+# start-up (loading the vocabulary, faulting in a worker's 36 MiB pre-token cache: ~50 ms) and each
 # worker's own cold pass over the corpus (at 200 MB, 2 threads ran 1.75x one; at 790 MB, 1.87x).
 job_reps=$($PY -c "import math; print(max(1, math.ceil(${BENCH_JOB_MB:-600}/$json_mb)))")
 for ((i = 0; i < job_reps; i++)); do cat "$work/corpus.jsonl"; done > "$work/job.jsonl"

@@ -33,8 +33,8 @@ class Gpt2Tokenizer {
     // false: it is ordinary text (legacy Megatron, tiktoken's encode_ordinary).
     bool endoftext_is_special = true;
     // Entries in each per-thread pre-token cache (rounded up to a power of two) for pieces of up to 15
-    // bytes; the tiers for longer pieces get a quarter and a thirty-second as many. 2^18 takes 34 MB
-    // per thread; against 2^17 (16 MB) it re-encodes the multilingual benchmark corpus 25% faster
+    // bytes; the tiers for longer pieces get a quarter and a thirty-second as many. 2^18 takes 36 MiB
+    // per thread; against 2^17 (18.6 MiB) it re-encodes the multilingual benchmark corpus 25% faster
     // once seen (the long tail of its ~10 MB stays in), and is the same on text not seen before.
     size_t cache_entries = size_t{1} << 18;
   };
@@ -60,7 +60,8 @@ class Gpt2Tokenizer {
     Cache& operator=(const Cache&) = delete;
 
     // Counts since construction: pre-tokens looked up, and those merged because the cache did not
-    // hold them (first seen, evicted, or too long to cache). 1 - merged / pieces is the hit rate.
+    // hold them (first seen, evicted, longer than 256 bytes, or every piece where the vocabulary has
+    // more than 65,536 entries and the cache is off). 1 - merged / pieces is the hit rate.
     struct Stats {
       uint64_t pieces = 0;
       uint64_t merged = 0;

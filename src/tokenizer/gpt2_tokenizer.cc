@@ -351,10 +351,11 @@ struct Gpt2Tokenizer::Cache::Impl {
     set_ids[0] = ids;
   }
   // Index of the piece's set: the top bits of a product, which depend on every bit of the key. (The
-  // low bits of k0 * C, used before, depend only on k0's low bits: pieces that shared their first six
-  // bytes, " config", " configure", " configured", ..., all fell into one set, and more than four of
-  // them evicted one another on every pass: 33,600 misses per pass over the benchmark corpus, with
-  // room in the cache for all 103,000 of its short pieces.)
+  // index used before, the low bits of h ^ h >> 29 for h = k0 * C ^ k1 * C', saw only the low 45 bits
+  // of k0 and k1: bytes 0-5 and 8-13, not bytes 6-7 or the length. Pieces of up to 8 bytes that share
+  // their first six, " config", " confirm", " confine", " confide", ..., fell into one set, and more
+  // than four of them evicted one another on every pass: about 33,000 misses per pass over the
+  // benchmark corpus, whose 103,000 short pieces the cache has room for.)
   size_t ShortIndex(uint64_t k0, uint64_t k1) const {
     const uint64_t h = ((k0 * 0x9E3779B97F4A7C15ull) ^ k1) * 0xC2B2AE3D27D4EB4Full;
     return (h >> short_shift) & short_mask;
@@ -379,8 +380,8 @@ struct Gpt2Tokenizer::Cache::Impl {
 };
 
 Gpt2Tokenizer::Cache::Cache(const Gpt2Tokenizer& tokenizer) : impl_(std::make_unique<Impl>()) {
-  size_t n = Impl::kWays;  // at least one whole set
-  while (n < tokenizer.options().cache_entries) n <<= 1;
+  size_t n = Impl::kWays;  // at least one whole set; at most 2^40 entries (the loop must end)
+  while (n < tokenizer.options().cache_entries && n < (size_t{1} << 40)) n <<= 1;
   impl_->short_sets.Reset(n / Impl::kWays);
   impl_->short_ids.Reset(n);
   impl_->short_mask = n / Impl::kWays - 1;
@@ -388,8 +389,8 @@ Gpt2Tokenizer::Cache::Cache(const Gpt2Tokenizer& tokenizer) : impl_(std::make_un
   impl_->enabled = tokenizer.vocab_size() <= 65536 && tokenizer.tables_->id_bytes.size() <= 65536;
   // Long pieces are about a twentieth as frequent as short ones and their entries four times larger;
   // huge ones are rarer still and sixteen times larger.
-  // By default 2^16 and 2^13 entries: 13.1 and 6.4 MB, taking 14 and 8 MB of 2 MB pages (the short
-  // tier: 12 MB; 34 MB per worker in all).
+  // By default 2^16 and 2^13 entries: 12.5 and 6.1 MiB, taking 14 and 8 MiB of 2 MB pages, and their
+  // tags 1 MiB (on a 2 MiB page) and 128 KiB; with the short tier's 12 MiB, 36 MiB per worker.
   impl_->long_tier.Init(n / 4);
   impl_->huge_tier.Init(n / 32);
 }

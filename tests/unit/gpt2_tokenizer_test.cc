@@ -57,16 +57,19 @@ TEST(Gpt2Tokenizer, LiteralEndOfTextCanBeOrdinaryText) {
 
 TEST(Gpt2Tokenizer, CacheNeverChangesResults) {
   auto tok = Load({.cache_entries = 2});  // constant collisions and evictions
+  auto two_sets = Load({.cache_entries = 8});
   auto big = Load();
   const std::string text =
       "The quick brown fox jumps over the lazy dog. The quick brown fox! 12345 ünïcödé "
       "日本語のテキスト and emoji 🦊🦊 again the quick brown fox";
-  Gpt2Tokenizer::Cache c1(*tok), c2(*big);
+  Gpt2Tokenizer::Cache c1(*tok), c2(*big), c3(*two_sets);
   for (int round = 0; round < 3; ++round) {
-    std::vector<uint32_t> a, b;
+    std::vector<uint32_t> a, b, c;
     tok->Encode(text, c1, &a);
     big->Encode(text, c2, &b);
+    two_sets->Encode(text, c3, &c);
     EXPECT_EQ(a, b);
+    EXPECT_EQ(c, b);
     EXPECT_EQ(tok->Decode(a), text);
   }
 }
@@ -83,15 +86,38 @@ TEST(Gpt2Tokenizer, CacheCountsPiecesAndMerges) {
   EXPECT_EQ(cache.stats().merged, 4u);
 }
 
+TEST(Gpt2Tokenizer, CacheCountsEveryTier) {
+  auto tok = Load();
+  Gpt2Tokenizer::Cache cache(*tok);
+  std::vector<uint32_t> ids;
+  const std::string long_word = " " + std::string(19, 'q');  // 20 bytes: the 16..64-byte tier
+  const std::string huge_word = " " + std::string(99, 'q');  // 100 bytes: the 65..256-byte tier
+  const std::string giant_word = " " + std::string(299, 'q');  // 300 bytes: never cached
+  for (const std::string& word : {long_word, huge_word}) {
+    const auto before = cache.stats();
+    tok->Encode(word + word, cache, &ids);  // the same piece twice: one merge, one hit
+    EXPECT_EQ(cache.stats().pieces - before.pieces, 2u) << word.size();
+    EXPECT_EQ(cache.stats().merged - before.merged, 1u) << word.size();
+  }
+  const auto before = cache.stats();
+  tok->Encode(giant_word + giant_word, cache, &ids);
+  EXPECT_EQ(cache.stats().pieces - before.pieces, 2u);
+  EXPECT_EQ(cache.stats().merged - before.merged, 2u);
+  Gpt2Tokenizer::Cache fresh(*tok);
+  tok->Encode("a<|endoftext|>a", fresh, &ids);  // the end-of-text id is not a piece
+  EXPECT_EQ(fresh.stats().pieces, 2u);
+  EXPECT_EQ(fresh.stats().merged, 1u);
+}
+
 TEST(Gpt2Tokenizer, CacheKeepsPiecesThatShareTheirFirstBytes) {
-  // 64 words " configXY" in a cache of 1,024 entries: with room for all of them, a second pass merges
-  // none. (A set index from the low bits of a product saw only the first six bytes: all 64 fell into
-  // one four-way set and evicted one another.)
+  // 64 words " confiXY" in a cache of 1,024 entries: with room for all of them, a second pass merges
+  // none. (The set index used before saw bytes 0-5 and 8-13 of a piece: all 64 fell into one
+  // four-way set and evicted one another.)
   auto tok = Load({.cache_entries = 1024});
   Gpt2Tokenizer::Cache cache(*tok);
   std::string text;
   for (char x = 'a'; x < 'a' + 8; ++x) {
-    for (char y = 'a'; y < 'a' + 8; ++y) text += std::string(" config") + x + y;
+    for (char y = 'a'; y < 'a' + 8; ++y) text += std::string(" confi") + x + y;
   }
   std::vector<uint32_t> first, second;
   tok->Encode(text, cache, &first);
