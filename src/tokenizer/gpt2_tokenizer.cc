@@ -83,6 +83,18 @@ struct PrefixMasks {
 };
 constexpr PrefixMasks kPrefixMask{};
 
+// One of `n` slots (a power of two) from the top bits of a 64-bit hash, the bits a multiplicative
+// hash mixes best. With one slot the shift stays 63 and the mask makes the index 0.
+struct TopBitsIndex {
+  int shift = 63;
+  size_t mask = 0;
+  void Init(size_t n) {
+    mask = n - 1;
+    shift = n > 1 ? 64 - __builtin_ctzll(n) : 63;
+  }
+  size_t operator()(uint64_t h) const { return (h >> shift) & mask; }
+};
+
 }  // namespace
 
 // Merges by pair of ids. Rank(a, b) returns the merge's order value: lower merges first; kNoRank when
@@ -94,9 +106,9 @@ constexpr PrefixMasks kPrefixMask{};
 // probing over slots those paid a long, unpredictable probe; with keys and values in separate lines a
 // hit paid two misses (the table does not stay in L2 while a whole job streams through the core). A
 // full bucket spills into the next. The table is small rather than sparse (at most 7/8 full; 512 KB
-// and 76% full for GPT-2): a fifth of the buckets
-// spill, but a lookup that passes the filter below is nearly always a real merge, and a smaller table
-// keeps more of itself in L2 (measured against 2 MB at 19%: +6% cold, +4% warm, same on unseen text).
+// and 76% full for GPT-2): a fifth of the buckets spill, but a lookup that passes the filter below is
+// nearly always a real merge, and a smaller table keeps more of itself in L2 (measured against 2 MB
+// at 19%: +6% cold, +4% warm, same on unseen text).
 // Larger vocabularies fall back to a hash map and a rank -> id array.
 class PairTable {
  public:
@@ -116,9 +128,7 @@ class PairTable {
       if (buckets * kBucket <= entries.size()) std::abort();  // a full table: probes would not end
       buckets_.Reset(buckets);
       for (size_t i = 0; i < buckets; ++i) std::fill_n(buckets_[i].k, kBucket, kEmptyKey);
-      mask_ = buckets - 1;
-      shift_ = 64 - __builtin_ctzll(buckets);
-      if (buckets == 1) shift_ = 63;  // Home() must still be 0: (x >> 63) & mask_ == 0
+      home_.Init(buckets);
       size_t words = 64;
       while (words * 64 < entries.size() * 10) words <<= 1;
       filter_.assign(words, 0);
@@ -131,7 +141,7 @@ class PairTable {
         const Entry& e = *it;
         const uint32_t key = Key(e.a, e.b);
         if (Rank(e.a, e.b) != kNoRank) continue;  // a later line of the same pair is in
-        for (size_t b = Home(Hash(key));; b = (b + 1) & mask_) {
+        for (size_t b = home_(Hash(key));; b = (b + 1) & home_.mask) {
           uint32_t* k = buckets_[b].k;
           const size_t used = std::find(k, k + kBucket, kEmptyKey) - k;
           if (used < kBucket) {
@@ -154,7 +164,7 @@ class PairTable {
       const uint32_t key = Key(a, b);
       const uint64_t h = Hash(key);
       if (!MayHold(h)) return kNoRank;
-      for (size_t bucket = Home(h);; bucket = (bucket + 1) & mask_) {
+      for (size_t bucket = home_(h);; bucket = (bucket + 1) & home_.mask) {
         const Bucket& slots = buckets_[bucket];
         const uint32_t hit = MatchMask(slots, key);
         if (hit != 0) return slots.v[__builtin_ctz(hit)];
@@ -205,11 +215,9 @@ class PairTable {
     const uint64_t bits = FilterBits(h);
     return (filter_[h >> filter_shift_] & bits) == bits;
   }
-  size_t Home(uint64_t h) const { return (h >> shift_) & mask_; }
   bool compact_ = true;
   internal::HugePageArray<Bucket> buckets_;
-  size_t mask_ = 0;
-  int shift_ = 63;
+  TopBitsIndex home_;  // a pair's first bucket
   std::vector<uint64_t> filter_;
   int filter_shift_ = 58;
   std::vector<uint32_t> rank_id_;
@@ -285,8 +293,7 @@ struct Gpt2Tokenizer::Cache::Impl {
   internal::HugePageArray<ShortIds> short_ids;  // way w of set i at i * kWays + w
   BigTier<kLongKeyBytes, 64> long_tier;
   BigTier<kHugeKeyBytes, 256> huge_tier;
-  size_t short_mask = 0;
-  int short_shift = 63;  // 64 - log2(sets); 63 with one set, where short_mask makes it 0
+  TopBitsIndex short_index;  // a piece's set
   // Scratch for merges, reused across calls.
   std::vector<uint32_t> ids, ranks, prev, next;
   std::vector<uint64_t> heap;
@@ -358,7 +365,7 @@ struct Gpt2Tokenizer::Cache::Impl {
   // benchmark corpus, whose 103,000 short pieces the cache has room for.)
   size_t ShortIndex(uint64_t k0, uint64_t k1) const {
     const uint64_t h = ((k0 * 0x9E3779B97F4A7C15ull) ^ k1) * 0xC2B2AE3D27D4EB4Full;
-    return (h >> short_shift) & short_mask;
+    return short_index(h);
   }
   static uint64_t HashBytes(std::string_view s) {
     uint64_t h = 0x243F6A8885A308D3ull ^ s.size();
@@ -384,8 +391,7 @@ Gpt2Tokenizer::Cache::Cache(const Gpt2Tokenizer& tokenizer) : impl_(std::make_un
   while (n < tokenizer.options().cache_entries && n < (size_t{1} << 40)) n <<= 1;
   impl_->short_sets.Reset(n / Impl::kWays);
   impl_->short_ids.Reset(n);
-  impl_->short_mask = n / Impl::kWays - 1;
-  if (n / Impl::kWays > 1) impl_->short_shift = 64 - __builtin_ctzll(n / Impl::kWays);
+  impl_->short_index.Init(n / Impl::kWays);
   impl_->enabled = tokenizer.vocab_size() <= 65536 && tokenizer.tables_->id_bytes.size() <= 65536;
   // Long pieces are about a twentieth as frequent as short ones and their entries four times larger;
   // huge ones are rarer still and sixteen times larger.
