@@ -249,6 +249,16 @@ struct BufferedFileWriter::Async {
       cv.notify_all();
     }
   }
+  // Ends the thread once the queue is empty; `drop` (not OK) makes it skip the jobs still queued.
+  void Stop(absl::Status drop = absl::OkStatus()) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stop = true;
+      if (!drop.ok()) error = std::move(drop);
+    }
+    cv.notify_all();
+    thread.join();
+  }
 };
 
 BufferedFileWriter::Buffer BufferedFileWriter::NewBuffer(size_t bytes) {
@@ -303,13 +313,7 @@ BufferedFileWriter::BufferedFileWriter(std::string path, UniqueFd fd, size_t buf
 
 BufferedFileWriter::~BufferedFileWriter() {
   if (async_ == nullptr) return;
-  {
-    std::lock_guard<std::mutex> lock(async_->mu);
-    async_->stop = true;
-    async_->error = absl::CancelledError("closing");  // drop what is queued: not flushed on purpose
-  }
-  async_->cv.notify_all();
-  async_->thread.join();
+  async_->Stop(absl::CancelledError("closing"));  // drop what is queued: not flushed on purpose
 }
 
 absl::Status BufferedFileWriter::Drain() {
@@ -393,12 +397,7 @@ absl::Status BufferedFileWriter::FlushAll() {
   if (absl::Status s = Flush(); !s.ok()) return s;
   if (absl::Status s = Drain(); !s.ok()) return s;
   // The background thread is idle. Stop it, then write the last partial block as usual.
-  {
-    std::lock_guard<std::mutex> lock(async_->mu);
-    async_->stop = true;
-  }
-  async_->cv.notify_all();
-  async_->thread.join();
+  async_->Stop();
   async_.reset();
   // From here on the writer is a buffered one, also for appends after a Sync.
   if (LeaveDirect(fd_.get()) < 0) return ErrnoError(errno, path_, "leaving O_DIRECT");
