@@ -117,6 +117,44 @@ struct JsonRecordParser::Impl {
     return parser.allocate(std::min<size_t>(Grown(size), simdjson::SIMDJSON_MAXSIZE_BYTES),
                            kMaxDepth);
   }
+
+  // The verdict on a record simdjson parsed: its object's texts, or why it is not a document.
+  void FromDom(const simdjson::dom::element& root, const std::vector<std::string>& keys,
+               std::vector<std::string_view>* texts, JsonRecordParser::Result* result) {
+    if (root.type() != simdjson::dom::element_type::OBJECT) {
+      result->kind = BadRecordKind::kNotAnObject;
+      result->detail = Cat({"top level is ", DomTypePhrase(root.type())});
+      return;
+    }
+    simdjson::dom::object object = root.get_object().value_unsafe();
+    // dom::object::at_key() finds the first duplicate; json.loads keeps the last.
+    values.assign(keys.size(), simdjson::dom::element());
+    found.assign(keys.size(), false);
+    for (simdjson::dom::key_value_pair field : object) {
+      for (size_t k = 0; k < keys.size(); ++k) {
+        if (field.key != keys[k]) continue;
+        found[k] = true;
+        values[k] = field.value;
+      }
+    }
+    for (size_t k = 0; k < keys.size(); ++k) {
+      if (!found[k]) {
+        result->kind = BadRecordKind::kMissingKey;
+        result->detail = Cat({"no ", QuotedKey(keys[k])});
+        return;
+      }
+    }
+    for (size_t k = 0; k < keys.size(); ++k) {
+      if (values[k].type() != simdjson::dom::element_type::STRING) {
+        result->kind = BadRecordKind::kNotAString;
+        result->detail = Cat({QuotedKey(keys[k]), " is ", DomTypePhrase(values[k].type())});
+        return;
+      }
+    }
+    for (const simdjson::dom::element& value : values)
+      texts->push_back(value.get_string().value_unsafe());
+    result->ok = true;
+  }
 };
 
 JsonRecordParser::JsonRecordParser(JsonlOptions options)
@@ -128,7 +166,17 @@ JsonRecordParser::JsonRecordParser(JsonlOptions options)
 
 JsonRecordParser::~JsonRecordParser() = default;
 
+static_assert(JsonRecordParser::kPadding == simdjson::SIMDJSON_PADDING);
+
 JsonRecordParser::Result JsonRecordParser::Parse(std::string_view line) {
+  return ParseImpl(line, /*padded=*/false);
+}
+
+JsonRecordParser::Result JsonRecordParser::ParsePadded(std::string_view line) {
+  return ParseImpl(line, /*padded=*/true);
+}
+
+JsonRecordParser::Result JsonRecordParser::ParseImpl(std::string_view line, bool padded) {
   Result result;
   texts_.clear();
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
@@ -149,6 +197,20 @@ JsonRecordParser::Result JsonRecordParser::Parse(std::string_view line) {
   }
 
   Impl& impl = *impl_;
+  const std::vector<std::string>& keys = options_.json_keys;
+  // In place: simdjson checks the UTF-8 itself and refuses every lone or misordered surrogate escape
+  // (SimdjsonQuirks.DomRejectsEveryLoneOrMisorderedSurrogateEscape), so a line it accepts has
+  // nothing to repair or rewrite, and the copy below would hold the very same bytes. Any refusal
+  // takes the general path, which repairs, rewrites and explains.
+  if (padded && impl.EnsureCapacity(line.size()) == simdjson::SUCCESS) {
+    simdjson::dom::element root;
+    if (impl.parser.parse(line.data(), line.size(), /*realloc_if_needed=*/false).get(root) ==
+        simdjson::SUCCESS) {
+      impl.FromDom(root, keys, &texts_, &result);
+      return result;
+    }
+  }
+
   if (!simdjson::validate_utf8(line.data(), line.size())) {
     if (Impl::Shrink(impl.repaired.capacity(), line.size())) std::string().swap(impl.repaired);
     impl.repaired.clear();
@@ -170,42 +232,8 @@ JsonRecordParser::Result JsonRecordParser::Parse(std::string_view line) {
   if (error == simdjson::SUCCESS) {
     error = impl.parser.parse(buf, doc.size(), /*realloc_if_needed=*/false).get(root);
   }
-  const std::vector<std::string>& keys = options_.json_keys;
-
   if (error == simdjson::SUCCESS) {
-    if (root.type() != simdjson::dom::element_type::OBJECT) {
-      result.kind = BadRecordKind::kNotAnObject;
-      result.detail = Cat({"top level is ", DomTypePhrase(root.type())});
-      return result;
-    }
-    simdjson::dom::object object = root.get_object().value_unsafe();
-    // dom::object::at_key() finds the first duplicate; json.loads keeps the last.
-    impl.values.assign(keys.size(), simdjson::dom::element());
-    impl.found.assign(keys.size(), false);
-    for (simdjson::dom::key_value_pair field : object) {
-      for (size_t k = 0; k < keys.size(); ++k) {
-        if (field.key != keys[k]) continue;
-        impl.found[k] = true;
-        impl.values[k] = field.value;
-      }
-    }
-    for (size_t k = 0; k < keys.size(); ++k) {
-      if (!impl.found[k]) {
-        result.kind = BadRecordKind::kMissingKey;
-        result.detail = Cat({"no ", QuotedKey(keys[k])});
-        return result;
-      }
-    }
-    for (size_t k = 0; k < keys.size(); ++k) {
-      if (impl.values[k].type() != simdjson::dom::element_type::STRING) {
-        result.kind = BadRecordKind::kNotAString;
-        result.detail = Cat({QuotedKey(keys[k]), " is ", DomTypePhrase(impl.values[k].type())});
-        return result;
-      }
-    }
-    for (const simdjson::dom::element& value : impl.values)
-      texts_.push_back(value.get_string().value_unsafe());
-    result.ok = true;
+    impl.FromDom(root, keys, &texts_, &result);
     return result;
   }
 

@@ -48,7 +48,12 @@ class FileSource final : public ByteSource {
 
 // One unit of parallel work: whole lines of JSON, then what the workers made of them.
 struct Batch {
-  std::string data;  // whole lines (the last batch may end without '\n')
+  // Whole lines (the last batch may end without '\n'), then JsonRecordParser::kPadding zero bytes,
+  // so that every line can be parsed where it lies.
+  std::string data;
+  std::string_view lines() const {
+    return std::string_view(data).substr(0, data.size() - JsonRecordParser::kPadding);
+  }
   // The read stage's running totals after this batch. The in-order write stage copies them into
   // the stats, so ShardStats is only ever touched by one stage (the two serial stages run on
   // different threads at once).
@@ -166,7 +171,7 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
       return nullptr;
     }
     auto batch = std::make_unique<Batch>();
-    batch->data.reserve(options.batch_bytes + options.read_bytes * 16);
+    batch->data.reserve(options.batch_bytes + options.read_bytes * 16 + JsonRecordParser::kPadding);
     batch->data.append(carry);
     carry.clear();
     auto append = [&](std::string_view bytes) -> absl::Status {
@@ -182,7 +187,12 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
         break;
       }
       scan_from = batch->data.size();
-      absl::StatusOr<size_t> n = source.Read(read_buffer.data(), read_buffer.size());
+      // Plain input is read straight into the batch; compressed input through the read buffer.
+      const size_t at = batch->data.size();
+      if (!decoder) batch->data.resize(at + read_buffer.size());
+      absl::StatusOr<size_t> n = decoder ? source.Read(read_buffer.data(), read_buffer.size())
+                                         : source.Read(batch->data.data() + at, read_buffer.size());
+      if (!decoder) batch->data.resize(at + (n.ok() ? *n : 0));
       if (!n.ok()) {
         fail(n.status());
         fc.stop();
@@ -200,15 +210,13 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
         break;
       }
       bytes_in += *n;
-      const std::string_view chunk(read_buffer.data(), *n);
       if (decoder) {
+        const std::string_view chunk(read_buffer.data(), *n);
         if (absl::Status s = decoder->Feed(chunk, append); !s.ok()) {
           fail(std::move(s));
           fc.stop();
           return nullptr;
         }
-      } else {
-        batch->data.append(chunk);
       }
     }
     if (!input_done) {
@@ -223,6 +231,7 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
       fc.stop();
       return nullptr;
     }
+    batch->data.append(JsonRecordParser::kPadding, '\0');
     return batch.release();
   };
 
@@ -235,9 +244,9 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
     // Real text gives 0.2-0.4 tokens per JSON byte (English prose to multilingual and code); a
     // reserve below that reallocates and copies the batch's tokens once or twice.
     batch->tokens.reserve(batch->data.size() / 2);
-    ForEachLine(batch->data, [&](std::string_view line) {
+    ForEachLine(batch->lines(), [&](std::string_view line) {
       ++line_no;
-      JsonRecordParser::Result r = w.parser.Parse(line);
+      JsonRecordParser::Result r = w.parser.ParsePadded(line);
       if (!r.ok) {
         batch->bad.push_back({line_no, r.kind, std::move(r.detail)});
         return;

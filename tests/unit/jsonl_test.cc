@@ -471,6 +471,29 @@ TEST(SimdjsonQuirks, DomRejectsWhatPythonAcceptsAndKeepsTheFirstDuplicate) {
   EXPECT_EQ(t, "first");  // so Parse() walks the whole object and keeps the last
 }
 
+// ParsePadded relies on this one: a line with any escape that RewriteLoneSurrogateEscapes would
+// rewrite, in a key or a value, never parses, so a line parsed in place needs no rewrite.
+TEST(SimdjsonQuirks, DomRejectsEveryLoneOrMisorderedSurrogateEscape) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element e;
+  int checked = 0;
+  for (const char* s : {R"(\ud800)", R"(\udbff)", R"(\udc00)", R"(\uDFFF)", R"(\udc00\ud800)",
+                        R"(\ud83d\u0041)", R"(\ud83dx)", R"(\ud800\ud800\udc00)", R"(x\ud83d\\ude00)",
+                        R"(\ud83d\ude00\ude00)"}) {
+    for (const std::string doc : {std::string(R"({"t": ")") + s + R"("})",
+                                  std::string(R"({")") + s + R"(": "x"})",
+                                  std::string(R"({"t": "x", "m": [")") + s + R"("]})"}) {
+      uint64_t lone = 0;
+      Rewritten(doc, &lone);
+      ASSERT_GT(lone, 0u) << doc;
+      simdjson::padded_string padded{doc};
+      EXPECT_NE(parser.parse(padded).get(e), simdjson::SUCCESS) << doc;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 30);
+}
+
 // ---------------------------------------------------------------------------------------------------
 // JsonlReader
 
@@ -719,6 +742,63 @@ TEST(JsonRecordParserDifferential, AgreesWithPythonOnMutatedLines) {
   for (const Got& g : got) bad += !g.ok;
   EXPECT_GT(bad, count / 6);
   ExpectMatches(got, ParseExpected(out), "mutated", &lines, /*compare_surrogates=*/false);
+}
+
+// ParsePadded parses a line where it lies, reading the bytes after it as padding only: on every
+// line of the bad inputs and on mutated ones, followed by bytes that would change the record if
+// they were read as part of it, it agrees with Parse in every field.
+TEST(JsonRecordParser, ParsePaddedAgreesWithParseWhateverFollowsTheLine) {
+  std::vector<std::string> lines;
+  for (const char* name : {"invalid-json", "missing-text", "text-not-string", "invalid-utf8",
+                           "lone-surrogates", "json-escapes", "empty-and-tiny-texts", "crlf",
+                           "blank-lines", "long-lines"}) {
+    const std::string data =
+        Decompress(std::string(PILEPREP_TEST_DATA_DIR) + "/bad/" + name + ".jsonl.zst");
+    ForEachLine(data, [&](std::string_view line) { lines.emplace_back(line); });
+  }
+  std::mt19937 rng(20261130);
+  const size_t originals = lines.size();
+  for (int i = 0; i < 3000; ++i) {
+    std::string line = Mutate(lines[rng() % originals].substr(0, 400), rng);
+    for (char& ch : line) {
+      if (ch == '\n') ch = ' ';
+    }
+    lines.push_back(line);
+  }
+  // Tails that would complete a truncated record ("}" after `{"text": "x"`) or spoil a good one.
+  const std::string tails[] = {"}" + std::string(JsonRecordParser::kPadding, ' '),
+                               "\"}" + std::string(JsonRecordParser::kPadding, ' '),
+                               std::string(JsonRecordParser::kPadding, '\0'),
+                               "\", \"x\": 1}\\ud800\\udc00\"]}\xFF\xC3 trailing" +
+                                   std::string(JsonRecordParser::kPadding, '"'),
+                               "\r\n{\"text\": \"next line\"}\n" +
+                                   std::string(JsonRecordParser::kPadding, '\\')};
+  JsonRecordParser plain, padded;
+  size_t ok = 0, in_place = 0;
+  for (const std::string& line : lines) {
+    const JsonRecordParser::Result want = plain.Parse(line);
+    for (const std::string& tail : tails) {
+      const std::string buffer = line + tail;
+      const JsonRecordParser::Result got = padded.ParsePadded(std::string_view(buffer.data(), line.size()));
+      const std::string context = line.substr(0, 200) + " + " + tail.substr(0, 20);
+      ASSERT_EQ(got.ok, want.ok) << context;
+      EXPECT_EQ(got.replaced_invalid_utf8, want.replaced_invalid_utf8) << context;
+      EXPECT_EQ(got.replaced_lone_surrogates, want.replaced_lone_surrogates) << context;
+      if (!want.ok) {
+        EXPECT_EQ(got.kind, want.kind) << context;
+        EXPECT_EQ(got.detail, want.detail) << context;
+        continue;
+      }
+      EXPECT_EQ(padded.texts(), plain.texts()) << context;
+      ++ok;
+      in_place += want.replaced_invalid_utf8 == 0 && want.replaced_lone_surrogates == 0;
+    }
+  }
+  const uint64_t n = std::size(tails);
+  EXPECT_EQ(plain.replaced_invalid_utf8() * n, padded.replaced_invalid_utf8());
+  EXPECT_EQ(plain.replaced_lone_surrogates() * n, padded.replaced_lone_surrogates());
+  EXPECT_GT(ok, 1000u);
+  EXPECT_GT(in_place, 500u);
 }
 
 }  // namespace
