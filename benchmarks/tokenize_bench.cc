@@ -1,7 +1,7 @@
 // Single-thread tokenizer throughput on real text, for scripts/bench.sh, which runs the peers
 // (tiktoken's native core, a Python baseline) on the very same texts.
 //
-//   tokenize_bench [--export-texts F] [--export-ids F] [--passes N]
+//   tokenize_bench [--export-texts F] [--export-ids F] [--passes N] [--ids16]
 //
 // Texts come from bench_corpus (data/samples or $PILEPREP_BENCH_CORPUS). Prints one JSON line:
 // {"text_bytes":..,"tokens":..,"cold_seconds":..,"warm_seconds":..,"unseen_seconds":..,"cold_merged":..,
@@ -11,7 +11,8 @@
 // then the other half timed, and the same the other way round (the rest of a shard: a warm cache meets
 // new documents in the same languages).
 // --export-texts writes each text as u32 length + UTF-8; --export-ids writes each text's ids as
-// u32 count + u32 ids, so a peer can prove it produced the same ids.
+// u32 count + u32 ids, so a peer can prove it produced the same ids. --ids16 times the 16-bit form of
+// Encode, which the pipeline uses for a uint16 .bin (GPT-2), instead of the 32-bit one.
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -22,21 +23,15 @@
 #include "bench_corpus.h"
 #include "pileprep/gpt2_tokenizer.h"
 
-int main(int argc, char** argv) {
-  std::string export_texts, export_ids;
-  int passes = 3;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--export-texts")) export_texts = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--export-ids")) export_ids = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--passes")) passes = std::max(2, std::atoi(argv[i + 1]));
-  }
+namespace {
+
+// Every Encode of the measured passes: 32-bit ids, or 16-bit ones as the pipeline writes them.
+template <typename Id>
+int Run(const pileprep::Gpt2Tokenizer& tokenizer, const std::string& export_texts,
+        const std::string& export_ids, int passes) {
   const pileprep::bench::Corpus& corpus = pileprep::bench::LoadCorpus();
-  auto tok = pileprep::Gpt2Tokenizer::FromDefaultFiles({});
-  if (!tok.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(tok.status().message()).c_str());
-    return 2;
-  }
-  std::vector<uint32_t> ids;
+  const pileprep::Gpt2Tokenizer* tok = &tokenizer;
+  std::vector<Id> ids;
   ids.reserve(corpus.text_bytes / 2);
   double cold = 0, warm = 1e30;
   size_t tokens = 0;
@@ -47,12 +42,12 @@ int main(int argc, char** argv) {
                          const pileprep::Gpt2Tokenizer::Cache::Stats& b) {
     return b.pieces == a.pieces ? 0.0 : double(b.merged - a.merged) / double(b.pieces - a.pieces);
   };
-  auto cache = std::make_unique<pileprep::Gpt2Tokenizer::Cache>(**tok);
+  auto cache = std::make_unique<pileprep::Gpt2Tokenizer::Cache>(*tok);
   for (int pass = 0; pass < passes; ++pass) {
     ids.clear();
     const auto before = cache->stats();
     const auto start = std::chrono::steady_clock::now();
-    for (const std::string& t : corpus.texts) (*tok)->Encode(t, *cache, &ids);
+    for (const std::string& t : corpus.texts) tok->Encode(t, *cache, &ids);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     (pass == 0 ? cold_merged : warm_merged) = merged_share(before, cache->stats());
     if (pass == 0) cold = s;
@@ -68,15 +63,15 @@ int main(int argc, char** argv) {
     for (int side = 0; side < 2; ++side) {
       const size_t warm_begin = side == 0 ? 0 : half, warm_end = side == 0 ? half : corpus.texts.size();
       const size_t time_begin = side == 0 ? half : 0, time_end = side == 0 ? corpus.texts.size() : half;
-      auto fresh = std::make_unique<pileprep::Gpt2Tokenizer::Cache>(**tok);
+      auto fresh = std::make_unique<pileprep::Gpt2Tokenizer::Cache>(*tok);
       for (size_t i = warm_begin; i < warm_end; ++i) {
         ids.clear();
-        (*tok)->Encode(corpus.texts[i], *fresh, &ids);
+        tok->Encode(corpus.texts[i], *fresh, &ids);
       }
       ids.clear();
       const auto before = fresh->stats();
       const auto start = std::chrono::steady_clock::now();
-      for (size_t i = time_begin; i < time_end; ++i) (*tok)->Encode(corpus.texts[i], *fresh, &ids);
+      for (size_t i = time_begin; i < time_end; ++i) tok->Encode(corpus.texts[i], *fresh, &ids);
       total += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       timed.pieces += fresh->stats().pieces - before.pieces;
       timed.merged += fresh->stats().merged - before.merged;
@@ -97,7 +92,7 @@ int main(int argc, char** argv) {
     std::vector<uint32_t> one;
     for (const std::string& t : corpus.texts) {
       one.clear();
-      (*tok)->Encode(t, *cache, &one);
+      tok->Encode(t, *cache, &one);
       const uint32_t n = static_cast<uint32_t>(one.size());
       out.write(reinterpret_cast<const char*>(&n), 4);
       out.write(reinterpret_cast<const char*>(one.data()), n * 4);
@@ -109,4 +104,30 @@ int main(int argc, char** argv) {
       corpus.text_bytes, corpus.texts.size(), tokens, cold, warm, unseen, cold_merged, warm_merged,
       unseen_merged);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string export_texts, export_ids;
+  int passes = 3;
+  bool ids16 = false;
+  for (int i = 1; i < argc; ++i) {
+    const bool has_value = i + 1 < argc;
+    if (!std::strcmp(argv[i], "--ids16")) ids16 = true;
+    else if (!std::strcmp(argv[i], "--export-texts") && has_value) export_texts = argv[++i];
+    else if (!std::strcmp(argv[i], "--export-ids") && has_value) export_ids = argv[++i];
+    else if (!std::strcmp(argv[i], "--passes") && has_value) passes = std::max(2, std::atoi(argv[++i]));
+    else {
+      std::fprintf(stderr, "unknown argument %s\n", argv[i]);
+      return 2;
+    }
+  }
+  auto tok = pileprep::Gpt2Tokenizer::FromDefaultFiles({});
+  if (!tok.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(tok.status().message()).c_str());
+    return 2;
+  }
+  return ids16 ? Run<uint16_t>(**tok, export_texts, export_ids, passes)
+               : Run<uint32_t>(**tok, export_texts, export_ids, passes);
 }

@@ -79,6 +79,10 @@ class Gpt2Tokenizer {
   // Appends the ids of valid UTF-8 `text` to `ids`. (The JSON stage guarantees valid UTF-8; invalid
   // bytes are still tokenized as bytes, never a crash.)
   void Encode(std::string_view text, Cache& cache, std::vector<uint32_t>* ids) const;
+  // The same ids as 16-bit values, the width of a uint16 .bin (GPT-2's ids are below 50,257), with
+  // no widening on the way. Returns false and appends nothing when the vocabulary has an id above
+  // 65,535.
+  bool Encode(std::string_view text, Cache& cache, std::vector<uint16_t>* ids) const;
 
   // Appends the BPE ids of one pre-token, with no cache and no special-token handling. For tests and
   // benchmarks; the second form reuses `scratch`'s merge buffers (its cache is neither read nor written).
@@ -89,6 +93,8 @@ class Gpt2Tokenizer {
   std::string Decode(const std::vector<uint32_t>& ids) const;
 
   size_t vocab_size() const { return vocab_size_; }
+  // Every id is below 65,536: the 16-bit Encode works (GPT-2: yes).
+  bool ids_fit_16_bits() const { return ids_fit_16_bits_; }
   uint32_t eod_id() const { return eod_id_; }
   const Options& options() const { return options_; }
 
@@ -100,11 +106,15 @@ class Gpt2Tokenizer {
                          std::vector<uint32_t>* ids);
   // BPE of a piece of 1..64 bytes into out[0..n); returns the number of ids.
   static size_t MergeShort(const Tables& tables, const unsigned char* bytes, size_t n, uint32_t* out);
-  void EncodeOrdinary(std::string_view text, Cache::Impl& cache, std::vector<uint32_t>* ids) const;
+  template <typename Id>  // uint32_t or uint16_t
+  void EncodeOrdinary(std::string_view text, Cache::Impl& cache, std::vector<Id>* ids) const;
+  template <typename Id>
+  void EncodeWithSpecial(std::string_view text, Cache& cache, std::vector<Id>* ids) const;
   std::unique_ptr<Tables> tables_;
   Options options_;
   size_t vocab_size_ = 0;
   uint32_t eod_id_ = 0;
+  bool ids_fit_16_bits_ = false;
 };
 
 }  // namespace pileprep

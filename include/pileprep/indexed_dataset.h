@@ -118,6 +118,9 @@ class IndexedDatasetWriter {
   // sequence); no lengths at all with no tokens is the empty document above.
   absl::Status AddDocument(absl::Span<const uint32_t> tokens,
                            absl::Span<const int32_t> sequence_lengths);
+  // AddDocument(tokens) for 16-bit ids: a uint16 .bin takes them as they are (no conversion, no
+  // range check to make); an int32 one widens them.
+  absl::Status AddDocument(absl::Span<const uint16_t> tokens);
 
   struct Result {
     bool published = false;  // false: the dataset had zero tokens and no file was written
@@ -147,7 +150,12 @@ class IndexedDatasetWriter {
   IndexedDatasetWriter(std::string prefix, IndexedDatasetWriterOptions options);
   absl::Status CheckUsable() const;
   absl::Status Fail(absl::Status status);  // records the error, removes temporaries, returns it
+  template <typename Id>
+  absl::Status AddOneSequence(absl::Span<const Id> tokens);
+  template <typename Id>
+  absl::Status AddTokens(absl::Span<const Id> tokens, absl::Span<const int32_t> sequence_lengths);
   absl::Status WriteTokens(absl::Span<const uint32_t> tokens);
+  absl::Status WriteTokens(absl::Span<const uint16_t> tokens);
   absl::StatusOr<Result> FinishImpl();
 
   std::string prefix_;

@@ -181,20 +181,50 @@ absl::Status IndexedDatasetWriter::WriteTokens(absl::Span<const uint32_t> tokens
   return absl::OkStatus();
 }
 
+absl::Status IndexedDatasetWriter::WriteTokens(absl::Span<const uint16_t> tokens) {
+  if (options_.dtype == TokenDType::kUint16) {
+    return files_->bin->Append(tokens.data(), tokens.size() * sizeof(uint16_t));
+  }
+  // int32: widen in blocks (every 16-bit id fits).
+  uint32_t wide[4096];
+  for (size_t done = 0; done < tokens.size();) {
+    const size_t n = std::min(std::size(wide), tokens.size() - done);
+    std::copy(tokens.begin() + done, tokens.begin() + done + n, wide);
+    PILEPREP_RETURN_IF_ERROR(files_->bin->Append(wide, n * sizeof(uint32_t)));
+    done += n;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status IndexedDatasetWriter::AddDocument(absl::Span<const uint32_t> tokens) {
+  return AddOneSequence(tokens);
+}
+
+absl::Status IndexedDatasetWriter::AddDocument(absl::Span<const uint16_t> tokens) {
+  return AddOneSequence(tokens);
+}
+
+template <typename Id>
+absl::Status IndexedDatasetWriter::AddOneSequence(absl::Span<const Id> tokens) {
   PILEPREP_RETURN_IF_ERROR(CheckUsable());
   if (tokens.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
     return Fail(absl::InvalidArgumentError(
         absl::StrCat(bin_path(), ": document ", num_documents_, " (0-based): ", tokens.size(),
                      " tokens do not fit an int32 sequence length")));
   }
-  if (tokens.empty()) return AddDocument(tokens, {});
+  if (tokens.empty()) return AddTokens(tokens, {});
   const int32_t length = static_cast<int32_t>(tokens.size());
-  return AddDocument(tokens, absl::MakeConstSpan(&length, 1));
+  return AddTokens(tokens, absl::MakeConstSpan(&length, 1));
 }
 
 absl::Status IndexedDatasetWriter::AddDocument(absl::Span<const uint32_t> tokens,
                                                absl::Span<const int32_t> sequence_lengths) {
+  return AddTokens(tokens, sequence_lengths);
+}
+
+template <typename Id>
+absl::Status IndexedDatasetWriter::AddTokens(absl::Span<const Id> tokens,
+                                             absl::Span<const int32_t> sequence_lengths) {
   PILEPREP_RETURN_IF_ERROR(CheckUsable());
   uint64_t sum = 0;
   for (size_t i = 0; i < sequence_lengths.size(); ++i) {

@@ -61,7 +61,10 @@ struct Batch {
   uint64_t bytes_decompressed_total = 0;
   // Filled by the parallel stage.
   uint64_t num_lines = 0;
-  std::vector<uint32_t> tokens;       // all documents' ids, key-major within each document
+  // All documents' ids, key-major within each document: 16-bit for a uint16 .bin (GPT-2; the
+  // tokenizer writes them at that width and the writer copies them as they are), else 32-bit.
+  std::vector<uint16_t> tokens16;
+  std::vector<uint32_t> tokens;
   std::vector<uint32_t> doc_lengths;  // num_keys entries per good document
   struct Bad {
     uint64_t line_in_batch;  // 1-based
@@ -130,6 +133,7 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
     writers.push_back(std::move(w));
   }
 
+  const bool ids16 = writer_options.dtype == TokenDType::kUint16 && tokenizer.ids_fit_16_bits();
   const int threads =
       options.threads > 0 ? options.threads : std::max(1, tbb::info::default_concurrency());
   const int in_flight =
@@ -243,25 +247,32 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
     uint64_t line_no = 0;
     // Real text gives 0.2-0.4 tokens per JSON byte (English prose to multilingual and code); a
     // reserve below that reallocates and copies the batch's tokens once or twice.
-    batch->tokens.reserve(batch->data.size() / 2);
-    ForEachLine(batch->lines(), [&](std::string_view line) {
-      ++line_no;
-      JsonRecordParser::Result r = w.parser.ParsePadded(line);
-      if (!r.ok) {
-        batch->bad.push_back({line_no, r.kind, std::move(r.detail)});
-        return;
-      }
-      for (std::string_view text : w.parser.texts()) {
-        const size_t before = batch->tokens.size();
-        tokenizer.Encode(text, w.cache, &batch->tokens);
-        size_t len = batch->tokens.size() - before;
-        if (len > 0 && options.append_eod) {
-          batch->tokens.push_back(tokenizer.eod_id());
-          ++len;
+    auto tokenize = [&](auto& tokens) {
+      tokens.reserve(batch->data.size() / 2);
+      ForEachLine(batch->lines(), [&](std::string_view line) {
+        ++line_no;
+        JsonRecordParser::Result r = w.parser.ParsePadded(line);
+        if (!r.ok) {
+          batch->bad.push_back({line_no, r.kind, std::move(r.detail)});
+          return;
         }
-        batch->doc_lengths.push_back(static_cast<uint32_t>(len));
-      }
-    });
+        for (std::string_view text : w.parser.texts()) {
+          const size_t before = tokens.size();
+          tokenizer.Encode(text, w.cache, &tokens);
+          size_t len = tokens.size() - before;
+          if (len > 0 && options.append_eod) {
+            tokens.push_back(tokenizer.eod_id());
+            ++len;
+          }
+          batch->doc_lengths.push_back(static_cast<uint32_t>(len));
+        }
+      });
+    };
+    if (ids16) {
+      tokenize(batch->tokens16);
+    } else {
+      tokenize(batch->tokens);
+    }
     batch->num_lines = line_no;
     batch->replaced_invalid_utf8 = w.parser.replaced_invalid_utf8() - utf8_before;
     batch->replaced_lone_surrogates = w.parser.replaced_lone_surrogates() - surrogates_before;
@@ -307,8 +318,9 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
       bool empty = true;
       for (size_t k = 0; k < num_keys; ++k) {
         const uint32_t len = batch->doc_lengths[d + k];
-        absl::Status s = writers[k]->AddDocument(
-            absl::MakeConstSpan(batch->tokens.data() + offset, len));
+        absl::Status s =
+            ids16 ? writers[k]->AddDocument(absl::MakeConstSpan(batch->tokens16.data() + offset, len))
+                  : writers[k]->AddDocument(absl::MakeConstSpan(batch->tokens.data() + offset, len));
         if (!s.ok()) {
           fail(std::move(s));
           return;

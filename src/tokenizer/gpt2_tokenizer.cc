@@ -296,6 +296,8 @@ struct Gpt2Tokenizer::Cache::Impl {
   TopBitsIndex short_index;  // a piece's set
   // Scratch for merges, reused across calls.
   std::vector<uint32_t> ids, ranks, prev, next;
+  std::vector<uint32_t> wide;  // a merge's ids on their way into 16-bit output
+  uint32_t narrow[kShortKeyBytes];  // the same for short pieces
   std::vector<uint64_t> heap;
 
   // Packs a piece of 1..15 bytes with its length (in byte 15), without a branch on the length: the
@@ -524,6 +526,7 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromBuffers(
     ++rank;
   }
   if (rank == 0) return absl::InvalidArgumentError("merges file holds no merges");
+  tok->ids_fit_16_bits_ = t.id_bytes.size() <= 65536;  // ids run from 0 to id_bytes.size() - 1
   t.merges.Build(pairs, t.id_bytes.size());
   t.byte_pair_rank.Reset(65536);
   for (int a = 0; a < 256; ++a) {
@@ -657,8 +660,10 @@ void Gpt2Tokenizer::EncodePiece(std::string_view piece, Cache& scratch,
   MergePiece(*tables_, piece, *scratch.impl_, ids);
 }
 
+template <typename Id>
 void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
-                                   std::vector<uint32_t>* ids) const {
+                                   std::vector<Id>* ids) const {
+  static_assert(std::is_same_v<Id, uint32_t> || std::is_same_v<Id, uint16_t>);
   const Tables& t = *tables_;
   using Impl = Cache::Impl;
   // Pieces are resolved in groups: the cache slots of a whole group are prefetched first, so the
@@ -673,10 +678,21 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
   };
   Pending group[kGroup];
   size_t count = 0;
+  // Merges a piece into `ids`: straight for 32-bit ids, through the scratch for 16-bit ones (which
+  // only exist when every id fits).
+  auto merge_into_ids = [&](std::string_view piece) {
+    if constexpr (std::is_same_v<Id, uint32_t>) {
+      MergePiece(t, piece, c, ids);
+    } else {
+      c.wide.clear();
+      MergePiece(t, piece, c, &c.wide);
+      ids->insert(ids->end(), c.wide.begin(), c.wide.end());
+    }
+  };
   // Ids of a group's short pieces and single bytes gather here and reach `ids` in one append: a hit
   // copies all 16 id slots of its entry (no loop over a variable count, so no mispredicted branch)
   // and advances by the true count. 128 pieces of at most 15 ids, plus the last copy's overhang.
-  alignas(16) uint32_t out[kGroup * 16];
+  alignas(16) Id out[kGroup * 16];
   size_t out_n = 0;
   auto flush = [&] {
     ids->insert(ids->end(), out, out + out_n);
@@ -688,6 +704,14 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
 #ifndef PILEPREP_SSE2
     for (size_t i = 0; i < Impl::kShortIds; ++i) out[pos + i] = e.ids[i];
 #else
+    if constexpr (std::is_same_v<Id, uint16_t>) {  // the entry's own width: 8 or 16 ids as they are
+      __m128i* dst = reinterpret_cast<__m128i*>(out + pos);
+      _mm_storeu_si128(dst, _mm_load_si128(reinterpret_cast<const __m128i*>(e.ids)));
+      if (num > 8) {
+        _mm_storeu_si128(dst + 1, _mm_load_si128(reinterpret_cast<const __m128i*>(e.ids + 8)));
+      }
+      return pos + num;
+    }
     const __m128i zero = _mm_setzero_si128();
     const __m128i lo = _mm_load_si128(reinterpret_cast<const __m128i*>(e.ids));
     __m128i* dst = reinterpret_cast<__m128i*>(out + pos);
@@ -721,7 +745,7 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
     }
     ++c.stats.merged;
     const size_t before = ids->size();
-    MergePiece(t, piece, c, ids);
+    merge_into_ids(piece);
     const size_t produced = ids->size() - before;
     if (produced <= std::remove_reference_t<decltype(tier)>::kMaxIds) {
       const uint8_t victim = tags.entry[Impl::kWays - 1];  // least recently used out
@@ -741,7 +765,7 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
   auto resolve = [&] {
     c.stats.pieces += count;
     if (!c.enabled) {
-      for (size_t g = 0; g < count; ++g) MergePiece(t, std::string_view(group[g].p, group[g].n), c, ids);
+      for (size_t g = 0; g < count; ++g) merge_into_ids(std::string_view(group[g].p, group[g].n));
       c.stats.merged += count;
       count = 0;
       return;
@@ -769,10 +793,18 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
           }
           continue;
         }
-        // Merge straight into the group's buffer (at most 15 ids: one per byte), then remember.
+        // Merge (at most 15 ids: one per byte) into the group's buffer, then remember.
         ++c.stats.merged;
-        uint32_t* merged = out + pos;
-        const size_t produced = MergeShort(t, reinterpret_cast<const unsigned char*>(q.p), q.n, merged);
+        const uint32_t* merged;
+        size_t produced;
+        if constexpr (std::is_same_v<Id, uint32_t>) {
+          merged = out + pos;
+          produced = MergeShort(t, reinterpret_cast<const unsigned char*>(q.p), q.n, out + pos);
+        } else {
+          produced = MergeShort(t, reinterpret_cast<const unsigned char*>(q.p), q.n, c.narrow);
+          merged = c.narrow;
+          std::copy(merged, merged + produced, out + pos);
+        }
         pos += produced;
         Impl::ShortIds merged_ids{};  // slots past the ids are read (copied 8 or 16 at a time)
         std::copy(merged, merged + produced, merged_ids.ids);
@@ -787,7 +819,7 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
         } else {
           flush();
           ++c.stats.merged;
-          MergePiece(t, std::string_view(q.p, q.n), c, ids);
+          merge_into_ids(std::string_view(q.p, q.n));
         }
         pos = out_n;
       }
@@ -797,7 +829,7 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
     count = 0;
   };
 
-  internal::Pretokenize(text, [&](std::string_view piece) {
+  internal::Pretokenize(text, [&](std::string_view piece) __attribute__((always_inline)) {
     Pending& q = group[count++];
     q.p = piece.data();
     q.n = static_cast<uint32_t>(piece.size());
@@ -827,6 +859,18 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
 }
 
 void Gpt2Tokenizer::Encode(std::string_view text, Cache& cache, std::vector<uint32_t>* ids) const {
+  EncodeWithSpecial(text, cache, ids);
+}
+
+bool Gpt2Tokenizer::Encode(std::string_view text, Cache& cache, std::vector<uint16_t>* ids) const {
+  if (!ids_fit_16_bits_) return false;
+  EncodeWithSpecial(text, cache, ids);
+  return true;
+}
+
+template <typename Id>
+void Gpt2Tokenizer::EncodeWithSpecial(std::string_view text, Cache& cache,
+                                      std::vector<Id>* ids) const {
   if (!options_.endoftext_is_special) {
     EncodeOrdinary(text, *cache.impl_, ids);
     return;
@@ -837,7 +881,7 @@ void Gpt2Tokenizer::Encode(std::string_view text, Cache& cache, std::vector<uint
     const size_t hit = text.find(kEndOfText, pos);
     if (hit == std::string_view::npos) break;
     EncodeOrdinary(text.substr(pos, hit - pos), *cache.impl_, ids);
-    ids->push_back(eod_id_);
+    ids->push_back(static_cast<Id>(eod_id_));
     pos = hit + kEndOfText.size();
   }
   EncodeOrdinary(text.substr(pos), *cache.impl_, ids);

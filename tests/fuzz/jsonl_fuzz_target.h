@@ -8,6 +8,7 @@
 //     per key;
 //   - parsing is deterministic: the same line parsed again (after other lines) gives the same verdict
 //     and texts;
+//   - ParsePadded, on the line where it lies in the input (the pipeline's way), agrees with Parse;
 //   - JsonlReader fed in pseudo-random chunks (1 byte to 4 KiB) gives exactly the records of
 //     ForEachLine + JsonRecordParser over the whole input, with the same line numbers.
 #ifndef PILEPREP_TESTS_FUZZ_JSONL_FUZZ_TARGET_H_
@@ -68,14 +69,23 @@ inline int RunJsonlFuzzInput(const uint8_t* data, size_t size) {
   uint32_t state = data[1] * 2654435761u + 7;
   const std::string_view in(reinterpret_cast<const char*>(data) + 2, size - 2);
 
-  // Reference: whole input, line by line.
+  // Reference: whole input, line by line. The padded copy puts kPadding bytes after the last line;
+  // the other lines are followed by the input's next lines.
   std::vector<JsonlFuzzRecord> expected;
-  JsonRecordParser parser(options);
+  JsonRecordParser parser(options), padded_parser(options);
+  const std::string padded_input = std::string(in) + std::string(JsonRecordParser::kPadding, '}');
   uint64_t line_no = 0;
-  ForEachLine(in, [&](std::string_view line) {
+  ForEachLine(std::string_view(padded_input).substr(0, in.size()), [&](std::string_view line) {
     ++line_no;
     JsonRecordParser::Result r = parser.Parse(line);
     JsonlFuzzRecord rec{line_no, r.ok, r.kind, {}};
+    JsonRecordParser::Result p = padded_parser.ParsePadded(line);
+    if (p.ok != r.ok || p.kind != r.kind || p.detail != r.detail ||
+        p.replaced_invalid_utf8 != r.replaced_invalid_utf8 ||
+        p.replaced_lone_surrogates != r.replaced_lone_surrogates ||
+        (r.ok && padded_parser.texts() != parser.texts())) {
+      std::abort();
+    }
     if (r.ok) {
       if (parser.texts().size() != options.json_keys.size()) std::abort();
       for (std::string_view t : parser.texts()) {

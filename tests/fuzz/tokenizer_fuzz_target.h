@@ -10,6 +10,7 @@
 //   - every id is below the vocabulary size;
 //   - the cache never changes results: a second Encode with the now-warm cache, and one through a
 //     tokenizer with a 2-entry cache (constant eviction), give the same ids;
+//   - the 16-bit Encode (the pipeline's, for a uint16 .bin) gives the same ids as the 32-bit one;
 //   - special: the ids are exactly the ordinary encodings of the pieces between literal
 //     <|endoftext|>s, joined by 50256;
 //   - ordinary, texts up to 4 KiB: each pre-token's BPE equals the plain reference BPE
@@ -18,6 +19,7 @@
 #ifndef PILEPREP_TESTS_FUZZ_TOKENIZER_FUZZ_TARGET_H_
 #define PILEPREP_TESTS_FUZZ_TOKENIZER_FUZZ_TARGET_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -88,6 +90,10 @@ inline int RunTokenizerFuzzInput(const uint8_t* data, size_t size) {
   std::vector<uint32_t> again;
   tok.Encode(text, cache, &again);  // warm cache
   if (again != ids) std::abort();
+  std::vector<uint16_t> narrow;
+  if (!tok.Encode(text, cache, &narrow) || !std::equal(ids.begin(), ids.end(), narrow.begin(), narrow.end())) {
+    std::abort();
+  }
 
   if (special) {
     std::vector<uint32_t> tiny;

@@ -1,5 +1,6 @@
 #include "pileprep/gpt2_tokenizer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -71,6 +72,33 @@ TEST(Gpt2Tokenizer, CacheNeverChangesResults) {
     EXPECT_EQ(a, b);
     EXPECT_EQ(c, b);
     EXPECT_EQ(tok->Decode(a), text);
+  }
+}
+
+// The 16-bit form, which the pipeline uses for a uint16 .bin, gives the very same ids: short, long,
+// huge and over-256-byte pieces, cache hits and misses (a cache of two entries evicts constantly),
+// literal <|endoftext|>.
+TEST(Gpt2Tokenizer, SixteenBitIdsEqualThirtyTwoBitIds) {
+  std::string text =
+      "The quick brown fox jumps over the lazy dog. 12345 ünïcödé 日本語のテキスト 🦊🦊 "
+      "Пример текста на русском языке<|endoftext|>  indented\n\tcode(x) {}\n"
+      " 🦊🦊🦊 ⊗⊕⊘⊙⊚ ";  // short pieces of more than eight ids
+  text += std::string(40, 'a') + " " + std::string(200, ' ') + "x" + std::string(1000, '7');
+  for (int i = 0; i < 40; ++i) text += "日本語" + std::to_string(i * 7919) + " ";
+  for (size_t entries : {size_t{2}, size_t{1} << 18}) {
+    auto tok = Load({.cache_entries = entries});
+    ASSERT_TRUE(tok->ids_fit_16_bits());
+    Gpt2Tokenizer::Cache c32(*tok), c16(*tok);
+    for (int round = 0; round < 2; ++round) {
+      std::vector<uint32_t> wide;
+      std::vector<uint16_t> narrow = {7};  // appended to, like the wide form
+      tok->Encode(text, c32, &wide);
+      ASSERT_TRUE(tok->Encode(text, c16, &narrow));
+      ASSERT_EQ(narrow.size(), wide.size() + 1);
+      EXPECT_EQ(narrow[0], 7);
+      EXPECT_TRUE(std::equal(wide.begin(), wide.end(), narrow.begin() + 1)) << entries;
+      EXPECT_GT(std::count(wide.begin(), wide.end(), 50256u), 0);
+    }
   }
 }
 

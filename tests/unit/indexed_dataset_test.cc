@@ -187,6 +187,38 @@ TEST_F(IndexedDatasetTest, Int32DTypeIsByteExact) {
   EXPECT_EQ(ReadBytes(Prefix() + ".idx"), IdxBytes(4, {3, 1, 1}, {0, 12, 16}, {0, 1, 3}));
 }
 
+// Documents given as 16-bit ids make the same files as the same ids given as 32-bit ones, in a
+// uint16 .bin (copied as they are) and an int32 one (widened).
+TEST_F(IndexedDatasetTest, SixteenBitDocumentsWriteTheSameFiles) {
+  std::vector<std::vector<uint32_t>> docs = {{15496, 995, 50256}, {}, {65535, 0, 1}};
+  std::vector<uint32_t> big(10000);  // more than one widening block
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint32_t>(i * 7 % 65536);
+  docs.push_back(big);
+  for (TokenDType dtype : {TokenDType::kUint16, TokenDType::kInt32}) {
+    IndexedDatasetWriterOptions options;
+    options.dtype = dtype;
+    options.buffer_bytes = 4096;  // flushes inside a document
+    std::string files[2][2];
+    for (int narrow = 0; narrow < 2; ++narrow) {
+      const std::string prefix = Prefix() + std::to_string(narrow);
+      auto writer = IndexedDatasetWriter::Create(prefix, options);
+      ASSERT_TRUE(writer.ok()) << writer.status();
+      for (const std::vector<uint32_t>& doc : docs) {
+        const std::vector<uint16_t> doc16(doc.begin(), doc.end());
+        ASSERT_TRUE((narrow ? (*writer)->AddDocument(absl::MakeConstSpan(doc16))
+                            : (*writer)->AddDocument(absl::MakeConstSpan(doc)))
+                        .ok());
+      }
+      ASSERT_TRUE((*writer)->Finish().ok());
+      files[narrow][0] = ReadBytes(prefix + ".bin");
+      files[narrow][1] = ReadBytes(prefix + ".idx");
+    }
+    EXPECT_EQ(files[1][0], files[0][0]);
+    EXPECT_EQ(files[1][1], files[0][1]);
+    EXPECT_EQ(files[0][0].size(), (3 + 3 + 10000) * DTypeSize(dtype));
+  }
+}
+
 TEST_F(IndexedDatasetTest, HeaderFieldsAreAtDocumentedOffsets) {
   ASSERT_TRUE(WriteDataset(Prefix(), {{{1, 2}, {2}}, {{}, {}}, {{3}, {1}}}).ok());
   const std::string idx = ReadBytes(Prefix() + ".idx");

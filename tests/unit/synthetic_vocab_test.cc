@@ -207,6 +207,12 @@ TEST(SyntheticVocab, VocabularyOfTwoToTheSixteenOrMoreMatchesReference) {
   ASSERT_GE(v.tokens.size() + 1, size_t{65536});
   auto [tok, ref] = Load(WriteVocab(v, "wide"));
   EXPECT_EQ(tok->vocab_size(), v.tokens.size() + 1);
+  // Ids past 65,535: the 16-bit form refuses and appends nothing.
+  EXPECT_FALSE(tok->ids_fit_16_bits());
+  Gpt2Tokenizer::Cache cache(*tok);
+  std::vector<uint16_t> narrow;
+  EXPECT_FALSE(tok->Encode("abc", cache, &narrow));
+  EXPECT_TRUE(narrow.empty());
   for (int i = 0; i < 300; ++i) {
     const std::string text = RandomText(rng, "abcdefghij  .,'s\n", 80);
     ASSERT_EQ(Encode(*tok, text), ref.Encode(text)) << text;
