@@ -46,14 +46,44 @@ class FileSource final : public ByteSource {
   int64_t size_;
 };
 
+// Bytes that grow without being zero-filled first (read() or the decoder fills them), with room
+// for JsonRecordParser::kPadding bytes after the end, which Pad() zeroes so that every line can be
+// parsed where it lies.
+class LineBuffer {
+ public:
+  size_t size() const { return size_; }
+  std::string_view view() const { return std::string_view(bytes_.get(), size_); }
+  void Reserve(size_t n) {
+    if (n <= capacity_) return;
+    auto bigger = std::make_unique_for_overwrite<char[]>(n + JsonRecordParser::kPadding);
+    if (size_ > 0) std::memcpy(bigger.get(), bytes_.get(), size_);
+    bytes_ = std::move(bigger);
+    capacity_ = n;
+  }
+  // Makes n more bytes, not yet written, and returns them.
+  char* Extend(size_t n) {
+    if (size_ + n > capacity_) Reserve(std::max(size_ + n, 2 * capacity_));
+    char* at = bytes_.get() + size_;
+    size_ += n;
+    return at;
+  }
+  void Append(std::string_view b) {
+    if (!b.empty()) std::memcpy(Extend(b.size()), b.data(), b.size());
+  }
+  void Truncate(size_t n) { size_ = n; }  // n <= size()
+  void Pad() {
+    if (bytes_ != nullptr) std::memset(bytes_.get() + size_, 0, JsonRecordParser::kPadding);
+  }
+
+ private:
+  std::unique_ptr<char[]> bytes_;
+  size_t size_ = 0;
+  size_t capacity_ = 0;  // excluding the padding
+};
+
 // One unit of parallel work: whole lines of JSON, then what the workers made of them.
 struct Batch {
-  // Whole lines (the last batch may end without '\n'), then JsonRecordParser::kPadding zero bytes,
-  // so that every line can be parsed where it lies.
-  std::string data;
-  std::string_view lines() const {
-    return std::string_view(data).substr(0, data.size() - JsonRecordParser::kPadding);
-  }
+  LineBuffer data;  // whole lines (the last batch may end without '\n')
   // The read stage's running totals after this batch. The in-order write stage copies them into
   // the stats, so ShardStats is only ever touched by one stage (the two serial stages run on
   // different threads at once).
@@ -175,11 +205,11 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
       return nullptr;
     }
     auto batch = std::make_unique<Batch>();
-    batch->data.reserve(options.batch_bytes + options.read_bytes * 16 + JsonRecordParser::kPadding);
-    batch->data.append(carry);
+    batch->data.Reserve(options.batch_bytes + options.read_bytes * 16);
+    batch->data.Append(carry);
     carry.clear();
     auto append = [&](std::string_view bytes) -> absl::Status {
-      batch->data.append(bytes);
+      batch->data.Append(bytes);
       return absl::OkStatus();
     };
     // Read until the batch is full and holds a line end, or the input ends. A single line longer than
@@ -187,16 +217,16 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
     size_t scan_from = 0;
     while (true) {
       if (batch->data.size() >= options.batch_bytes &&
-          batch->data.find('\n', scan_from) != std::string::npos) {
+          batch->data.view().find('\n', scan_from) != std::string_view::npos) {
         break;
       }
       scan_from = batch->data.size();
       // Plain input is read straight into the batch; compressed input through the read buffer.
       const size_t at = batch->data.size();
-      if (!decoder) batch->data.resize(at + read_buffer.size());
-      absl::StatusOr<size_t> n = decoder ? source.Read(read_buffer.data(), read_buffer.size())
-                                         : source.Read(batch->data.data() + at, read_buffer.size());
-      if (!decoder) batch->data.resize(at + (n.ok() ? *n : 0));
+      absl::StatusOr<size_t> n =
+          decoder ? source.Read(read_buffer.data(), read_buffer.size())
+                  : source.Read(batch->data.Extend(read_buffer.size()), read_buffer.size());
+      if (!decoder) batch->data.Truncate(at + (n.ok() ? *n : 0));
       if (!n.ok()) {
         fail(n.status());
         fc.stop();
@@ -224,18 +254,18 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
       }
     }
     if (!input_done) {
-      const size_t last_nl = batch->data.rfind('\n');
-      carry.assign(batch->data, last_nl + 1);
-      batch->data.resize(last_nl + 1);
+      const size_t last_nl = batch->data.view().rfind('\n');
+      carry.assign(batch->data.view().substr(last_nl + 1));
+      batch->data.Truncate(last_nl + 1);
     }
     bytes_decompressed += batch->data.size();
     batch->bytes_in_total = bytes_in;
     batch->bytes_decompressed_total = bytes_decompressed;
-    if (batch->data.empty() && input_done) {
+    if (batch->data.size() == 0 && input_done) {
       fc.stop();
       return nullptr;
     }
-    batch->data.append(JsonRecordParser::kPadding, '\0');
+    batch->data.Pad();
     return batch.release();
   };
 
@@ -249,7 +279,7 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
     // reserve below that reallocates and copies the batch's tokens once or twice.
     auto tokenize = [&](auto& tokens) {
       tokens.reserve(batch->data.size() / 2);
-      ForEachLine(batch->lines(), [&](std::string_view line) {
+      ForEachLine(batch->data.view(), [&](std::string_view line) {
         ++line_no;
         JsonRecordParser::Result r = w.parser.ParsePadded(line);
         if (!r.ok) {

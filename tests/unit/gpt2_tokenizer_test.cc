@@ -102,6 +102,33 @@ TEST(Gpt2Tokenizer, SixteenBitIdsEqualThirtyTwoBitIds) {
   }
 }
 
+// Hits of long pieces join the group's id buffer: a group of 128 pieces that are all 253-byte runs
+// of emoji (about 190 ids each), or that alternate with short ones, must flush it in time (ASan
+// watches the buffer) and give the ids of an encoding that never hits.
+TEST(Gpt2Tokenizer, GroupsOfLongPieceHitsGiveTheSameIds) {
+  std::string fox;
+  for (int i = 0; i < 63; ++i) fox += "\xf0\x9f\xa6\x8a";
+  std::string text;
+  for (int i = 0; i < 300; ++i) text += " " + fox + (i % 3 == 0 ? " a b c" : "");
+  std::string cjk;
+  for (int i = 0; i < 20; ++i) cjk += "\xe6\x97\xa5";  // a 60-byte piece
+  for (int i = 0; i < 300; ++i) text += " " + cjk + " x";
+  auto tok = Load();
+  auto tiny = Load({.cache_entries = 4});
+  Gpt2Tokenizer::Cache cache(*tok), tiny_cache(*tiny);
+  std::vector<uint32_t> want;
+  tiny->Encode(text, tiny_cache, &want);
+  for (int round = 0; round < 2; ++round) {
+    std::vector<uint32_t> wide;
+    std::vector<uint16_t> narrow;
+    tok->Encode(text, cache, &wide);
+    ASSERT_TRUE(tok->Encode(text, cache, &narrow));
+    EXPECT_EQ(wide, want);
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), narrow.begin(), narrow.end()));
+  }
+  EXPECT_GT(want.size(), 300u * 150);
+}
+
 TEST(Gpt2Tokenizer, CacheCountsPiecesAndMerges) {
   auto tok = Load();
   Gpt2Tokenizer::Cache cache(*tok);
