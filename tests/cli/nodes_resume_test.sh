@@ -80,6 +80,20 @@ for n in 00 01 02 03 04 05 06; do
   cmp -s "$work/ref/my-gpt3_${n}_text_document.bin" "$work/n-array/my-gpt3_${n}_text_document.bin" || bad "array: $n"
 done
 
+# Several shards at once (each pipeline with its share of the threads): the same files, each shard
+# made once; never more shards at once than threads.
+"$PILEPREP" --url "$work/src" --files 0-6 --output-dir "$work/at-once" --threads 2 --shards-at-once 3 \
+  2>"$work/err-at-once" || { bad "--shards-at-once run failed"; cat "$work/err-at-once"; }
+grep -q "^2 shards at once, 1 thread each" "$work/err-at-once" || bad "--shards-at-once 3 with 2 threads: $(head -3 "$work/err-at-once")"
+for n in 00 01 02 03 04 05 06; do
+  for ext in bin idx; do
+    cmp -s "$work/ref/my-gpt3_${n}_text_document.$ext" "$work/at-once/my-gpt3_${n}_text_document.$ext" ||
+      bad "--shards-at-once: shard $n .$ext missing or different"
+  done
+  [[ $(grep -c "\"shard\": \"$n.jsonl.zst\"" "$work/at-once/pileprep-summary-rank0.json") -eq 1 ]] ||
+    bad "--shards-at-once: shard $n not listed once in the summary"
+done
+
 # --dry-run prints the plan and the deciding variables, and does nothing.
 NGC_ARRAY_INDEX=1 NGC_ARRAY_SIZE=4 "$PILEPREP" --url "$work/src" --files 0-6 --output-dir "$work/dry" --dry-run \
   >"$work/out" 2>&1 || bad "dry-run failed"
@@ -143,6 +157,39 @@ for n in 00 01 02; do
 done
 extra=$(ls "$work/k" | grep -v -E '^my-gpt3_0[0-2]_text_document\.(bin|idx)$|^pileprep-summary-rank0\.json$')
 [[ -z "$extra" ]] || bad "stray files after kills and rerun: $extra"
+
+# The same with two shards downloading at once: SIGKILLs mid-way, a SIGTERM (exit 143, nothing half
+# made under a final name), then a rerun at once: byte-identical, nothing stray.
+for delay in 0.6 1.5; do
+  "$PILEPREP" --url "$url" --files 0-2 --output-dir "$work/k2" --threads 2 --shards-at-once 2 -q >/dev/null 2>&1 &
+  pid=$!
+  sleep "$delay"
+  kill -9 $pid 2>/dev/null
+  wait $pid 2>/dev/null
+  pid=
+done
+"$PILEPREP" --url "$url" --files 0-2 --output-dir "$work/k2" --threads 2 --shards-at-once 2 -q >/dev/null 2>&1 &
+pid=$!
+sleep 0.5
+kill -TERM $pid 2>/dev/null
+wait $pid
+status=$?
+pid=
+[[ $status -eq 143 ]] || bad "SIGTERM with two shards at once: exit $status, want 143"
+for idx in "$work"/k2/*.idx; do
+  [[ -e "$idx" ]] || continue
+  cmp -s "$idx" "$work/kref/$(basename "$idx")" || bad "after SIGTERM: $(basename "$idx") under its final name differs"
+done
+"$PILEPREP" --url "$url" --files 0-2 --output-dir "$work/k2" --threads 2 --shards-at-once 2 2>"$work/err" ||
+  { bad "rerun with two shards at once failed"; cat "$work/err"; }
+for n in 00 01 02; do
+  for ext in bin idx; do
+    cmp -s "$work/kref/my-gpt3_${n}_text_document.$ext" "$work/k2/my-gpt3_${n}_text_document.$ext" ||
+      bad "two at once, after kills: shard $n .$ext differs"
+  done
+done
+extra=$(ls "$work/k2" | grep -v -E '^my-gpt3_0[0-2]_text_document\.(bin|idx)$|^pileprep-summary-rank0\.json$')
+[[ -z "$extra" ]] || bad "two at once: stray files after kills and rerun: $extra"
 stop_server
 
 [[ $fail -eq 0 ]] && echo "ok: nodes and resume"

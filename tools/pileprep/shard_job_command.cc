@@ -13,13 +13,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -223,6 +226,11 @@ int RunShardJob(int argc, char** argv, int first) {
            "my-gpt3");
   args.Add("json-keys", Args::Kind::kMulti, "KEY", "JSON field(s) holding the text", "text");
   args.Add("threads", Args::Kind::kValue, "N", "worker threads", "all cores");
+  args.Add("shards-at-once", Args::Kind::kValue, "K",
+           "shards processed at the same time, the threads split evenly between them: one zstd "
+           "stream decodes at about 1 GB/s, which about four cores' parsing and tokenizing keep "
+           "up with, so a single shard cannot use a large node",
+           "one per 4 threads; at most the threads and the shards to make");
   args.Add("nodes", Args::Kind::kValue, "N",
            "number of ranks sharing --files (default: from NGC_ARRAY_SIZE, WORLD_SIZE, "
            "OMPI_COMM_WORLD_SIZE or SLURM_NTASKS; else 1)");
@@ -284,10 +292,11 @@ int RunShardJob(int argc, char** argv, int first) {
     PrintError(std::string(s.message()));
     return kExitUsage;
   }
-  long long threads = 0, nodes = -1, rank = -1, retries = fetch_defaults.max_retries,
+  long long threads = 0, at_once = 0, nodes = -1, rank = -1, retries = fetch_defaults.max_retries,
             connect = fetch_defaults.connect_timeout_s, low_speed = fetch_defaults.low_speed_time_s,
             buffer_mb = static_cast<long long>(fetch_defaults.queue_bytes >> 20);
   for (absl::Status s : {args.GetInt("threads", 1, 4096, &threads),
+                         args.GetInt("shards-at-once", 1, 4096, &at_once),
                          args.GetInt("nodes", 1, 1000000, &nodes),
                          args.GetInt("rank", 0, 999999, &rank),
                          args.GetInt("retries", 0, 1000, &retries),
@@ -402,11 +411,28 @@ int RunShardJob(int argc, char** argv, int first) {
     todo.push_back(i);
   }
 
-  ConsoleFetchObserver observer(c.console);
-  OpenedSource next;
-  size_t next_for = SIZE_MAX;
-  int failed = 0;
-  for (size_t t = 0; t < todo.size(); ++t) {
+  // Shards at once: one zstd stream decodes at about 1 GB/s in the pipeline's serial read stage,
+  // which about four workers keep up with, so on a large node several shards run side by side,
+  // each in its own pipeline with an equal share of the threads.
+  const int shards_at_once = static_cast<int>(std::clamp<long long>(
+      at_once > 0 ? at_once : used_threads / 4, 1,
+      std::max<long long>(1, std::min<long long>(used_threads, static_cast<long long>(todo.size())))));
+  Common shard_c = c;
+  shard_c.pipeline.threads = std::max(1, used_threads / shards_at_once);
+  if (shards_at_once > 1) {
+    shard_c.console.tty = false;  // one live line cannot show several shards: plain lines instead
+    if (!c.console.quiet) {
+      std::fprintf(stderr, "%d shards at once, %d thread%s each\n", shards_at_once,
+                   shard_c.pipeline.threads, shard_c.pipeline.threads == 1 ? "" : "s");
+    }
+  }
+
+  ConsoleFetchObserver observer(shard_c.console);
+  std::mutex report_mu;
+  // Processes todo[t] (opened already when `cur` holds it), restarting a download that must start
+  // over; with one shard at a time the next shard's download is opened here too, so that it fills
+  // its bounded queue while this one is processed.
+  auto process = [&](size_t t, OpenedSource cur, OpenedSource* next) {
     const size_t i = todo[t];
     const int n = (*mine)[i];
     ShardOutcome& outcome = outcomes[i];
@@ -414,17 +440,12 @@ int RunShardJob(int argc, char** argv, int first) {
       // Stopped by a signal: the shards not started yet are listed as such in the summary.
       outcome.status = "cancelled";
       outcome.error = "not started: stopped by a signal";
-      ++failed;
-      continue;
+      return;
     }
-    const std::vector<std::string> prefixes = PrefixesFor(job, c, n);
-    OpenedSource cur = next_for == i ? std::move(next) : OpenShard(job, n, &observer);
-    next = OpenedSource{};
-    next_for = SIZE_MAX;
-    // Prefetch: the next shard's download fills its bounded queue while this one is processed.
-    if (cur.http != nullptr && t + 1 < todo.size()) {
-      next_for = todo[t + 1];
-      next = OpenShard(job, (*mine)[next_for], &observer);
+    const std::vector<std::string> prefixes = PrefixesFor(job, shard_c, n);
+    if (cur.source == nullptr && cur.status.ok()) cur = OpenShard(job, n, &observer);
+    if (next != nullptr && cur.http != nullptr && t + 1 < todo.size()) {
+      *next = OpenShard(job, (*mine)[todo[t + 1]], &observer);
     }
     absl::Status status;
     while (true) {
@@ -432,13 +453,13 @@ int RunShardJob(int argc, char** argv, int first) {
         status = cur.status;
         break;
       }
-      ConsoleProgress progress(c.console, outcome.name);
+      ConsoleProgress progress(shard_c.console, outcome.name);
       if (cur.http != nullptr) {
         HttpSource* http = cur.http;
         progress.set_download([http] { return http->stats(); });
       }
-      status = RunPipeline(*cur.source, InputFormat::kZstd, **tokenizer, prefixes, c.pipeline,
-                           &outcome.stats, &progress);
+      status = RunPipeline(*cur.source, InputFormat::kZstd, **tokenizer, prefixes,
+                           shard_c.pipeline, &outcome.stats, &progress);
       progress.Finish();
       if (cur.http != nullptr) {
         const FetchStats f = cur.http->stats();
@@ -459,13 +480,38 @@ int RunShardJob(int argc, char** argv, int first) {
       break;
     }
     outcome.source = cur.input;
-    ReportOutcome(outcome.name, cur.input, std::move(status), prefixes, c, &outcome);
-    if (outcome.status != "done") ++failed;
+    std::lock_guard<std::mutex> lock(report_mu);  // a shard's report stays in one piece
+    ReportOutcome(outcome.name, cur.input, std::move(status), prefixes, shard_c, &outcome);
+  };
+  if (shards_at_once == 1) {
+    OpenedSource next;
+    for (size_t t = 0; t < todo.size(); ++t) {
+      OpenedSource cur = std::move(next);
+      next = OpenedSource{};
+      process(t, std::move(cur), &next);
+    }
+  } else {
+    // Each runner takes the next shard not yet started; a shard's messages are whole lines.
+    std::atomic<size_t> next_todo{0};
+    std::vector<std::thread> runners;
+    for (int r = 0; r < shards_at_once; ++r) {
+      runners.emplace_back([&] {
+        for (size_t t; (t = next_todo.fetch_add(1)) < todo.size();) process(t, {}, nullptr);
+      });
+    }
+    for (std::thread& runner : runners) runner.join();
   }
-  next = OpenedSource{};
+  int failed = 0;
+  for (size_t i : todo) failed += outcomes[i].status != "done";
   const int cancel_exit = CancelExitCode();
 
-  std::fprintf(stderr, "\n%s", SummaryTable(outcomes, used_threads).c_str());
+  std::fprintf(stderr, "\n%s", SummaryTable(outcomes, shard_c.pipeline.threads).c_str());
+  if (shards_at_once > 1 && todo.size() > 1) {
+    std::fprintf(stderr, "(%d shards at once, %d thread%s each: seconds add up over shards; the run "
+                         "took %.1fs)\n",
+                 shards_at_once, shard_c.pipeline.threads, shard_c.pipeline.threads == 1 ? "" : "s",
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - job_start).count());
+  }
   RunInfo info;
   info.version = PILEPREP_VERSION;
   info.source = RedactUrl(job.source.base);
