@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Measures pileprep beside its peers on the same real text, in one run, and prints one table.
 #
-#   scripts/bench.sh            # tokenizer (1 thread), whole job (1 and 2 threads), memory on ~100 MB / ~1 GB shards
+#   scripts/bench.sh            # tokenizer (1 thread), whole job (1 and 2 threads; all cores from .jsonl.zst),
+#                               # memory on ~100 MB / ~1 GB shards
 #   scripts/bench.sh --scaling  # also the whole job at 1, 2, 4, ... up to all cores
 #   BENCH_SKIP_MEMORY=1         # skip the large-shard memory runs
 #   BENCH_JOB_MB=600            # JSON lines per whole-job run (needs ~2.5x that free in $TMPDIR)
@@ -101,6 +102,20 @@ done
 cmp -s "$work/py.bin" "$work/pp_text_document.bin" && cmp -s "$work/py.idx" "$work/pp_text_document.idx" \
   || { echo "Python baseline output differs from pileprep's" >&2; exit 1; }
 
+# The same job from .jsonl.zst, as shards come: decoding runs in the pipeline's serial read stage.
+echo "== whole job from .jsonl.zst (pileprep, $cores threads)" >&2
+zstd -q -3 -T0 "$work/job.jsonl" -o "$work/job.jsonl.zst"
+zst_s=1e9
+for rep in 1 2 3; do
+  /usr/bin/time -v -o "$work/ppz.time" "$BUILD/bin/pileprep" preprocess --input "$work/job.jsonl.zst" \
+    --output-prefix "$work/ppz" --append-eod --workers "$cores" -q 2>/dev/null
+  s=$(awk '/Elapsed \(wall clock\)/ {n=split($8,a,":"); s=0; for(i=1;i<=n;i++) s=s*60+a[i]; print s}' "$work/ppz.time")
+  zst_s=$($PY -c "print(min($zst_s, $s))")
+done
+zst_rss=$(rss "$work/ppz.time")
+cmp -s "$work/ppz_text_document.bin" "$work/pp_text_document.bin" || { echo ".jsonl.zst output differs" >&2; exit 1; }
+rm -f "$work/job.jsonl.zst" "$work"/ppz_text_document.*
+
 mem_lines=""
 if [[ -z "${BENCH_SKIP_MEMORY:-}" ]]; then
   mkdir -p "$work/shards" "$work/out"
@@ -148,6 +163,7 @@ row "python baseline, whole job" 2 "$(json "$pyj" seconds)" "$(rss "$work/pyj.ti
 for t in $threads_list; do
   row "pileprep whole job" "$t" "${job_s[$t]}" "${job_rss[$t]} MB" "$job_text_bytes"
 done
+row "pileprep whole job, .jsonl.zst" "$cores" "$zst_s" "$zst_rss MB" "$job_text_bytes"
 py_job=$(json "$pyj" seconds)
 echo
 echo "whole job, 2 threads vs Python baseline (2 workers): $($PY -c "print('%.0f' % ($py_job/${job_s[2]:-${job_s[1]}}))")x"
