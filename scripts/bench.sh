@@ -87,17 +87,22 @@ if ((SCALING)); then
   while ((t < cores)); do threads_list+="$t "; t=$((t * 2)); done
   threads_list+="$cores"
 fi
+# Best wall time of three `pileprep preprocess` runs: best_job INPUT PREFIX WORKERS; sets best_s, best_rss.
+best_job() {
+  best_s=1e9
+  for rep in 1 2 3; do
+    /usr/bin/time -v -o "$work/job.time" "$BUILD/bin/pileprep" preprocess --input "$1" \
+      --output-prefix "$2" --append-eod --workers "$3" -q 2>/dev/null
+    s=$(awk '/Elapsed \(wall clock\)/ {n=split($8,a,":"); s=0; for(i=1;i<=n;i++) s=s*60+a[i]; print s}' "$work/job.time")
+    best_s=$($PY -c "print(min($best_s, $s))")
+    best_rss=$(rss "$work/job.time")
+  done
+}
 for t in $threads_list; do
   echo "== whole job (pileprep, $t threads)" >&2
-  best=1e9
-  for rep in 1 2 3; do
-    /usr/bin/time -v -o "$work/pp.time" "$BUILD/bin/pileprep" preprocess --input "$work/job.jsonl" \
-      --output-prefix "$work/pp" --append-eod --workers "$t" -q 2>/dev/null
-    s=$(awk '/Elapsed \(wall clock\)/ {n=split($8,a,":"); s=0; for(i=1;i<=n;i++) s=s*60+a[i]; print s}' "$work/pp.time")
-    best=$($PY -c "print(min($best, $s))")
-    job_rss[$t]=$(rss "$work/pp.time")
-  done
-  job_s[$t]=$best
+  best_job "$work/job.jsonl" "$work/pp" "$t"
+  job_s[$t]=$best_s
+  job_rss[$t]=$best_rss
 done
 cmp -s "$work/py.bin" "$work/pp_text_document.bin" && cmp -s "$work/py.idx" "$work/pp_text_document.idx" \
   || { echo "Python baseline output differs from pileprep's" >&2; exit 1; }
@@ -105,14 +110,9 @@ cmp -s "$work/py.bin" "$work/pp_text_document.bin" && cmp -s "$work/py.idx" "$wo
 # The same job from .jsonl.zst, as shards come: decoding runs in the pipeline's serial read stage.
 echo "== whole job from .jsonl.zst (pileprep, $cores threads)" >&2
 zstd -q -3 -T0 "$work/job.jsonl" -o "$work/job.jsonl.zst"
-zst_s=1e9
-for rep in 1 2 3; do
-  /usr/bin/time -v -o "$work/ppz.time" "$BUILD/bin/pileprep" preprocess --input "$work/job.jsonl.zst" \
-    --output-prefix "$work/ppz" --append-eod --workers "$cores" -q 2>/dev/null
-  s=$(awk '/Elapsed \(wall clock\)/ {n=split($8,a,":"); s=0; for(i=1;i<=n;i++) s=s*60+a[i]; print s}' "$work/ppz.time")
-  zst_s=$($PY -c "print(min($zst_s, $s))")
-done
-zst_rss=$(rss "$work/ppz.time")
+best_job "$work/job.jsonl.zst" "$work/ppz" "$cores"
+zst_s=$best_s
+zst_rss=$best_rss
 cmp -s "$work/ppz_text_document.bin" "$work/pp_text_document.bin" || { echo ".jsonl.zst output differs" >&2; exit 1; }
 rm -f "$work/job.jsonl.zst" "$work"/ppz_text_document.*
 

@@ -119,6 +119,26 @@ if ls "$work/r" | grep -q pileprep-tmp; then bad "resume left temporaries"; fi
 "$PILEPREP" --url "$work/src" --files 0-6 --output-dir "$work/r" --threads 2 --force 2>"$work/err" || bad "--force failed"
 grep -q skipped "$work/err" && bad "--force skipped something"
 
+# After an interruption: whatever is under a final name is complete (its .idx is the reference's).
+check_final_names() {  # dir what
+  for idx in "$1"/*.idx; do
+    [[ -e "$idx" ]] || continue
+    cmp -s "$idx" "$work/kref/$(basename "$idx")" || bad "$2: $(basename "$idx") under its final name differs"
+  done
+}
+# After the rerun: every shard byte-identical to the reference, nothing else in the directory.
+check_rerun() {  # dir what
+  for n in 00 01 02; do
+    for ext in bin idx; do
+      cmp -s "$work/kref/my-gpt3_${n}_text_document.$ext" "$1/my-gpt3_${n}_text_document.$ext" ||
+        bad "$2: shard $n .$ext differs"
+    done
+  done
+  local extra
+  extra=$(ls "$1" | grep -v -E '^my-gpt3_0[0-2]_text_document\.(bin|idx)$|^pileprep-summary-rank0\.json$')
+  [[ -z "$extra" ]] || bad "$2: stray files after the rerun: $extra"
+}
+
 # SIGKILL at several moments of a throttled 3-shard download (about 1.9 s + 0.9 s + 1.9 s), then a rerun:
 # byte-identical, nothing stray. Each run skips what earlier runs completed, so the kills land in the
 # first shard, in the second, in the third, and around publishing.
@@ -142,21 +162,10 @@ for delay in 0.5 2.4 0.4 1.3 0.9 1.95 2.05; do
   wait $pid 2>/dev/null
   pid=
   echo "killed at ${delay}s: $(ls "$work/k" 2>/dev/null | tr '\n' ' ')"
-  # Whatever is under a final name is complete: every .idx has its .bin and validates.
-  for idx in "$work"/k/*.idx; do
-    [[ -e "$idx" ]] || continue
-    cmp -s "$idx" "$work/kref/$(basename "$idx")" || bad "after kill at ${delay}s: $(basename "$idx") under its final name differs"
-  done
+  check_final_names "$work/k" "after kill at ${delay}s"
 done
 "$PILEPREP" --url "$url" --files 0-2 --output-dir "$work/k" --threads 2 2>"$work/err" || { bad "rerun after kills failed"; cat "$work/err"; }
-for n in 00 01 02; do
-  for ext in bin idx; do
-    cmp -s "$work/kref/my-gpt3_${n}_text_document.$ext" "$work/k/my-gpt3_${n}_text_document.$ext" ||
-      bad "after kills: shard $n .$ext differs"
-  done
-done
-extra=$(ls "$work/k" | grep -v -E '^my-gpt3_0[0-2]_text_document\.(bin|idx)$|^pileprep-summary-rank0\.json$')
-[[ -z "$extra" ]] || bad "stray files after kills and rerun: $extra"
+check_rerun "$work/k" "after kills"
 
 # The same with two shards downloading at once: SIGKILLs mid-way, a SIGTERM (exit 143, nothing half
 # made under a final name), then a rerun at once: byte-identical, nothing stray.
@@ -176,20 +185,10 @@ wait $pid
 status=$?
 pid=
 [[ $status -eq 143 ]] || bad "SIGTERM with two shards at once: exit $status, want 143"
-for idx in "$work"/k2/*.idx; do
-  [[ -e "$idx" ]] || continue
-  cmp -s "$idx" "$work/kref/$(basename "$idx")" || bad "after SIGTERM: $(basename "$idx") under its final name differs"
-done
+check_final_names "$work/k2" "two at once, after SIGTERM"
 "$PILEPREP" --url "$url" --files 0-2 --output-dir "$work/k2" --threads 2 --shards-at-once 2 2>"$work/err" ||
   { bad "rerun with two shards at once failed"; cat "$work/err"; }
-for n in 00 01 02; do
-  for ext in bin idx; do
-    cmp -s "$work/kref/my-gpt3_${n}_text_document.$ext" "$work/k2/my-gpt3_${n}_text_document.$ext" ||
-      bad "two at once, after kills: shard $n .$ext differs"
-  done
-done
-extra=$(ls "$work/k2" | grep -v -E '^my-gpt3_0[0-2]_text_document\.(bin|idx)$|^pileprep-summary-rank0\.json$')
-[[ -z "$extra" ]] || bad "two at once: stray files after kills and rerun: $extra"
+check_rerun "$work/k2" "two at once, after kills"
 stop_server
 
 [[ $fail -eq 0 ]] && echo "ok: nodes and resume"
