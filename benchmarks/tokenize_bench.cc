@@ -1,7 +1,7 @@
 // Single-thread tokenizer throughput on real text, for scripts/bench.sh, which runs the peers
 // (tiktoken's native core, a Python baseline) on the very same texts.
 //
-//   tokenize_bench [--export-texts F] [--export-ids F] [--passes N] [--ids16]
+//   tokenize_bench [--export-texts F] [--export-ids F] [--passes N] [--ids16] [--cache-entries N]
 //
 // Texts come from bench_corpus (data/samples or $PILEPREP_BENCH_CORPUS). Prints one JSON line:
 // {"text_bytes":..,"tokens":..,"cold_seconds":..,"warm_seconds":..,"unseen_seconds":..,"cold_merged":..,
@@ -15,9 +15,11 @@
 // Encode, which the pipeline uses for a uint16 .bin (GPT-2), instead of the 32-bit one.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "bench_corpus.h"
@@ -30,7 +32,19 @@ template <typename Id>
 int Run(const pileprep::Gpt2Tokenizer& tokenizer, const std::string& export_texts,
         const std::string& export_ids, int passes) {
   const pileprep::bench::Corpus& corpus = pileprep::bench::LoadCorpus();
-  const pileprep::Gpt2Tokenizer* tok = &tokenizer;
+  // Encode into ids (the 16-bit form fails only for vocabularies with ids past 65,535).
+  struct Encoder {
+    const pileprep::Gpt2Tokenizer* tokenizer;
+    void Encode(const std::string& text, pileprep::Gpt2Tokenizer::Cache& cache, std::vector<Id>* out) const {
+      if constexpr (std::is_same_v<Id, uint16_t>) {
+        if (!tokenizer->Encode(text, cache, out)) std::abort();
+      } else {
+        tokenizer->Encode(text, cache, out);
+      }
+    }
+  };
+  const Encoder encoder{&tokenizer};
+  const Encoder* tok = &encoder;
   std::vector<Id> ids;
   ids.reserve(corpus.text_bytes / 2);
   double cold = 0, warm = 1e30;
@@ -42,7 +56,7 @@ int Run(const pileprep::Gpt2Tokenizer& tokenizer, const std::string& export_text
                          const pileprep::Gpt2Tokenizer::Cache::Stats& b) {
     return b.pieces == a.pieces ? 0.0 : double(b.merged - a.merged) / double(b.pieces - a.pieces);
   };
-  auto cache = std::make_unique<pileprep::Gpt2Tokenizer::Cache>(*tok);
+  auto cache = std::make_unique<pileprep::Gpt2Tokenizer::Cache>(tokenizer);
   for (int pass = 0; pass < passes; ++pass) {
     ids.clear();
     const auto before = cache->stats();
@@ -63,7 +77,7 @@ int Run(const pileprep::Gpt2Tokenizer& tokenizer, const std::string& export_text
     for (int side = 0; side < 2; ++side) {
       const size_t warm_begin = side == 0 ? 0 : half, warm_end = side == 0 ? half : corpus.texts.size();
       const size_t time_begin = side == 0 ? half : 0, time_end = side == 0 ? corpus.texts.size() : half;
-      auto fresh = std::make_unique<pileprep::Gpt2Tokenizer::Cache>(*tok);
+      auto fresh = std::make_unique<pileprep::Gpt2Tokenizer::Cache>(tokenizer);
       for (size_t i = warm_begin; i < warm_end; ++i) {
         ids.clear();
         tok->Encode(corpus.texts[i], *fresh, &ids);
@@ -92,7 +106,7 @@ int Run(const pileprep::Gpt2Tokenizer& tokenizer, const std::string& export_text
     std::vector<uint32_t> one;
     for (const std::string& t : corpus.texts) {
       one.clear();
-      tok->Encode(t, *cache, &one);
+      tokenizer.Encode(t, *cache, &one);
       const uint32_t n = static_cast<uint32_t>(one.size());
       out.write(reinterpret_cast<const char*>(&n), 4);
       out.write(reinterpret_cast<const char*>(one.data()), n * 4);
@@ -112,18 +126,20 @@ int main(int argc, char** argv) {
   std::string export_texts, export_ids;
   int passes = 3;
   bool ids16 = false;
+  pileprep::Gpt2Tokenizer::Options options;
   for (int i = 1; i < argc; ++i) {
     const bool has_value = i + 1 < argc;
     if (!std::strcmp(argv[i], "--ids16")) ids16 = true;
     else if (!std::strcmp(argv[i], "--export-texts") && has_value) export_texts = argv[++i];
     else if (!std::strcmp(argv[i], "--export-ids") && has_value) export_ids = argv[++i];
     else if (!std::strcmp(argv[i], "--passes") && has_value) passes = std::max(2, std::atoi(argv[++i]));
+    else if (!std::strcmp(argv[i], "--cache-entries") && has_value) options.cache_entries = std::strtoull(argv[++i], nullptr, 10);
     else {
       std::fprintf(stderr, "unknown argument %s\n", argv[i]);
       return 2;
     }
   }
-  auto tok = pileprep::Gpt2Tokenizer::FromDefaultFiles({});
+  auto tok = pileprep::Gpt2Tokenizer::FromDefaultFiles(options);
   if (!tok.ok()) {
     std::fprintf(stderr, "%s\n", std::string(tok.status().message()).c_str());
     return 2;

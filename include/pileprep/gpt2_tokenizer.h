@@ -82,7 +82,7 @@ class Gpt2Tokenizer {
   // The same ids as 16-bit values, the width of a uint16 .bin (GPT-2's ids are below 50,257), with
   // no widening on the way. Returns false and appends nothing when the vocabulary has an id above
   // 65,535.
-  bool Encode(std::string_view text, Cache& cache, std::vector<uint16_t>* ids) const;
+  [[nodiscard]] bool Encode(std::string_view text, Cache& cache, std::vector<uint16_t>* ids) const;
 
   // Appends the BPE ids of one pre-token, with no cache and no special-token handling. For tests and
   // benchmarks; the second form reuses `scratch`'s merge buffers (its cache is neither read nor written).

@@ -112,15 +112,16 @@ class IndexedDatasetWriter {
   // 2^31 for int32) or a document longer than 2^31 - 1 tokens; write errors; FailedPrecondition
   // after an error or after Finish/Abort.
   absl::Status AddDocument(absl::Span<const uint32_t> tokens);
+  // AddDocument(tokens) for 16-bit ids: a uint16 .bin takes them as they are (no conversion, no
+  // range check to make); an int32 one widens them. (Its own name: an overload would make
+  // AddDocument({}) and AddDocument({1, 2}) ambiguous.)
+  absl::Status AddDocument16(absl::Span<const uint16_t> tokens);
 
   // Megatron's add_document(tokens, lengths): one document of several sequences whose lengths sum
   // to tokens.size(). Zero or negative lengths are refused (Megatron never writes an empty
   // sequence); no lengths at all with no tokens is the empty document above.
   absl::Status AddDocument(absl::Span<const uint32_t> tokens,
                            absl::Span<const int32_t> sequence_lengths);
-  // AddDocument(tokens) for 16-bit ids: a uint16 .bin takes them as they are (no conversion, no
-  // range check to make); an int32 one widens them.
-  absl::Status AddDocument(absl::Span<const uint16_t> tokens);
 
   struct Result {
     bool published = false;  // false: the dataset had zero tokens and no file was written

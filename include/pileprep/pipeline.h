@@ -15,8 +15,11 @@
 //      records with their line numbers, report progress.
 // Output bytes never depend on the thread count or on how the source chunks its bytes.
 //
-// Thread model: RunPipeline blocks the calling thread and uses up to `options.threads` threads. The
-// tokenizer is shared read-only. A ProgressObserver is called from one thread at a time.
+// Thread model: RunPipeline blocks the calling thread and uses up to `options.threads` threads, in its
+// own oneTBB arena, so several pipelines can run at once. The tokenizer is shared read-only. Each of
+// the arena's thread slots gets its own JSON parser and pre-token cache when it first works, so
+// there are at most `options.threads` of them however TBB moves its threads between arenas. A
+// ProgressObserver is called from one thread at a time.
 #ifndef PILEPREP_PIPELINE_H_
 #define PILEPREP_PIPELINE_H_
 

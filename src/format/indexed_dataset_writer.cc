@@ -200,7 +200,7 @@ absl::Status IndexedDatasetWriter::AddDocument(absl::Span<const uint32_t> tokens
   return AddOneSequence(tokens);
 }
 
-absl::Status IndexedDatasetWriter::AddDocument(absl::Span<const uint16_t> tokens) {
+absl::Status IndexedDatasetWriter::AddDocument16(absl::Span<const uint16_t> tokens) {
   return AddOneSequence(tokens);
 }
 

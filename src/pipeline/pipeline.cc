@@ -4,19 +4,22 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <type_traits>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "format/file_util.h"
-#include "oneapi/tbb/enumerable_thread_specific.h"
 #include "oneapi/tbb/info.h"
 #include "oneapi/tbb/parallel_pipeline.h"
 #include "oneapi/tbb/task_arena.h"
@@ -174,8 +177,12 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
   std::optional<ZstdDecoder> decoder;
   if (format == InputFormat::kZstd) decoder.emplace(zstd_options);
 
-  tbb::enumerable_thread_specific<Worker> workers(
-      [&] { return Worker(tokenizer, options.jsonl); });
+  // One Worker (JSON parser, 36 MiB pre-token cache) per arena slot, made when the slot first works.
+  // Not one per OS thread (tbb::enumerable_thread_specific): TBB's pool threads move between
+  // arenas, so with several pipelines at once, or fewer threads than cores, each pipeline would
+  // in time make a Worker, and fault in a cache, for every thread in the process. Two tasks that
+  // run at once never share a slot, so a slot's Worker is only ever used by one thread at a time.
+  std::vector<std::unique_ptr<Worker>> workers(static_cast<size_t>(threads));
 
   // State of the serial input stage.
   std::string carry;  // bytes after the last '\n' of the previous batch
@@ -271,7 +278,15 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
 
   auto process_batch = [&](Batch* batch) -> Batch* {
     if (batch == nullptr || failed.load(std::memory_order_relaxed)) return batch;
-    Worker& w = workers.local();
+    const int slot = tbb::this_task_arena::current_thread_index();
+    if (slot < 0 || slot >= threads) {  // never expected: a task outside this pipeline's arena
+      fail(absl::InternalError(absl::StrCat(source.name(), ": worker slot ", slot, " outside 0..",
+                                            threads - 1)));
+      return batch;
+    }
+    std::unique_ptr<Worker>& worker = workers[static_cast<size_t>(slot)];
+    if (worker == nullptr) worker = std::make_unique<Worker>(tokenizer, options.jsonl);
+    Worker& w = *worker;
     const uint64_t utf8_before = w.parser.replaced_invalid_utf8();
     const uint64_t surrogates_before = w.parser.replaced_lone_surrogates();
     uint64_t line_no = 0;
@@ -288,7 +303,11 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
         }
         for (std::string_view text : w.parser.texts()) {
           const size_t before = tokens.size();
-          tokenizer.Encode(text, w.cache, &tokens);
+          if constexpr (std::is_same_v<std::decay_t<decltype(tokens)>, std::vector<uint16_t>>) {
+            if (!tokenizer.Encode(text, w.cache, &tokens)) std::abort();  // ids16 checked the fit
+          } else {
+            tokenizer.Encode(text, w.cache, &tokens);
+          }
           size_t len = tokens.size() - before;
           if (len > 0 && options.append_eod) {
             tokens.push_back(tokenizer.eod_id());
@@ -349,7 +368,7 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
       for (size_t k = 0; k < num_keys; ++k) {
         const uint32_t len = batch->doc_lengths[d + k];
         absl::Status s =
-            ids16 ? writers[k]->AddDocument(absl::MakeConstSpan(batch->tokens16.data() + offset, len))
+            ids16 ? writers[k]->AddDocument16(absl::MakeConstSpan(batch->tokens16.data() + offset, len))
                   : writers[k]->AddDocument(absl::MakeConstSpan(batch->tokens.data() + offset, len));
         if (!s.ok()) {
           fail(std::move(s));

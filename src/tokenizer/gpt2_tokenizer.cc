@@ -314,7 +314,7 @@ struct Gpt2Tokenizer::Cache::Impl {
   // Scratch for merges, reused across calls.
   std::vector<uint32_t> ids, ranks, prev, next;
   std::vector<uint32_t> wide;  // a merge's ids on their way into 16-bit output
-  uint32_t narrow[kShortKeyBytes];  // the same for short pieces
+  uint32_t short_merge[kShortKeyBytes];  // the same for short pieces
   std::vector<uint64_t> heap;
 
   // Packs a piece of 1..15 bytes with its length (in byte 15), without a branch on the length: the
@@ -730,17 +730,17 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
       if (num > 8) {
         _mm_storeu_si128(dst + 1, _mm_load_si128(reinterpret_cast<const __m128i*>(e.ids + 8)));
       }
-      return pos + num;
-    }
-    const __m128i zero = _mm_setzero_si128();
-    const __m128i lo = _mm_load_si128(reinterpret_cast<const __m128i*>(e.ids));
-    __m128i* dst = reinterpret_cast<__m128i*>(out + pos);
-    _mm_storeu_si128(dst, _mm_unpacklo_epi16(lo, zero));
-    _mm_storeu_si128(dst + 1, _mm_unpackhi_epi16(lo, zero));
-    if (num > 8) {  // rare: most pieces are one to three tokens
-      const __m128i hi = _mm_load_si128(reinterpret_cast<const __m128i*>(e.ids + 8));
-      _mm_storeu_si128(dst + 2, _mm_unpacklo_epi16(hi, zero));
-      _mm_storeu_si128(dst + 3, _mm_unpackhi_epi16(hi, zero));
+    } else {
+      const __m128i zero = _mm_setzero_si128();
+      const __m128i lo = _mm_load_si128(reinterpret_cast<const __m128i*>(e.ids));
+      __m128i* dst = reinterpret_cast<__m128i*>(out + pos);
+      _mm_storeu_si128(dst, _mm_unpacklo_epi16(lo, zero));
+      _mm_storeu_si128(dst + 1, _mm_unpackhi_epi16(lo, zero));
+      if (num > 8) {  // rare: most pieces are one to three tokens
+        const __m128i hi = _mm_load_si128(reinterpret_cast<const __m128i*>(e.ids + 8));
+        _mm_storeu_si128(dst + 2, _mm_unpacklo_epi16(hi, zero));
+        _mm_storeu_si128(dst + 3, _mm_unpackhi_epi16(hi, zero));
+      }
     }
 #endif
     return pos + num;
@@ -826,8 +826,8 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
           merged = out + pos;
           produced = MergeShort(t, reinterpret_cast<const unsigned char*>(q.p), q.n, out + pos);
         } else {
-          produced = MergeShort(t, reinterpret_cast<const unsigned char*>(q.p), q.n, c.narrow);
-          merged = c.narrow;
+          produced = MergeShort(t, reinterpret_cast<const unsigned char*>(q.p), q.n, c.short_merge);
+          merged = c.short_merge;
           std::copy(merged, merged + produced, out + pos);
         }
         pos += produced;

@@ -184,7 +184,7 @@ inline AsciiMasks64 ClassMasks64(const unsigned char* p) {
 // Every rule looks at most one byte back and three ahead, and pretokenizer_differential_test holds it
 // to the reference on long mixed texts. A run-length rule across blocks needs no state: the caller
 // restarts each block at the last piece start of the previous one.
-[[gnu::always_inline]] inline uint64_t AsciiBlockStarts(const unsigned char* p, int* decided) {
+__attribute__((always_inline)) inline uint64_t AsciiBlockStarts(const unsigned char* p, int* decided) {
   const AsciiMasks64 m = ClassMasks64(p);
   int first_high = 64;
   if (m.high != 0) {
@@ -226,7 +226,7 @@ inline AsciiMasks64 ClassMasks64(const unsigned char* p) {
 // Calls emit(std::string_view piece) for each pre-token of `text`, in order. The pieces concatenate
 // back to `text`.
 template <typename Emit>
-[[gnu::always_inline]] inline void Pretokenize(std::string_view text, Emit&& emit) {
+__attribute__((always_inline)) inline void Pretokenize(std::string_view text, Emit&& emit) {
   const unsigned char* const begin = reinterpret_cast<const unsigned char*>(text.data());
   const unsigned char* const end = begin + text.size();
   const unsigned char* p = begin;

@@ -85,6 +85,14 @@ done
 "$PILEPREP" --url "$work/src" --files 0-6 --output-dir "$work/at-once" --threads 2 --shards-at-once 3 \
   2>"$work/err-at-once" || { bad "--shards-at-once run failed"; cat "$work/err-at-once"; }
 grep -q "^2 shards at once, 1 thread each" "$work/err-at-once" || bad "--shards-at-once 3 with 2 threads: $(head -3 "$work/err-at-once")"
+# Threads that do not divide evenly: every thread works (one runner gets the extra one).
+"$PILEPREP" --url "$work/src" --files 0-6 --output-dir "$work/at-once-3" --threads 3 --shards-at-once 2 \
+  2>"$work/err-at-once-3" || { bad "--threads 3 --shards-at-once 2 failed"; cat "$work/err-at-once-3"; }
+grep -q "^2 shards at once, 1 or 2 threads each" "$work/err-at-once-3" || bad "3 threads over 2 shards: $(head -3 "$work/err-at-once-3")"
+for n in 00 01 02 03 04 05 06; do
+  cmp -s "$work/ref/my-gpt3_${n}_text_document.bin" "$work/at-once-3/my-gpt3_${n}_text_document.bin" ||
+    bad "3 threads over 2 shards: shard $n differs"
+done
 for n in 00 01 02 03 04 05 06; do
   for ext in bin idx; do
     cmp -s "$work/ref/my-gpt3_${n}_text_document.$ext" "$work/at-once/my-gpt3_${n}_text_document.$ext" ||
@@ -185,6 +193,11 @@ wait $pid
 status=$?
 pid=
 [[ $status -eq 143 ]] || bad "SIGTERM with two shards at once: exit $status, want 143"
+# 143 is also what a process killed by SIGTERM's default action gives: the summary shows that
+# pileprep itself stopped, abandoning (cancelling) what was in progress.
+grep -q '"exit_status": 143' "$work/k2/pileprep-summary-rank0.json" 2>/dev/null &&
+  grep -q '"status": "cancelled"' "$work/k2/pileprep-summary-rank0.json" ||
+  bad "SIGTERM with two shards at once: no summary of a cancelled run"
 check_final_names "$work/k2" "two at once, after SIGTERM"
 "$PILEPREP" --url "$url" --files 0-2 --output-dir "$work/k2" --threads 2 --shards-at-once 2 2>"$work/err" ||
   { bad "rerun with two shards at once failed"; cat "$work/err"; }

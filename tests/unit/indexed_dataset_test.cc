@@ -205,7 +205,7 @@ TEST_F(IndexedDatasetTest, SixteenBitDocumentsWriteTheSameFiles) {
       ASSERT_TRUE(writer.ok()) << writer.status();
       for (const std::vector<uint32_t>& doc : docs) {
         const std::vector<uint16_t> doc16(doc.begin(), doc.end());
-        ASSERT_TRUE((narrow ? (*writer)->AddDocument(absl::MakeConstSpan(doc16))
+        ASSERT_TRUE((narrow ? (*writer)->AddDocument16(doc16)
                             : (*writer)->AddDocument(absl::MakeConstSpan(doc)))
                         .ok());
       }

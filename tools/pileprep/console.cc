@@ -97,10 +97,12 @@ std::string SummaryTable(const std::vector<ShardOutcome>& outcomes, int threads)
                                     "seconds", "MB/s/core");
   int total_retries = 0;
   ShardStats total;
+  double core_seconds = 0;
   for (const ShardOutcome& o : outcomes) {
     const ShardStats& s = o.stats;
-    const double per_core =
-        s.seconds > 0 ? s.bytes_decompressed / 1e6 / s.seconds / std::max(1, threads) : 0;
+    const int cores = std::max(1, o.threads > 0 ? o.threads : threads);
+    const double per_core = s.seconds > 0 ? s.bytes_decompressed / 1e6 / s.seconds / cores : 0;
+    core_seconds += s.seconds * cores;
     absl::StrAppendFormat(&out, "%-16s %-8s %11s %11d %14d %6d %7d %9.1f %10.2f\n", o.name,
                           o.status, HumanBytes(s.bytes_in), s.documents, s.tokens, s.bad_records,
                           o.retries, s.seconds, per_core);
@@ -113,9 +115,7 @@ std::string SummaryTable(const std::vector<ShardOutcome>& outcomes, int threads)
     total.seconds += s.seconds;
   }
   if (outcomes.size() > 1) {
-    const double per_core = total.seconds > 0 ? total.bytes_decompressed / 1e6 / total.seconds /
-                                                    std::max(1, threads)
-                                              : 0;
+    const double per_core = core_seconds > 0 ? total.bytes_decompressed / 1e6 / core_seconds : 0;
     absl::StrAppendFormat(&out, "%-16s %-8s %11s %11d %14d %6d %7d %9.1f %10.2f\n", "total", "",
                           HumanBytes(total.bytes_in), total.documents, total.tokens,
                           total.bad_records, total_retries, total.seconds, per_core);

@@ -66,9 +66,10 @@ struct ShardOutcome {
   int retries = 0;
   int resumes = 0;        // Range requests that continued a dropped transfer
   int restarts = 0;       // times the shard was started again from byte 0 (file changed, no Range)
+  int threads = 0;        // its pipeline's threads (0: SummaryTable's `threads`)
 };
 
-// The end-of-run table.
+// The end-of-run table. MB/s/core divides by each outcome's threads, else by `threads`.
 std::string SummaryTable(const std::vector<ShardOutcome>& outcomes, int threads);
 
 // The per-rank JSON summary (pileprep-summary-rank{R}.json): what ran, where, and per shard bytes in,

@@ -3,9 +3,11 @@
 // Per process: resolve the rank (flags, then the launcher's environment), take the launcher's
 // contiguous block of the file list, remove stale temporaries of those shards, skip shards whose
 // outputs already validate (unless --force), and stream the rest from a directory or over HTTP(S)
-// (the next shard's download starts while the current one is processed; its queue bounds the memory).
+// (with one shard at a time, the next shard's download starts while the current one is processed;
+// its queue bounds the memory).
 // A download that must start over (the file changed, the server ignores Range) reruns the shard from
-// byte 0; the pipeline's writers publish nothing from the aborted run.
+// byte 0; the pipeline's writers publish nothing from the aborted run. With --shards-at-once K > 1,
+// K runners each take the next shard not yet started (no prefetch: K downloads run at once).
 #include "common.h"
 
 #include <fcntl.h>
@@ -227,9 +229,10 @@ int RunShardJob(int argc, char** argv, int first) {
   args.Add("json-keys", Args::Kind::kMulti, "KEY", "JSON field(s) holding the text", "text");
   args.Add("threads", Args::Kind::kValue, "N", "worker threads", "all cores");
   args.Add("shards-at-once", Args::Kind::kValue, "K",
-           "shards processed at the same time, the threads split evenly between them: one zstd "
-           "stream decodes at about 1 GB/s, which about four cores' parsing and tokenizing keep "
-           "up with, so a single shard cannot use a large node",
+           "shards processed at the same time, the threads split between them: one zstd stream "
+           "decodes at about 1.2 GB/s, which four to five cores' parsing and tokenizing keep up "
+           "with, so a single shard cannot use a large node; with K > 1, K downloads run at once "
+           "(no next-shard prefetch)",
            "one per 4 threads; at most the threads and the shards to make");
   args.Add("nodes", Args::Kind::kValue, "N",
            "number of ranks sharing --files (default: from NGC_ARRAY_SIZE, WORLD_SIZE, "
@@ -258,7 +261,8 @@ int RunShardJob(int argc, char** argv, int first) {
            "a download below 1 kB/s for this long is dropped and resumed",
            absl::StrCat(fetch_defaults.low_speed_time_s));
   args.Add("download-buffer-mb", Args::Kind::kValue, "MB",
-           "memory between the socket and the pipeline, per download (two with prefetch)",
+           "memory between the socket and the pipeline, per download (two with prefetch, K with "
+           "--shards-at-once K)",
            absl::StrCat(fetch_defaults.queue_bytes >> 20));
   args.Add("ca-file", Args::Kind::kValue, "FILE", "CA bundle for TLS (default: the system's)");
   args.Add("insecure", Args::Kind::kSwitch, "", "do not verify TLS certificates (testing only)",
@@ -411,19 +415,25 @@ int RunShardJob(int argc, char** argv, int first) {
     todo.push_back(i);
   }
 
-  // Shards at once: one zstd stream decodes at about 1 GB/s in the pipeline's serial read stage,
-  // which about four workers keep up with, so on a large node several shards run side by side,
-  // each in its own pipeline with an equal share of the threads.
+  // Shards at once: one zstd stream decodes at about 1.2 GB/s in the pipeline's serial read stage,
+  // which four to five workers keep up with, so on a large node several shards run side by side,
+  // each in its own pipeline with a share of the threads (runner r gets one more while r < the
+  // remainder, so all the threads work).
   const int shards_at_once = static_cast<int>(std::clamp<long long>(
       at_once > 0 ? at_once : used_threads / 4, 1,
       std::max<long long>(1, std::min<long long>(used_threads, static_cast<long long>(todo.size())))));
   Common shard_c = c;
-  shard_c.pipeline.threads = std::max(1, used_threads / shards_at_once);
+  const int base_threads = std::max(1, used_threads / shards_at_once);
+  const int extra_threads = used_threads > shards_at_once ? used_threads % shards_at_once : 0;
+  auto runner_threads = [&](int r) { return base_threads + (r < extra_threads ? 1 : 0); };
+  shard_c.pipeline.threads = base_threads;
   if (shards_at_once > 1) {
     shard_c.console.tty = false;  // one live line cannot show several shards: plain lines instead
     if (!c.console.quiet) {
-      std::fprintf(stderr, "%d shards at once, %d thread%s each\n", shards_at_once,
-                   shard_c.pipeline.threads, shard_c.pipeline.threads == 1 ? "" : "s");
+      std::fprintf(stderr, "%d shards at once, %s thread%s each\n", shards_at_once,
+                   extra_threads > 0 ? absl::StrCat(base_threads, " or ", base_threads + 1).c_str()
+                                     : absl::StrCat(base_threads).c_str(),
+                   base_threads == 1 && extra_threads == 0 ? "" : "s");
     }
   }
 
@@ -432,10 +442,13 @@ int RunShardJob(int argc, char** argv, int first) {
   // Processes todo[t] (opened already when `cur` holds it), restarting a download that must start
   // over; with one shard at a time the next shard's download is opened here too, so that it fills
   // its bounded queue while this one is processed.
-  auto process = [&](size_t t, OpenedSource cur, OpenedSource* next) {
+  auto process = [&](size_t t, OpenedSource cur, OpenedSource* next, int threads) {
     const size_t i = todo[t];
     const int n = (*mine)[i];
     ShardOutcome& outcome = outcomes[i];
+    outcome.threads = threads;
+    PipelineOptions pipeline = shard_c.pipeline;
+    pipeline.threads = threads;
     if (Cancelled()) {
       // Stopped by a signal: the shards not started yet are listed as such in the summary.
       outcome.status = "cancelled";
@@ -458,8 +471,8 @@ int RunShardJob(int argc, char** argv, int first) {
         HttpSource* http = cur.http;
         progress.set_download([http] { return http->stats(); });
       }
-      status = RunPipeline(*cur.source, InputFormat::kZstd, **tokenizer, prefixes,
-                           shard_c.pipeline, &outcome.stats, &progress);
+      status = RunPipeline(*cur.source, InputFormat::kZstd, **tokenizer, prefixes, pipeline,
+                           &outcome.stats, &progress);
       progress.Finish();
       if (cur.http != nullptr) {
         const FetchStats f = cur.http->stats();
@@ -488,15 +501,15 @@ int RunShardJob(int argc, char** argv, int first) {
     for (size_t t = 0; t < todo.size(); ++t) {
       OpenedSource cur = std::move(next);
       next = OpenedSource{};
-      process(t, std::move(cur), &next);
+      process(t, std::move(cur), &next, used_threads);
     }
   } else {
     // Each runner takes the next shard not yet started; a shard's messages are whole lines.
     std::atomic<size_t> next_todo{0};
     std::vector<std::thread> runners;
     for (int r = 0; r < shards_at_once; ++r) {
-      runners.emplace_back([&] {
-        for (size_t t; (t = next_todo.fetch_add(1)) < todo.size();) process(t, {}, nullptr);
+      runners.emplace_back([&, threads = runner_threads(r)] {
+        for (size_t t; (t = next_todo.fetch_add(1)) < todo.size();) process(t, {}, nullptr, threads);
       });
     }
     for (std::thread& runner : runners) runner.join();
@@ -505,11 +518,10 @@ int RunShardJob(int argc, char** argv, int first) {
   for (size_t i : todo) failed += outcomes[i].status != "done";
   const int cancel_exit = CancelExitCode();
 
-  std::fprintf(stderr, "\n%s", SummaryTable(outcomes, shard_c.pipeline.threads).c_str());
-  if (shards_at_once > 1 && todo.size() > 1) {
-    std::fprintf(stderr, "(%d shards at once, %d thread%s each: seconds add up over shards; the run "
-                         "took %.1fs)\n",
-                 shards_at_once, shard_c.pipeline.threads, shard_c.pipeline.threads == 1 ? "" : "s",
+  std::fprintf(stderr, "\n%s", SummaryTable(outcomes, used_threads).c_str());
+  if (shards_at_once > 1) {
+    std::fprintf(stderr, "(%d shards at once: seconds add up over shards; the run took %.1fs)\n",
+                 shards_at_once,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - job_start).count());
   }
   RunInfo info;
