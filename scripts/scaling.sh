@@ -7,6 +7,10 @@
 # Text: data/samples/*.jsonl.zst (or the JSON-lines file $SCALING_CORPUS) repeated to ~$SCALING_MB
 # (default 300) MB of JSON lines, so every thread count runs long enough to time. Needs only coreutils and
 # awk (zstd when $SCALING_CORPUS is not given), so it also runs on a bare machine with a carried build.
+#
+# Then, where the zstd command exists, the shard job on all cores over the same text cut into shards
+# NN.jsonl.zst (one per 4 cores, at least 2), once per --shards-at-once K = 1, 2, 4, ...: on a large
+# machine one shard's serial zstd stage caps K = 1, and this shows what K buys.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${1:-build/bin}
@@ -53,4 +57,35 @@ for t in $list; do
   [[ -z $base ]] && base=$best
   awk -v t="$t" -v ns="$best" -v base="$base" -v tb="$text_bytes" -v rss="$rss" 'BEGIN {
     s = ns / 1e9; printf "%8d %10.2f %12.1f %12.1f %9.2f %10s\n", t, s, tb / 1e6 / s, tb / 1e6 / s / t, base / ns, rss }'
+done
+
+if ! command -v zstd >/dev/null; then
+  echo "shard job: no zstd command here to make .jsonl.zst shards; skipped"
+  exit 0
+fi
+shards=$(( cores / 4 > 2 ? cores / 4 : 2 ))
+mkdir -p "$work/shards"
+lines=$(wc -l < "$work/corpus.jsonl")
+split -d -a 2 -l $(( (lines + shards - 1) / shards )) --additional-suffix=.jsonl "$work/corpus.jsonl" "$work/shards/"
+for f in "$work"/shards/*.jsonl; do zstd -q -3 -T0 --rm "$f"; done
+rm -f "$work/corpus.jsonl"
+echo "shard job, $cores threads, $shards shards of ~$((json_bytes / shards / 1000000)) MB of JSON lines (.jsonl.zst):"
+printf '%8s %10s %12s %12s %10s\n' "at once" seconds "MB/s text" "MB/s/core" "peak RSS"
+k=1
+while ((k <= shards)); do
+  rm -rf "$work/job"
+  start=$(date +%s%N)
+  rss="-"
+  if [[ -x /usr/bin/time ]]; then
+    /usr/bin/time -f "%M" -o "$work/rss" "$BIN/pileprep" --url "$work/shards" --files "0-$((shards - 1))" \
+      --output-dir "$work/job" --threads "$cores" --shards-at-once "$k" -q >/dev/null 2>&1
+    rss="$(( $(tail -1 "$work/rss") / 1024 )) MB"
+  else
+    "$BIN/pileprep" --url "$work/shards" --files "0-$((shards - 1))" --output-dir "$work/job" \
+      --threads "$cores" --shards-at-once "$k" -q >/dev/null 2>&1
+  fi
+  ns=$(( $(date +%s%N) - start ))
+  awk -v k="$k" -v ns="$ns" -v tb="$text_bytes" -v c="$cores" -v rss="$rss" 'BEGIN {
+    s = ns / 1e9; printf "%8d %10.2f %12.1f %12.1f %10s\n", k, s, tb / 1e6 / s, tb / 1e6 / s / c, rss }'
+  k=$((k * 2))
 done
