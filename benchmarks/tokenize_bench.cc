@@ -44,7 +44,6 @@ int Run(const pileprep::Gpt2Tokenizer& tokenizer, const std::string& export_text
     }
   };
   const Encoder encoder{&tokenizer};
-  const Encoder* tok = &encoder;
   std::vector<Id> ids;
   ids.reserve(corpus.text_bytes / 2);
   double cold = 0, warm = 1e30;
@@ -61,7 +60,7 @@ int Run(const pileprep::Gpt2Tokenizer& tokenizer, const std::string& export_text
     ids.clear();
     const auto before = cache->stats();
     const auto start = std::chrono::steady_clock::now();
-    for (const std::string& t : corpus.texts) tok->Encode(t, *cache, &ids);
+    for (const std::string& t : corpus.texts) encoder.Encode(t, *cache, &ids);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     (pass == 0 ? cold_merged : warm_merged) = merged_share(before, cache->stats());
     if (pass == 0) cold = s;
@@ -80,12 +79,12 @@ int Run(const pileprep::Gpt2Tokenizer& tokenizer, const std::string& export_text
       auto fresh = std::make_unique<pileprep::Gpt2Tokenizer::Cache>(tokenizer);
       for (size_t i = warm_begin; i < warm_end; ++i) {
         ids.clear();
-        tok->Encode(corpus.texts[i], *fresh, &ids);
+        encoder.Encode(corpus.texts[i], *fresh, &ids);
       }
       ids.clear();
       const auto before = fresh->stats();
       const auto start = std::chrono::steady_clock::now();
-      for (size_t i = time_begin; i < time_end; ++i) tok->Encode(corpus.texts[i], *fresh, &ids);
+      for (size_t i = time_begin; i < time_end; ++i) encoder.Encode(corpus.texts[i], *fresh, &ids);
       total += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       timed.pieces += fresh->stats().pieces - before.pieces;
       timed.merged += fresh->stats().merged - before.merged;

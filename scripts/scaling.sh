@@ -34,24 +34,28 @@ echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //
 echo "text: data/samples x $reps = $((json_bytes / 1000000)) MB of JSON lines, $((text_bytes / 1000000)) MB of text"
 echo "tokenizer, 1 thread, $((text_one / 1000000)) MB of text: $tok"
 printf '%8s %10s %12s %12s %9s %10s\n' threads seconds "MB/s text" "MB/s/core" speedup "peak RSS"
+# Runs a command quietly; sets ns (wall time) and rss (peak, where /usr/bin/time exists, else "-").
+timed() {
+  local start
+  start=$(date +%s%N)
+  rss="-"
+  if [[ -x /usr/bin/time ]]; then
+    /usr/bin/time -f "%M" -o "$work/rss" "$@" >/dev/null 2>&1
+    rss="$(( $(tail -1 "$work/rss") / 1024 )) MB"
+  else
+    "$@" >/dev/null 2>&1
+  fi
+  ns=$(( $(date +%s%N) - start ))
+}
 list=""; t=1
 while ((t < cores)); do list+="$t "; t=$((t * 2)); done
 list+="$cores"
 base=""
 for t in $list; do
   best=""
-  rss="-"
   for rep in 1 2; do
-    start=$(date +%s%N)
-    if [[ -x /usr/bin/time ]]; then
-      /usr/bin/time -f "%M" -o "$work/rss" "$BIN/pileprep" preprocess --input "$work/corpus.jsonl" \
-        --output-prefix "$work/out" --append-eod --workers "$t" -q >/dev/null 2>&1
-      rss="$(( $(tail -1 "$work/rss") / 1024 )) MB"
-    else
-      "$BIN/pileprep" preprocess --input "$work/corpus.jsonl" --output-prefix "$work/out" \
-        --append-eod --workers "$t" -q >/dev/null 2>&1
-    fi
-    ns=$(( $(date +%s%N) - start ))
+    timed "$BIN/pileprep" preprocess --input "$work/corpus.jsonl" --output-prefix "$work/out" \
+      --append-eod --workers "$t" -q
     if [[ -z $best || $ns -lt $best ]]; then best=$ns; fi
   done
   [[ -z $base ]] && base=$best
@@ -74,17 +78,8 @@ printf '%8s %10s %12s %12s %10s\n' "at once" seconds "MB/s text" "MB/s/core" "pe
 k=1
 while ((k <= shards)); do
   rm -rf "$work/job"
-  start=$(date +%s%N)
-  rss="-"
-  if [[ -x /usr/bin/time ]]; then
-    /usr/bin/time -f "%M" -o "$work/rss" "$BIN/pileprep" --url "$work/shards" --files "0-$((shards - 1))" \
-      --output-dir "$work/job" --threads "$cores" --shards-at-once "$k" -q >/dev/null 2>&1
-    rss="$(( $(tail -1 "$work/rss") / 1024 )) MB"
-  else
-    "$BIN/pileprep" --url "$work/shards" --files "0-$((shards - 1))" --output-dir "$work/job" \
-      --threads "$cores" --shards-at-once "$k" -q >/dev/null 2>&1
-  fi
-  ns=$(( $(date +%s%N) - start ))
+  timed "$BIN/pileprep" --url "$work/shards" --files "0-$((shards - 1))" --output-dir "$work/job" \
+    --threads "$cores" --shards-at-once "$k" -q
   awk -v k="$k" -v ns="$ns" -v tb="$text_bytes" -v c="$cores" -v rss="$rss" 'BEGIN {
     s = ns / 1e9; printf "%8d %10.2f %12.1f %12.1f %10s\n", k, s, tb / 1e6 / s, tb / 1e6 / s / c, rss }'
   k=$((k * 2))

@@ -314,7 +314,6 @@ struct Gpt2Tokenizer::Cache::Impl {
   // Scratch for merges, reused across calls.
   std::vector<uint32_t> ids, ranks, prev, next;
   std::vector<uint32_t> wide;  // a merge's ids on their way into 16-bit output
-  uint32_t short_merge[kShortKeyBytes];  // the same for short pieces
   std::vector<uint64_t> heap;
 
   // Packs a piece of 1..15 bytes with its length (in byte 15), without a branch on the length: the
@@ -820,16 +819,9 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
         }
         // Merge (at most 15 ids: one per byte) into the group's buffer, then remember.
         ++c.stats.merged;
-        const uint32_t* merged;
-        size_t produced;
-        if constexpr (std::is_same_v<Id, uint32_t>) {
-          merged = out + pos;
-          produced = MergeShort(t, reinterpret_cast<const unsigned char*>(q.p), q.n, out + pos);
-        } else {
-          produced = MergeShort(t, reinterpret_cast<const unsigned char*>(q.p), q.n, c.short_merge);
-          merged = c.short_merge;
-          std::copy(merged, merged + produced, out + pos);
-        }
+        uint32_t merged[Impl::kShortKeyBytes];
+        const size_t produced = MergeShort(t, reinterpret_cast<const unsigned char*>(q.p), q.n, merged);
+        std::copy(merged, merged + produced, out + pos);
         pos += produced;
         Impl::ShortIds merged_ids{};  // slots past the ids are read (copied 8 or 16 at a time)
         std::copy(merged, merged + produced, merged_ids.ids);

@@ -423,10 +423,9 @@ int RunShardJob(int argc, char** argv, int first) {
       at_once > 0 ? at_once : used_threads / 4, 1,
       std::max<long long>(1, std::min<long long>(used_threads, static_cast<long long>(todo.size())))));
   Common shard_c = c;
-  const int base_threads = std::max(1, used_threads / shards_at_once);
-  const int extra_threads = used_threads > shards_at_once ? used_threads % shards_at_once : 0;
+  const int base_threads = used_threads / shards_at_once;  // >= 1: shards_at_once <= used_threads
+  const int extra_threads = used_threads % shards_at_once;
   auto runner_threads = [&](int r) { return base_threads + (r < extra_threads ? 1 : 0); };
-  shard_c.pipeline.threads = base_threads;
   if (shards_at_once > 1) {
     shard_c.console.tty = false;  // one live line cannot show several shards: plain lines instead
     if (!c.console.quiet) {
