@@ -3,6 +3,9 @@
 // Bytes/s counts text bytes.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <set>
+
 #include "bench_corpus.h"
 #include "pileprep/gpt2_tokenizer.h"
 #include "tokenizer/pretokenizer.h"
@@ -84,6 +87,41 @@ void BM_MergeOnly(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
 }
 BENCHMARK(BM_MergeOnly)->Unit(benchmark::kMillisecond);
+
+// The multilingual cost centre: distinct pieces of 16..64 bytes (Cyrillic, Greek and CJK words,
+// long identifiers) merged with no cache, tables hot. Reports ns per merge.
+void BM_MergeDistinctLongPieces(benchmark::State& state) {
+  const Corpus& c = LoadCorpus();
+  const Gpt2Tokenizer& tok = Tokenizer();
+  std::set<std::string_view> seen;
+  std::vector<std::string_view> pieces;
+  size_t bytes = 0, merges = 0;
+  std::vector<uint32_t> ids;
+  Gpt2Tokenizer::Cache scratch(tok);
+  for (const std::string& t : c.texts) {
+    internal::Pretokenize(t, [&](std::string_view p) {
+      if (p.size() >= 16 && p.size() <= 64 && pieces.size() < 200000 && seen.insert(p).second) {
+        pieces.push_back(p);
+        bytes += p.size();
+        ids.clear();
+        tok.EncodePiece(p, scratch, &ids);
+        merges += p.size() - ids.size();
+      }
+    });
+  }
+  for (auto _ : state) {
+    for (std::string_view p : pieces) {
+      ids.clear();
+      tok.EncodePiece(p, scratch, &ids);
+    }
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
+  state.counters["pieces"] = static_cast<double>(pieces.size());
+  state.counters["merges_per_piece"] = static_cast<double>(merges) / std::max<size_t>(1, pieces.size());
+  state.counters["ns_per_merge"] = benchmark::Counter(
+      static_cast<double>(merges) * 1e-9, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_MergeDistinctLongPieces)->Unit(benchmark::kMillisecond);
 
 // A single long piece of one class must stay fast (no quadratic merge).
 void BM_LongPiece(benchmark::State& state) {

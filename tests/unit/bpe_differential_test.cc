@@ -171,6 +171,52 @@ TEST_F(BpeDifferential, RandomTextMatchesReferenceWithAndWithoutCacheHits) {
   }
 }
 
+// Pieces of more than 15 bytes that miss the cache are split where no merge can join two bytes
+// and their parts looked up in the short tier (Gpt2Tokenizer::Tables::joinable). Long single
+// pre-tokens of non-ASCII letters, digits and symbols, mixed with ASCII, 16 to 600 bytes (the long
+// and huge tiers and beyond), through a fresh cache, again from the cache, and through a cache of
+// two entries whose parts evict one another.
+TEST_F(BpeDifferential, LongPiecesSplitWhereNoMergeJoinsStillMatch) {
+  static const std::vector<std::string> kLetters = {
+      "а", "б", "в", "е", "и", "к", "л", "н", "о", "р", "с", "т", "ы", "я", "ё", "Ж", "П",      // Cyrillic
+      "α", "β", "γ", "ε", "κ", "λ", "ο", "π", "ρ", "σ", "τ", "ω", "ά", "Ω",                  // Greek
+      "中", "文", "字", "日", "本", "語", "の", "は", "が", "を", "ン", "ア", "한", "국", "어",  // CJK
+      "ا", "ل", "م", "ن", "ה", "ש", "ל", "é", "è", "ü", "ß", "ñ", "ç", "ő", "ł",             // others
+      "a", "e", "t", "n", "s", "th", "er", "in"};
+  static const std::vector<std::string> kDigits = {"٣", "٤", "۵", "१", "२", "൩", "1", "7", "0"};
+  static const std::vector<std::string> kSymbols = {"🦊", "😀", "→", "•", "©", "—", "…", "«", "»",
+                                                    "!", "#", "%", "(", "*", "-", "~"};
+  RandomText gen(/*seed=*/27182);
+  std::vector<std::string> texts;
+  for (int i = 0; i < 1500; ++i) {
+    const std::vector<std::string>& atoms =
+        i % 5 == 3 ? kDigits : (i % 5 == 4 ? kSymbols : kLetters);
+    const size_t target = 16 + gen.Uniform(i % 10 == 0 ? 600 : 120);
+    std::string piece = i % 2 == 0 ? " " : "";
+    while (piece.size() < target) piece += atoms[gen.Uniform(atoms.size())];
+    texts.push_back(piece);
+  }
+  Gpt2Tokenizer::Options options;
+  options.endoftext_is_special = false;
+  options.cache_entries = 2;
+  auto tiny = Gpt2Tokenizer::FromFiles(kVocab, kMerges, options);
+  ASSERT_TRUE(tiny.ok()) << tiny.status();
+  Gpt2Tokenizer::Cache cache(*tokenizer_), tiny_cache(**tiny);
+  int failures = 0;
+  for (int round = 0; round < 2; ++round) {
+    for (size_t i = 0; i < texts.size() && failures < 10; ++i) {
+      const std::vector<uint32_t> want = reference_->Encode(texts[i]);
+      std::vector<uint32_t> small;
+      (*tiny)->Encode(texts[i], tiny_cache, &small);
+      const std::vector<uint32_t> got = FastText(texts[i], cache);
+      if (got != want || small != want) ++failures;
+      EXPECT_EQ(got, want) << "round " << round << " case " << i << ": " << Head(texts[i]);
+      EXPECT_EQ(small, want) << "two-entry cache, round " << round << " case " << i << ": "
+                             << Head(texts[i]);
+    }
+  }
+}
+
 TEST_F(BpeDifferential, TinyCacheGivesTheSameIds) {
   // A two-entry cache collides constantly; results must not depend on it.
   Gpt2Tokenizer::Options options;
