@@ -262,28 +262,61 @@ struct Gpt2Tokenizer::Tables {
 };
 
 // Per-thread cache from pre-token bytes to ids, in tiers so that a lookup never allocates: pieces
-// of up to 15 bytes are packed with their length into two words, and a four-way set keeps its four
-// keys in one cache line (least recently used out: far fewer conflict misses than a direct-mapped
-// table) and their ids in 32-byte slots beside it. A piece of 15 bytes has at most 15 ids, so every
-// short piece is cached, Cyrillic and CJK words included. Pieces of 16..64 bytes (non-Latin words,
+// of up to 15 bytes are packed with their length into two words, and a two-way set keeps both keys
+// and up to 8 ids of each in one cache line (least recently used out), so a lookup reads one line;
+// the ids past the 8th of a piece (1% of pieces on real text) are in a side array. A piece of 15
+// bytes has at most 15 ids, so every short piece is cached, Cyrillic and CJK words included. Pieces of 16..64 bytes (non-Latin words,
 // long identifiers) and of 65..256 bytes (indentation runs, CJK phrases) are stored with a 64-bit
 // hash and their bytes. Longer pieces are merged every time (rare and mostly unique).
 struct Gpt2Tokenizer::Cache::Impl {
   static constexpr size_t kShortKeyBytes = 15;
-  static constexpr size_t kShortIds = 16;  // slots; at most 15 are used
   static constexpr size_t kLongKeyBytes = 64;
   static constexpr size_t kHugeKeyBytes = 256;
-  // The key's last byte holds the length; an all-zero entry matches no key (length >= 1). A piece
-  // of up to 15 bytes has at most 15 ids, so the 16th id slot holds how many there are.
-  // Ids are stored as 16 bits: the cache is used only for vocabularies of at most 65,536 entries
-  // (GPT-2 has 50,257); larger ones merge every piece.
-  static constexpr size_t kWays = 4;
+  // The key's last byte holds the length in its low four bits; a stored key keeps the number of
+  // ids (at most 15: one per byte) in the high four, which a lookup masks off. An all-zero entry
+  // matches no key (length >= 1). Ids are stored as 16 bits: the cache is used only for
+  // vocabularies of at most 65,536 entries (GPT-2 has 50,257); larger ones merge every piece.
+  //
+  // One line per set: a lookup prefetches one line. With four-way sets (keys in one line, ids in
+  // two more) the lookups were bound by how many lines the core can have in flight: the prefetch
+  // instructions themselves stalled. Same memory, two ways instead of four, alternating runs of
+  // tokenize_bench --ids16: sample corpus unseen 173.1 -> 188.9 MB/s, cold 149.4 -> 163.2; Debian
+  // corpus unseen 180.0 -> 196.4, cold 123.9 -> 150.7.
+  static constexpr uint64_t kCountMask = uint64_t{0xF} << 60;
+  struct ShortWay {
+    uint64_t k0, k1;  // k1's top four bits: how many ids
+    uint16_t ids[8];  // the first 8 (read 8 at a time)
+  };
   struct alignas(64) ShortSet {
-    uint64_t key[kWays][2] = {};  // k0, k1 of each way; most recently used first
+    ShortWay way[2] = {};  // most recently used first
   };
-  struct alignas(32) ShortIds {
-    uint16_t ids[kShortIds];  // read 8 or 16 at a time; ids[15] says how many count
+  struct alignas(16) MoreIds {
+    uint16_t ids[8];  // ids 8..14 of a piece of 9..15 ids
   };
+  static bool Holds(const ShortWay& w, uint64_t k0, uint64_t k1) {
+    return w.k0 == k0 && (w.k1 & ~kCountMask) == k1;
+  }
+  static size_t Count(const ShortWay& w) { return w.k1 >> 60; }
+  // The piece (k0, k1) with its ids into way 0 of a set, way 0 moving to way 1 (its old piece, the
+  // least recently used, out). `more`: the set's two MoreIds.
+  static void Insert(ShortSet& set, MoreIds* more, uint64_t k0, uint64_t k1, const uint32_t* ids,
+                     size_t num) {
+    if (Count(set.way[0]) > 8) more[1] = more[0];
+    set.way[1] = set.way[0];
+    ShortWay& w = set.way[0];
+    w.k0 = k0;
+    w.k1 = k1 | (uint64_t{num} << 60);
+    for (size_t i = 0; i < 8; ++i) w.ids[i] = i < num ? static_cast<uint16_t>(ids[i]) : 0;
+    if (num > 8) {
+      for (size_t i = 8; i < 16; ++i) more[0].ids[i - 8] = i < num ? static_cast<uint16_t>(ids[i]) : 0;
+    }
+  }
+  // A hit in way 1 becomes way 0.
+  static void Promote(ShortSet& set, MoreIds* more) {
+    if (Count(set.way[0]) > 8 || Count(set.way[1]) > 8) std::swap(more[0], more[1]);
+    std::swap(set.way[0], set.way[1]);
+  }
+  static constexpr size_t kWays = 4;  // the long and huge tiers' sets
   // The long and huge tiers: four-way sets too, their hashes in one line (odd, so zero is empty)
   // and the entries, with the piece's bytes for the exact compare, beside them.
   template <size_t kKeyBytes, size_t kIds>
@@ -317,7 +350,7 @@ struct Gpt2Tokenizer::Cache::Impl {
   bool enabled = true;
   Stats stats;
   internal::HugePageArray<ShortSet> short_sets;
-  internal::HugePageArray<ShortIds> short_ids;  // way w of set i at i * kWays + w
+  internal::HugePageArray<MoreIds> short_more;  // way w of set i at 2i + w
   BigTier<kLongKeyBytes, 64> long_tier;
   BigTier<kHugeKeyBytes, 256> huge_tier;
   TopBitsIndex short_index;  // a piece's set
@@ -351,40 +384,6 @@ struct Gpt2Tokenizer::Cache::Impl {
     *k1 |= uint64_t{n} << 56;
 #endif
   }
-  // Bit 4w set when way w of `set` holds the key (k0, k1): the four keys are compared at once, as
-  // 32-bit lanes, so a hit in any way costs no mispredicted branch.
-  static uint32_t ShortMatch(const ShortSet& set, uint64_t k0, uint64_t k1) {
-#ifdef PILEPREP_SSE2
-    const __m128i want = _mm_set_epi64x(static_cast<long long>(k1), static_cast<long long>(k0));
-    uint32_t m = 0;
-    for (size_t w = 0; w < kWays; ++w) {
-      const __m128i key = _mm_load_si128(reinterpret_cast<const __m128i*>(set.key[w]));
-      const __m128i eq = _mm_cmpeq_epi32(key, want);
-      m |= static_cast<uint32_t>(_mm_movemask_ps(_mm_castsi128_ps(eq))) << (4 * w);
-    }
-    return m & (m >> 1) & (m >> 2) & (m >> 3) & 0x1111;
-#else
-    uint32_t m = 0;
-    for (size_t w = 0; w < kWays; ++w) {
-      m |= uint32_t{set.key[w][0] == k0 && set.key[w][1] == k1} << (4 * w);
-    }
-    return m;
-#endif
-  }
-  // Puts the piece (k0, k1) with `ids` in way 0 of `set`, moving ways 0 .. way - 1 one step back
-  // over way `way`: the entry there (a hit being moved to the front, or the least recently used one
-  // being replaced) is overwritten.
-  static void MakeFront(ShortSet& set, ShortIds* set_ids, size_t way, uint64_t k0, uint64_t k1,
-                        const ShortIds& ids) {
-    for (; way > 0; --way) {
-      set.key[way][0] = set.key[way - 1][0];
-      set.key[way][1] = set.key[way - 1][1];
-      set_ids[way] = set_ids[way - 1];
-    }
-    set.key[0][0] = k0;
-    set.key[0][1] = k1;
-    set_ids[0] = ids;
-  }
   // Index of the piece's set: the top bits of a product, which depend on every bit of the key. (The
   // index used before, the low bits of h ^ h >> 29 for h = k0 * C ^ k1 * C', saw only the low 45 bits
   // of k0 and k1: bytes 0-5 and 8-13, not bytes 6-7 or the length. Pieces of up to 8 bytes that share
@@ -417,9 +416,9 @@ struct Gpt2Tokenizer::Cache::Impl {
 Gpt2Tokenizer::Cache::Cache(const Gpt2Tokenizer& tokenizer) : impl_(std::make_unique<Impl>()) {
   size_t n = Impl::kWays;  // at least one whole set; at most 2^40 entries (the loop must end)
   while (n < tokenizer.options().cache_entries && n < (size_t{1} << 40)) n <<= 1;
-  impl_->short_sets.Reset(n / Impl::kWays);
-  impl_->short_ids.Reset(n);
-  impl_->short_index.Init(n / Impl::kWays);
+  impl_->short_sets.Reset(n / 2);
+  impl_->short_more.Reset(n);
+  impl_->short_index.Init(n / 2);
   impl_->enabled = tokenizer.vocab_size() <= 65536 && tokenizer.tables_->id_bytes.size() <= 65536;
   // Long pieces are about a twentieth as frequent as short ones and their entries four times larger;
   // huge ones are rarer still and sixteen times larger. A long piece that misses costs little more
@@ -751,8 +750,6 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
           Impl::Pack(piece.data() + j, q.len, &q.k0, &q.k1);
           q.slot = static_cast<uint32_t>(c.ShortIndex(q.k0, q.k1));
           __builtin_prefetch(&c.short_sets[q.slot]);
-          __builtin_prefetch(&c.short_ids[size_t{q.slot} * Impl::kWays]);
-          __builtin_prefetch(&c.short_ids[size_t{q.slot} * Impl::kWays + 2]);
         }
         j = e;
       }
@@ -767,22 +764,22 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
           continue;
         }
         Impl::ShortSet& set = c.short_sets[q.slot];
-        Impl::ShortIds* set_ids = &c.short_ids[size_t{q.slot} * Impl::kWays];
-        const uint32_t hit = Impl::ShortMatch(set, q.k0, q.k1);
-        if (hit != 0) {
-          const size_t way = __builtin_ctz(hit) >> 2;
-          const Impl::ShortIds e = set_ids[way];
-          ids->insert(ids->end(), e.ids, e.ids + e.ids[Impl::kShortIds - 1]);
-          if (way > 0) Impl::MakeFront(set, set_ids, way, q.k0, q.k1, e);
+        Impl::MoreIds* more = &c.short_more[size_t{q.slot} * 2];
+        const size_t way = Impl::Holds(set.way[0], q.k0, q.k1)   ? 0
+                           : Impl::Holds(set.way[1], q.k0, q.k1) ? 1
+                                                                 : 2;
+        if (way < 2) {
+          const Impl::ShortWay& w = set.way[way];
+          const size_t num = Impl::Count(w);
+          ids->insert(ids->end(), w.ids, w.ids + std::min<size_t>(num, 8));
+          if (num > 8) ids->insert(ids->end(), more[way].ids, more[way].ids + (num - 8));
+          if (way == 1) Impl::Promote(set, more);
           continue;
         }
         uint32_t merged[Impl::kShortKeyBytes];
         const size_t produced = MergeShort(t, b + q.from, q.len, merged);
         ids->insert(ids->end(), merged, merged + produced);
-        Impl::ShortIds merged_ids{};
-        std::copy(merged, merged + produced, merged_ids.ids);
-        merged_ids.ids[Impl::kShortIds - 1] = static_cast<uint16_t>(produced);
-        Impl::MakeFront(set, set_ids, Impl::kWays - 1, q.k0, q.k1, merged_ids);
+        Impl::Insert(set, more, q.k0, q.k1, merged, produced);
       }
       from = j;
     }
@@ -799,26 +796,30 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
     ids->insert(ids->end(), out, out + out_n);
     out_n = 0;
   };
-  // Copies a short entry's ids to out[pos...]; returns the position after them.
-  auto copy_ids = [&out](const Impl::ShortIds& e, size_t pos) {
-    const size_t num = e.ids[Impl::kShortIds - 1];
+  // Copies a short entry's ids (way w's 8, and `more`'s 8 for a piece of more than 8) to
+  // out[pos...], 8 or 16 slots; returns the position after them.
+  auto copy_ids = [&out](const Impl::ShortWay& w, const Impl::MoreIds& more, size_t pos) {
+    const size_t num = Impl::Count(w);
 #ifndef PILEPREP_SSE2
-    for (size_t i = 0; i < Impl::kShortIds; ++i) out[pos + i] = e.ids[i];
+    for (size_t i = 0; i < 8; ++i) out[pos + i] = w.ids[i];
+    if (num > 8) {
+      for (size_t i = 0; i < 8; ++i) out[pos + 8 + i] = more.ids[i];
+    }
 #else
     if constexpr (std::is_same_v<Id, uint16_t>) {  // the entry's own width: 8 or 16 ids as they are
       __m128i* dst = reinterpret_cast<__m128i*>(out + pos);
-      _mm_storeu_si128(dst, _mm_load_si128(reinterpret_cast<const __m128i*>(e.ids)));
+      _mm_storeu_si128(dst, _mm_load_si128(reinterpret_cast<const __m128i*>(w.ids)));
       if (num > 8) {
-        _mm_storeu_si128(dst + 1, _mm_load_si128(reinterpret_cast<const __m128i*>(e.ids + 8)));
+        _mm_storeu_si128(dst + 1, _mm_load_si128(reinterpret_cast<const __m128i*>(more.ids)));
       }
     } else {
       const __m128i zero = _mm_setzero_si128();
-      const __m128i lo = _mm_load_si128(reinterpret_cast<const __m128i*>(e.ids));
+      const __m128i lo = _mm_load_si128(reinterpret_cast<const __m128i*>(w.ids));
       __m128i* dst = reinterpret_cast<__m128i*>(out + pos);
       _mm_storeu_si128(dst, _mm_unpacklo_epi16(lo, zero));
       _mm_storeu_si128(dst + 1, _mm_unpackhi_epi16(lo, zero));
       if (num > 8) {  // rare: most pieces are one to three tokens
-        const __m128i hi = _mm_load_si128(reinterpret_cast<const __m128i*>(e.ids + 8));
+        const __m128i hi = _mm_load_si128(reinterpret_cast<const __m128i*>(more.ids));
         _mm_storeu_si128(dst + 2, _mm_unpacklo_epi16(hi, zero));
         _mm_storeu_si128(dst + 3, _mm_unpackhi_epi16(hi, zero));
       }
@@ -884,19 +885,14 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
       if (__builtin_expect(q.n <= Impl::kShortKeyBytes, 1)) {
         // Every piece of up to 15 bytes, single bytes included, takes this one path.
         Impl::ShortSet& set = c.short_sets[q.slot];
-        Impl::ShortIds* set_ids = &c.short_ids[size_t{q.slot} * Impl::kWays];
-        if (set.key[0][0] == q.k0 && set.key[0][1] == q.k1) {  // most hits: the most recent way
-          pos = copy_ids(set_ids[0], pos);
+        Impl::MoreIds* more = &c.short_more[size_t{q.slot} * 2];
+        if (Impl::Holds(set.way[0], q.k0, q.k1)) {  // most hits: the most recent way
+          pos = copy_ids(set.way[0], more[0], pos);
           continue;
         }
-        const uint32_t hit = Impl::ShortMatch(set, q.k0, q.k1);
-        if (__builtin_expect(hit != 0, 1)) {
-          size_t way = __builtin_ctz(hit) >> 2;
-          pos = copy_ids(set_ids[way], pos);
-          if (way > 0) {  // least recently used last: move the hit to the front
-            const Impl::ShortIds hit_ids = set_ids[way];
-            Impl::MakeFront(set, set_ids, way, q.k0, q.k1, hit_ids);
-          }
+        if (__builtin_expect(Impl::Holds(set.way[1], q.k0, q.k1), 1)) {
+          pos = copy_ids(set.way[1], more[1], pos);
+          Impl::Promote(set, more);  // least recently used last
           continue;
         }
         // Merge (at most 15 ids: one per byte) into the group's buffer, then remember.
@@ -905,10 +901,7 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
         const size_t produced = MergeShort(t, reinterpret_cast<const unsigned char*>(q.p), q.n, merged);
         std::copy(merged, merged + produced, out + pos);
         pos += produced;
-        Impl::ShortIds merged_ids{};  // slots past the ids are read (copied 8 or 16 at a time)
-        std::copy(merged, merged + produced, merged_ids.ids);
-        merged_ids.ids[Impl::kShortIds - 1] = static_cast<uint16_t>(produced);
-        Impl::MakeFront(set, set_ids, Impl::kWays - 1, q.k0, q.k1, merged_ids);  // LRU out
+        Impl::Insert(set, more, q.k0, q.k1, merged, produced);
       } else {
         out_n = pos;
         const size_t later = count - 1 - g;
@@ -939,8 +932,6 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
       Impl::Pack(q.p, q.n, &q.k0, &q.k1);
       q.slot = static_cast<uint32_t>(c.ShortIndex(q.k0, q.k1));
       __builtin_prefetch(&c.short_sets[q.slot]);
-      __builtin_prefetch(&c.short_ids[size_t{q.slot} * Impl::kWays]);
-      __builtin_prefetch(&c.short_ids[size_t{q.slot} * Impl::kWays + 2]);
     } else if (q.n <= Impl::kLongKeyBytes) {
       q.k0 = Impl::HashBytes(piece) | 1;
       q.slot = static_cast<uint32_t>((q.k0 >> 17) & c.long_tier.mask);

@@ -1,5 +1,6 @@
 // pileprep::Gpt2Tokenizer against the plain encoder.py-style reference (tests/testing/reference_bpe.h):
 // single pieces (including long ones that take the fast merge path) and whole texts.
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -213,6 +214,43 @@ TEST_F(BpeDifferential, LongPiecesSplitWhereNoMergeJoinsStillMatch) {
       EXPECT_EQ(got, want) << "round " << round << " case " << i << ": " << Head(texts[i]);
       EXPECT_EQ(small, want) << "two-entry cache, round " << round << " case " << i << ": "
                              << Head(texts[i]);
+    }
+  }
+}
+
+// A short piece keeps up to 8 ids beside its key and the rest (up to 15) in a side array that must
+// move with it when it is promoted or pushed back in its two-way set. Short pieces of 9..15 ids
+// and of fewer, in random order, through caches of 4 and 16 entries (constant evictions and
+// promotions) and a default one.
+TEST_F(BpeDifferential, ShortPiecesOfMoreThanEightIdsSurviveEvictionsAndPromotions) {
+  const std::vector<std::string> pieces = {
+      "⊗⊕⊘⊙⊚", "🦊🦊🦊", "⌘⌥⇧⌃⏎", "𓀀𓀁𓀂", "ᚠᚢᚦᚨᚱ", "▓▒░▓▒", "☃☄★☆☇", "⊗⊕", "🦊", "→", "…", ".",
+      "!?", "©®", "ж", "語"};
+  size_t more_than_eight = 0;
+  for (const std::string& p : pieces) {
+    ASSERT_LE(p.size(), 15u) << p;
+    if (reference_->EncodePiece(p).size() > 8) ++more_than_eight;
+  }
+  ASSERT_GE(more_than_eight, 5u);
+  RandomText gen(/*seed=*/31415);
+  std::string text;
+  for (int i = 0; i < 3000; ++i) text += "1" + pieces[gen.Uniform(pieces.size())];  // one piece each
+  const std::vector<uint32_t> want = reference_->Encode(text);
+  for (size_t entries : {size_t{4}, size_t{16}, size_t{1} << 19}) {
+    Gpt2Tokenizer::Options options;
+    options.endoftext_is_special = false;
+    options.cache_entries = entries;
+    auto tok = Gpt2Tokenizer::FromFiles(kVocab, kMerges, options);
+    ASSERT_TRUE(tok.ok()) << tok.status();
+    Gpt2Tokenizer::Cache cache(**tok);
+    for (int round = 0; round < 2; ++round) {
+      std::vector<uint32_t> wide;
+      std::vector<uint16_t> narrow;
+      (*tok)->Encode(text, cache, &wide);
+      ASSERT_TRUE((*tok)->Encode(text, cache, &narrow));
+      EXPECT_EQ(wide, want) << entries << " entries, round " << round;
+      EXPECT_TRUE(std::equal(want.begin(), want.end(), narrow.begin(), narrow.end()))
+          << entries << " entries, round " << round;
     }
   }
 }
