@@ -105,6 +105,10 @@ class Gpt2Tokenizer {
   // BPE of one piece into `ids` using `scratch` buffers; the cache is not consulted.
   static void MergePiece(const Tables& tables, std::string_view piece, Cache::Impl& scratch,
                          std::vector<uint32_t>* ids);
+  // encoder.py's merge loop (every occurrence of the lowest pair at once), for merges files on which
+  // merging one occurrence at a time would differ; appends the piece's ids to `out`.
+  static void EncoderPyMerge(const Tables& tables, const unsigned char* bytes, size_t n,
+                             std::vector<uint32_t>* out);
   // BPE of a piece of 1..64 bytes into out[0..n); returns the number of ids.
   static size_t MergeShort(const Tables& tables, const unsigned char* bytes, size_t n, uint32_t* out);
   template <typename Id>  // uint32_t or uint16_t

@@ -15,6 +15,7 @@
 
 
 #include "absl/container/flat_hash_map.h"  // load time only
+#include "absl/container/flat_hash_set.h"  // load time only
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "pileprep/status_macros.h"
@@ -259,15 +260,25 @@ struct Gpt2Tokenizer::Tables {
   }
   std::vector<std::string> id_bytes;
   bool has_endoftext = false;
+  // Whether merging one occurrence of the lowest pair at a time (what MergeShort and MergePiece do)
+  // gives what encoder.py does: merge every occurrence of that pair at once, left to right. It does
+  // when no pair is listed twice and every merge comes after every merge that makes either of its
+  // parts (GPT-2's files): a merged symbol then only takes part in pairs ranked after the one that
+  // made it, so the pair's other occurrences are still the lowest and go next, left to right. A
+  // merges file that breaks this (a pair listed again later, as encoder.py's dict allows) is merged
+  // by EncoderPyMerge instead, slowly but exactly.
+  bool merges_monotone = true;
 };
 
 // Per-thread cache from pre-token bytes to ids, in tiers so that a lookup never allocates: pieces
 // of up to 15 bytes are packed with their length into two words, and a two-way set keeps both keys
 // and up to 8 ids of each in one cache line (least recently used out), so a lookup reads one line;
 // the ids past the 8th of a piece (1% of pieces on real text) are in a side array. A piece of 15
-// bytes has at most 15 ids, so every short piece is cached, Cyrillic and CJK words included. Pieces of 16..64 bytes (non-Latin words,
-// long identifiers) and of 65..256 bytes (indentation runs, CJK phrases) are stored with a 64-bit
-// hash and their bytes. Longer pieces are merged every time (rare and mostly unique).
+// bytes has at most 15 ids, so every short piece is cached, Cyrillic and CJK words included.
+// Pieces of 16..64 bytes (non-Latin words, long identifiers) and of 65..256 bytes (indentation
+// runs, CJK phrases) are stored with a 64-bit hash and their bytes. Longer pieces are not stored
+// (rare and mostly unique); like a long piece that misses, they are split into parts that go
+// through the short tier (merge_split in EncodeOrdinary).
 struct Gpt2Tokenizer::Cache::Impl {
   static constexpr size_t kShortKeyBytes = 15;
   static constexpr size_t kLongKeyBytes = 64;
@@ -317,7 +328,7 @@ struct Gpt2Tokenizer::Cache::Impl {
     std::swap(set.way[0], set.way[1]);
   }
   static constexpr size_t kWays = 4;  // the long and huge tiers' sets
-  // The long and huge tiers: four-way sets too, their hashes in one line (odd, so zero is empty)
+  // The long and huge tiers: four-way sets, their hashes in one line (odd, so zero is empty)
   // and the entries, with the piece's bytes for the exact compare, beside them.
   template <size_t kKeyBytes, size_t kIds>
   struct BigTier {
@@ -487,6 +498,7 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromBuffers(
         absl::StrCat("vocabulary is not a JSON object: ", simdjson::error_message(err)));
   }
   absl::flat_hash_map<std::string, uint32_t> bytes_to_id;
+  std::vector<bool> id_taken;
   std::string bytes;
   uint32_t max_id = 0;
   for (auto field : obj) {
@@ -505,7 +517,16 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromBuffers(
     }
     bytes_to_id[bytes] = static_cast<uint32_t>(id);
     max_id = std::max<uint32_t>(max_id, static_cast<uint32_t>(id));
-    if (t.id_bytes.size() <= static_cast<size_t>(id)) t.id_bytes.resize(id + 1);
+    if (t.id_bytes.size() <= static_cast<size_t>(id)) {
+      t.id_bytes.resize(id + 1);
+      id_taken.resize(id + 1);
+    }
+    // Two tokens with one id would make Decode and the merges disagree about its bytes.
+    if (id_taken[id]) {
+      return absl::InvalidArgumentError(absl::StrCat("vocabulary entry \"", std::string(field.key),
+                                                     "\" reuses id ", id));
+    }
+    id_taken[id] = true;
     t.id_bytes[id] = bytes;
   }
   tok->vocab_size_ = obj.size();
@@ -559,6 +580,18 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromBuffers(
     ++rank;
   }
   if (rank == 0) return absl::InvalidArgumentError("merges file holds no merges");
+  {
+    // The last rank at which each token is made, and whether a pair is listed twice.
+    std::vector<int64_t> made_at(t.id_bytes.size(), -1);
+    absl::flat_hash_set<uint64_t> listed;
+    for (const PairTable::Entry& e : pairs) {
+      made_at[e.id] = std::max<int64_t>(made_at[e.id], e.rank);
+      if (!listed.insert(PairKey(e.a, e.b)).second) t.merges_monotone = false;
+    }
+    for (const PairTable::Entry& e : pairs) {
+      if (made_at[e.a] >= e.rank || made_at[e.b] >= e.rank) t.merges_monotone = false;
+    }
+  }
   tok->ids_fit_16_bits_ = t.id_bytes.size() <= 65536;  // ids run from 0 to id_bytes.size() - 1
   t.merges.Build(pairs, t.id_bytes.size());
   t.byte_pair_rank.Reset(65536);
@@ -570,8 +603,47 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromBuffers(
   return tok;
 }
 
+void Gpt2Tokenizer::EncoderPyMerge(const Tables& t, const unsigned char* bytes, size_t n,
+                                   std::vector<uint32_t>* out) {
+  // encoder.py's bpe() on ids: find the lowest-ranked adjacent pair, merge all its occurrences left
+  // to right (non-overlapping), repeat. Quadratic; used only for merges files that are not
+  // monotone (Tables::merges_monotone), never for GPT-2's.
+  std::vector<uint32_t> word(n), next;
+  for (size_t i = 0; i < n; ++i) word[i] = t.byte_id[bytes[i]];
+  while (word.size() > 1) {
+    uint32_t best = kNoRank;
+    size_t at = 0;
+    for (size_t i = 0; i + 1 < word.size(); ++i) {
+      const uint32_t v = t.merges.Rank(word[i], word[i + 1]);
+      if (v < best) {
+        best = v;
+        at = i;
+      }
+    }
+    if (best == kNoRank) break;
+    const uint32_t a = word[at], b = word[at + 1], merged = t.merges.IdOf(best);
+    next.clear();
+    for (size_t i = 0; i < word.size();) {
+      if (i + 1 < word.size() && word[i] == a && word[i + 1] == b) {
+        next.push_back(merged);
+        i += 2;
+      } else {
+        next.push_back(word[i++]);
+      }
+    }
+    word.swap(next);
+  }
+  out->insert(out->end(), word.begin(), word.end());
+}
+
 size_t Gpt2Tokenizer::MergeShort(const Tables& t, const unsigned char* bytes, size_t n,
                                  uint32_t* out) {
+  if (!t.merges_monotone) {
+    std::vector<uint32_t> ids;
+    EncoderPyMerge(t, bytes, n, &ids);
+    std::copy(ids.begin(), ids.end(), out);
+    return ids.size();
+  }
   // Short pieces (nearly all of them): symbols stay where they started, in stack arrays, linked to
   // their right neighbour; a merged-away symbol's pair value becomes kNoRank. Each merge takes the
   // minimum of (value, position) over all positions, a branch-free scan, and looks up only the two
@@ -627,6 +699,10 @@ void Gpt2Tokenizer::MergePiece(const Tables& t, std::string_view piece, Cache::I
   if (n <= 64) {
     uint32_t local[64];
     out->insert(out->end(), local, local + MergeShort(t, bytes, n, local));
+    return;
+  }
+  if (!t.merges_monotone) {
+    EncoderPyMerge(t, bytes, n, out);
     return;
   }
 
@@ -785,8 +861,8 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
     }
   };
   // Ids of a group's short pieces and single bytes gather here and reach `ids` in one append: a hit
-  // copies all 16 id slots of its entry (no loop over a variable count, so no mispredicted branch)
-  // and advances by the true count. 128 pieces of at most 15 ids, plus the last copy's overhang.
+  // copies 8 id slots of its entry, 16 for a piece of more than 8 ids (no loop over a variable
+  // count, so no mispredicted branch), and advances by the true count. 128 pieces of at most 15 ids, plus the last copy's overhang.
   // Hits of longer pieces (up to 256 ids) are copied here too, with room kept for the rest of the
   // group's short pieces (see big_lookup).
   constexpr size_t kOut = kGroup * 16 + Impl::kHugeKeyBytes;

@@ -175,8 +175,9 @@ TEST_F(BpeDifferential, RandomTextMatchesReferenceWithAndWithoutCacheHits) {
 // Pieces of more than 15 bytes that miss the cache are split where no merge can join two bytes
 // and their parts looked up in the short tier (Gpt2Tokenizer::Tables::joinable). Long single
 // pre-tokens of non-ASCII letters, digits and symbols, mixed with ASCII, 16 to 600 bytes (the long
-// and huge tiers and beyond), through a fresh cache, again from the cache, and through a cache of
-// two entries whose parts evict one another.
+// and huge tiers and beyond), and long ASCII runs (parts of more than 15 bytes) inside them, through
+// a fresh cache, again from the cache, and through the smallest cache (cache_entries = 2 rounds up
+// to two short sets and one long and one huge set), whose parts evict one another; 32- and 16-bit.
 TEST_F(BpeDifferential, LongPiecesSplitWhereNoMergeJoinsStillMatch) {
   static const std::vector<std::string> kLetters = {
       "а", "б", "в", "е", "и", "к", "л", "н", "о", "р", "с", "т", "ы", "я", "ё", "Ж", "П",      // Cyrillic
@@ -189,31 +190,44 @@ TEST_F(BpeDifferential, LongPiecesSplitWhereNoMergeJoinsStillMatch) {
                                                     "!", "#", "%", "(", "*", "-", "~"};
   RandomText gen(/*seed=*/27182);
   std::vector<std::string> texts;
+  auto ascii_run = [&](size_t len) {  // letters only: a part of more than 15 bytes, or none split
+    std::string run;
+    while (run.size() < len) run += static_cast<char>('a' + gen.Uniform(26));
+    return run;
+  };
   for (int i = 0; i < 1500; ++i) {
     const std::vector<std::string>& atoms =
         i % 5 == 3 ? kDigits : (i % 5 == 4 ? kSymbols : kLetters);
     const size_t target = 16 + gen.Uniform(i % 10 == 0 ? 600 : 120);
     std::string piece = i % 2 == 0 ? " " : "";
-    while (piece.size() < target) piece += atoms[gen.Uniform(atoms.size())];
+    while (piece.size() < target) {
+      piece += atoms[gen.Uniform(atoms.size())];
+      if (&atoms == &kLetters && gen.Uniform(8) == 0) piece += ascii_run(16 + gen.Uniform(300));
+    }
     texts.push_back(piece);
   }
+  for (size_t len : {16, 17, 40, 64, 65, 100, 256, 257, 300, 1000}) texts.push_back(ascii_run(len));
   Gpt2Tokenizer::Options options;
   options.endoftext_is_special = false;
   options.cache_entries = 2;
   auto tiny = Gpt2Tokenizer::FromFiles(kVocab, kMerges, options);
   ASSERT_TRUE(tiny.ok()) << tiny.status();
-  Gpt2Tokenizer::Cache cache(*tokenizer_), tiny_cache(**tiny);
+  Gpt2Tokenizer::Cache cache(*tokenizer_), cache16(*tokenizer_), tiny_cache(**tiny);
   int failures = 0;
   for (int round = 0; round < 2; ++round) {
     for (size_t i = 0; i < texts.size() && failures < 10; ++i) {
       const std::vector<uint32_t> want = reference_->Encode(texts[i]);
       std::vector<uint32_t> small;
+      std::vector<uint16_t> narrow;
       (*tiny)->Encode(texts[i], tiny_cache, &small);
       const std::vector<uint32_t> got = FastText(texts[i], cache);
-      if (got != want || small != want) ++failures;
+      ASSERT_TRUE(tokenizer_->Encode(texts[i], cache16, &narrow));
+      const bool narrow_ok = std::equal(want.begin(), want.end(), narrow.begin(), narrow.end());
+      if (got != want || small != want || !narrow_ok) ++failures;
       EXPECT_EQ(got, want) << "round " << round << " case " << i << ": " << Head(texts[i]);
-      EXPECT_EQ(small, want) << "two-entry cache, round " << round << " case " << i << ": "
+      EXPECT_EQ(small, want) << "smallest cache, round " << round << " case " << i << ": "
                              << Head(texts[i]);
+      EXPECT_TRUE(narrow_ok) << "16-bit, round " << round << " case " << i << ": " << Head(texts[i]);
     }
   }
 }

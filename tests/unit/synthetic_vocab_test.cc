@@ -20,6 +20,7 @@ namespace pileprep {
 namespace {
 
 using ::pileprep::testing::ReferenceBpe;
+using ::pileprep::testing::ReadFile;
 using ::pileprep::testing::WriteFile;
 
 // GPT-2's bytes_to_unicode(): the byte alphabet of encoder.json and vocab.bpe, as UTF-8.
@@ -90,6 +91,7 @@ struct Pair {
 Pair Load(const std::string& dir) {
   Gpt2Tokenizer::Options options;
   options.endoftext_is_special = false;  // the reference has no special tokens
+  options.cache_entries = 4096;  // Encode() below makes a cache per text: keep it small to fault in
   auto tok = Gpt2Tokenizer::FromFiles(dir + "/encoder.json", dir + "/vocab.bpe", options);
   EXPECT_TRUE(tok.ok()) << tok.status();
   auto ref = ReferenceBpe::Load(dir);
@@ -127,6 +129,51 @@ TEST(SyntheticVocab, RepeatedMergeLineTakesItsLaterRankLikeEncoderPy) {
     const std::string text = RandomText(rng, "abc ab", 40);
     ASSERT_EQ(Encode(*tok, text), ref.Encode(text)) << text;
   }
+}
+
+// encoder.py merges every occurrence of the lowest pair at once. With "a a" listed again after
+// "aa a", merging one occurrence at a time would give "aaaa" -> "aa" "a" "a" -> "aaa" "a", where
+// encoder.py gives "aa" "aa"; such a merges file is merged the encoder.py way. Pieces of every
+// length take it: short ones, ones over 64 bytes, through a cache and the smallest one.
+TEST(SyntheticVocab, MergeListedAgainAfterOneThatUsesItsResultMatchesEncoderPy) {
+  Vocab v = Bytes();
+  v.tokens.push_back("aa");   // 256
+  v.tokens.push_back("aaa");  // 257
+  v.tokens.push_back("ab");   // 258
+  v.merges = {{"a", "a"}, {"aa", "a"}, {"a", "b"}, {"a", "a"}};  // "a a" again: rank 3
+  auto [tok, ref] = Load(WriteVocab(v, "relisted"));
+  EXPECT_EQ(ref.Encode("aaaa"), (std::vector<uint32_t>{256, 256}));
+  EXPECT_EQ(Encode(*tok, "aaaa"), ref.Encode("aaaa"));
+  std::mt19937_64 rng(13);
+  for (int i = 0; i < 2000; ++i) {
+    const std::string text = RandomText(rng, "aaaab ", i % 10 == 0 ? 300 : 40);
+    ASSERT_EQ(Encode(*tok, text), ref.Encode(text)) << text;
+  }
+  Gpt2Tokenizer::Options options;
+  options.endoftext_is_special = false;
+  options.cache_entries = 2;
+  const std::string dir = ::testing::TempDir() + "/synthetic_vocab_relisted";
+  auto tiny = Gpt2Tokenizer::FromFiles(dir + "/encoder.json", dir + "/vocab.bpe", options);
+  ASSERT_TRUE(tiny.ok()) << tiny.status();
+  Gpt2Tokenizer::Cache cache(**tiny);
+  for (int i = 0; i < 500; ++i) {
+    const std::string text = RandomText(rng, "aaab ", 200);
+    std::vector<uint32_t> ids;
+    (*tiny)->Encode(text, cache, &ids);
+    ASSERT_EQ(ids, ref.Encode(text)) << text;
+  }
+}
+
+TEST(SyntheticVocab, VocabularyThatReusesAnIdIsRefused) {
+  const std::string dir = ::testing::TempDir() + "/synthetic_vocab_reused_id";
+  WriteVocab(Bytes(), "reused_id");
+  std::string json = ReadFile(dir + "/encoder.json");
+  json.insert(1, "\"zz\": 7, ");  // id 7 is a byte's
+  WriteFile(dir + "/encoder.json", json);
+  auto tok = Gpt2Tokenizer::FromFiles(dir + "/encoder.json", dir + "/vocab.bpe", {});
+  ASSERT_FALSE(tok.ok());
+  EXPECT_EQ(tok.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(tok.status().message().find("reuses id 7"), std::string::npos) << tok.status();
 }
 
 TEST(SyntheticVocab, TinyMergeTableInOneBucketMatchesReference) {
