@@ -798,71 +798,10 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
       ids->insert(ids->end(), c.wide.begin(), c.wide.end());
     }
   };
-  // A piece of more than 15 bytes that no tier holds: split where no merge can join two bytes
-  // (Tables::joinable), each part of up to 15 bytes looked up in (or merged into) the short tier,
-  // longer parts merged. The long pieces of multilingual text (Cyrillic and Greek words, CJK runs)
-  // fall apart into parts of one to a few characters, nearly all of them already in the short tier,
-  // so such a piece costs a few lookups instead of tens of merges. The parts' sets are prefetched
-  // together before the first is read.
-  auto merge_split = [&](std::string_view piece) {
-    const auto* b = reinterpret_cast<const unsigned char*>(piece.data());
-    const size_t n = piece.size();
-    struct Part {
-      uint32_t from, len, slot;
-      uint64_t k0, k1;
-    };
-    constexpr size_t kParts = 64;
-    Part part[kParts];
-    for (size_t from = 0; from < n;) {
-      size_t count = 0;
-      size_t j = from;
-      for (; j < n && count < kParts; ++count) {
-        size_t e = j + 1;
-        while (e < n && t.Joinable(b[e - 1], b[e])) ++e;
-        Part& q = part[count];
-        q.from = static_cast<uint32_t>(j);
-        q.len = static_cast<uint32_t>(e - j);
-        if (q.len <= Impl::kShortKeyBytes) {
-          Impl::Pack(piece.data() + j, q.len, &q.k0, &q.k1);
-          q.slot = static_cast<uint32_t>(c.ShortIndex(q.k0, q.k1));
-          __builtin_prefetch(&c.short_sets[q.slot]);
-        }
-        j = e;
-      }
-      if (count == 1 && part[0].len == n) {  // no split
-        merge_into_ids(piece);
-        return;
-      }
-      for (size_t k = 0; k < count; ++k) {
-        const Part& q = part[k];
-        if (q.len > Impl::kShortKeyBytes) {
-          merge_into_ids(piece.substr(q.from, q.len));
-          continue;
-        }
-        Impl::ShortSet& set = c.short_sets[q.slot];
-        Impl::MoreIds* more = &c.short_more[size_t{q.slot} * 2];
-        const size_t way = Impl::Holds(set.way[0], q.k0, q.k1)   ? 0
-                           : Impl::Holds(set.way[1], q.k0, q.k1) ? 1
-                                                                 : 2;
-        if (way < 2) {
-          const Impl::ShortWay& w = set.way[way];
-          const size_t num = Impl::Count(w);
-          ids->insert(ids->end(), w.ids, w.ids + std::min<size_t>(num, 8));
-          if (num > 8) ids->insert(ids->end(), more[way].ids, more[way].ids + (num - 8));
-          if (way == 1) Impl::Promote(set, more);
-          continue;
-        }
-        uint32_t merged[Impl::kShortKeyBytes];
-        const size_t produced = MergeShort(t, b + q.from, q.len, merged);
-        ids->insert(ids->end(), merged, merged + produced);
-        Impl::Insert(set, more, q.k0, q.k1, merged, produced);
-      }
-      from = j;
-    }
-  };
   // Ids of a group's short pieces and single bytes gather here and reach `ids` in one append: a hit
   // copies 8 id slots of its entry, 16 for a piece of more than 8 ids (no loop over a variable
-  // count, so no mispredicted branch), and advances by the true count. 128 pieces of at most 15 ids, plus the last copy's overhang.
+  // count, so no mispredicted branch), and advances by the true count. 128 pieces of at most 15
+  // ids, plus the last copy's overhang.
   // Hits of longer pieces (up to 256 ids) are copied here too, with room kept for the rest of the
   // group's short pieces (see big_lookup).
   constexpr size_t kOut = kGroup * 16 + Impl::kHugeKeyBytes;
@@ -902,6 +841,76 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
     }
 #endif
     return pos + num;
+  };
+
+  // The ids of a piece of 1..15 bytes (packed as k0, k1; its set `slot`) to out[pos...], from the
+  // short tier or merged (at most 15 ids: one per byte) and remembered there; returns the position
+  // after them. `piece`: a pre-token, counted in the stats when it misses (not a part of one).
+  auto short_piece = [&](const char* p, size_t n, uint64_t k0, uint64_t k1, size_t slot, size_t pos,
+                         bool piece) __attribute__((always_inline)) {
+    Impl::ShortSet& set = c.short_sets[slot];
+    Impl::MoreIds* more = &c.short_more[slot * 2];
+    if (Impl::Holds(set.way[0], k0, k1)) return copy_ids(set.way[0], more[0], pos);  // most hits
+    if (__builtin_expect(Impl::Holds(set.way[1], k0, k1), 1)) {
+      pos = copy_ids(set.way[1], more[1], pos);
+      Impl::Promote(set, more);  // least recently used last
+      return pos;
+    }
+    if (piece) ++c.stats.merged;
+    uint32_t merged[Impl::kShortKeyBytes];
+    const size_t produced = MergeShort(t, reinterpret_cast<const unsigned char*>(p), n, merged);
+    std::copy(merged, merged + produced, out + pos);
+    Impl::Insert(set, more, k0, k1, merged, produced);
+    return pos + produced;
+  };
+  // A piece of more than 15 bytes that no tier holds, with the group's buffer flushed: split where
+  // no merge can join two bytes (Tables::joinable), each part of up to 15 bytes taken as a short
+  // piece into the buffer, longer parts merged. The long pieces of multilingual text (Cyrillic and
+  // Greek words, CJK runs) fall apart into parts of one to a few characters, nearly all of them
+  // already in the short tier, so such a piece costs a few lookups instead of tens of merges. The
+  // parts' sets are prefetched together before the first is read. Leaves the buffer flushed.
+  auto merge_split = [&](std::string_view piece) {
+    const auto* b = reinterpret_cast<const unsigned char*>(piece.data());
+    const size_t n = piece.size();
+    struct Part {
+      uint32_t from, len, slot;
+      uint64_t k0, k1;
+    };
+    constexpr size_t kParts = 64;  // their ids (16 slots each at most) fit the buffer
+    static_assert(kParts * 16 <= kOut);
+    Part part[kParts];
+    for (size_t from = 0; from < n;) {
+      size_t count = 0;
+      size_t j = from;
+      for (; j < n && count < kParts; ++count) {
+        size_t e = j + 1;
+        while (e < n && t.Joinable(b[e - 1], b[e])) ++e;
+        Part& q = part[count];
+        q.from = static_cast<uint32_t>(j);
+        q.len = static_cast<uint32_t>(e - j);
+        if (q.len <= Impl::kShortKeyBytes) {
+          Impl::Pack(piece.data() + j, q.len, &q.k0, &q.k1);
+          q.slot = static_cast<uint32_t>(c.ShortIndex(q.k0, q.k1));
+          __builtin_prefetch(&c.short_sets[q.slot]);
+        }
+        j = e;
+      }
+      if (count == 1 && part[0].len == n) {  // no split
+        merge_into_ids(piece);
+        return;
+      }
+      for (size_t k = 0; k < count; ++k) {
+        const Part& q = part[k];
+        if (q.len > Impl::kShortKeyBytes) {
+          flush();
+          merge_into_ids(piece.substr(q.from, q.len));
+        } else {
+          out_n = short_piece(piece.data() + q.from, q.len, q.k0, q.k1, q.slot, out_n, false);
+        }
+      }
+      flush();
+      from = j;
+    }
   };
 
   // Hit, or merge and remember, for the tiers keyed by hash and bytes.
@@ -960,24 +969,7 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
       const Pending& q = group[g];
       if (__builtin_expect(q.n <= Impl::kShortKeyBytes, 1)) {
         // Every piece of up to 15 bytes, single bytes included, takes this one path.
-        Impl::ShortSet& set = c.short_sets[q.slot];
-        Impl::MoreIds* more = &c.short_more[size_t{q.slot} * 2];
-        if (Impl::Holds(set.way[0], q.k0, q.k1)) {  // most hits: the most recent way
-          pos = copy_ids(set.way[0], more[0], pos);
-          continue;
-        }
-        if (__builtin_expect(Impl::Holds(set.way[1], q.k0, q.k1), 1)) {
-          pos = copy_ids(set.way[1], more[1], pos);
-          Impl::Promote(set, more);  // least recently used last
-          continue;
-        }
-        // Merge (at most 15 ids: one per byte) into the group's buffer, then remember.
-        ++c.stats.merged;
-        uint32_t merged[Impl::kShortKeyBytes];
-        const size_t produced = MergeShort(t, reinterpret_cast<const unsigned char*>(q.p), q.n, merged);
-        std::copy(merged, merged + produced, out + pos);
-        pos += produced;
-        Impl::Insert(set, more, q.k0, q.k1, merged, produced);
+        pos = short_piece(q.p, q.n, q.k0, q.k1, q.slot, pos, true);
       } else {
         out_n = pos;
         const size_t later = count - 1 - g;
