@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "jsonl/fast_json.h"
 #include "jsonl/python_json.h"
 #include "jsonl/utf8.h"
 
@@ -84,6 +85,7 @@ std::string BadRecordMessage(std::string_view source_name, uint64_t line_number,
 }
 
 struct JsonRecordParser::Impl {
+  internal::FastJsonExtractor fast;
   simdjson::dom::parser parser;
   // The line plus SIMDJSON_PADDING readable bytes, as simdjson requires; grows, never shrinks.
   std::unique_ptr<char[]> padded;
@@ -198,6 +200,14 @@ JsonRecordParser::Result JsonRecordParser::ParseImpl(std::string_view line, bool
 
   Impl& impl = *impl_;
   const std::vector<std::string>& keys = options_.json_keys;
+  // Nearly every line of a real shard is a plain object the fast path settles alone (see
+  // jsonl/fast_json.h); it declines everything else, which then takes the paths below.
+  static_assert(kPadding >= internal::FastJsonExtractor::kReadPadding);
+  if (padded && impl.fast.Extract(line, keys)) {
+    texts_ = impl.fast.texts();
+    result.ok = true;
+    return result;
+  }
   // In place: simdjson checks the UTF-8 itself and refuses every lone or misordered surrogate escape
   // (SimdjsonQuirks.DomRejectsEveryLoneOrMisorderedSurrogateEscape), so a line it accepts has
   // nothing to repair or rewrite, and the copy below would hold the very same bytes. Any refusal

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "jsonl/fast_json.h"
 #include "jsonl/python_json.h"
 #include "jsonl/utf8.h"
 
@@ -799,6 +801,151 @@ TEST(JsonRecordParser, ParsePaddedAgreesWithParseWhateverFollowsTheLine) {
   EXPECT_EQ(plain.replaced_lone_surrogates() * n, padded.replaced_lone_surrogates());
   EXPECT_GT(ok, 1000u);
   EXPECT_GT(clean, 500u);
+}
+
+
+// ---------------------------------------------------------------------------------------------------
+// FastJsonExtractor (the fast path of ParsePadded)
+
+// Extract on `line` followed by padding that would close a truncated record if it were read.
+struct FastResult {
+  bool taken;
+  std::vector<std::string> texts;
+};
+FastResult Fast(const std::string& line, const std::vector<std::string>& keys = {"text"}) {
+  static internal::FastJsonExtractor extractor;
+  const std::string buffer = line + "\"}\"]}" + std::string(64, '"');
+  FastResult r{extractor.Extract(std::string_view(buffer.data(), line.size()), keys), {}};
+  if (r.taken) {
+    for (std::string_view t : extractor.texts()) r.texts.emplace_back(t);
+  }
+  return r;
+}
+
+TEST(FastJsonExtractor, TakesPlainRecordsAndDecodesLikeJsonLoads) {
+  struct Case {
+    std::string line;
+    std::string text;
+  } cases[] = {
+      {R"({"text": "Hello\nworld \u00e9", "meta": {"pile_set_name": "Pile-CC"}})",
+       "Hello\nworld \xC3\xA9"},
+      {R"({"text": "\"\\\/\b\f\n\r\t"})", "\"\\/\b\f\n\r\t"},
+      {R"({"text":"\u0000\u007f\u0080\u07ff\u0800\uffff\ud83d\ude00\uD800\uDC00\udbff\udfff"})",
+       std::string("\0\x7F\xC2\x80\xDF\xBF\xE0\xA0\x80\xEF\xBF\xBF\xF0\x9F\x98\x80\xF0\x90\x80\x80"
+                   "\xF4\x8F\xBF\xBF",
+                   24)},
+      {"{\"text\": \"raw \xC3\xA9\xE4\xB8\xAD\xF0\x9F\x98\x80 bytes\"}",
+       "raw \xC3\xA9\xE4\xB8\xAD\xF0\x9F\x98\x80 bytes"},
+      {R"( {"a": [1, -2.5e-3, 0, -0, 1E+9, {"b": [true, false, null, [], {}]}], "text": "", "c": "\ud800\udc00"} )",
+       ""},
+      {R"({"text": "first", "x": {"text": 1}, "text": "last"})", "last"},
+      {"{\t\"text\"\r:\n\"" + std::string(1000, 'a') + "\\n" + std::string(15, 'b') + "\"\t}",
+       std::string(1000, 'a') + "\n" + std::string(15, 'b')},
+  };
+  for (const Case& c : cases) {
+    const FastResult r = Fast(c.line);
+    ASSERT_TRUE(r.taken) << c.line;
+    EXPECT_THAT(r.texts, ElementsAre(c.text)) << c.line;
+  }
+  const FastResult two = Fast(R"({"meta": "m\u00e9", "text": "t", "meta": "M"})", {"text", "meta"});
+  ASSERT_TRUE(two.taken);
+  EXPECT_THAT(two.texts, ElementsAre("t", "M"));
+}
+
+// Whatever needs a repair, an error message or Python's extensions is left to the general path:
+// the fast path says "not mine", never a verdict of its own.
+TEST(FastJsonExtractor, DeclinesEverythingTheGeneralPathMustDecide) {
+  const std::string deep = std::string(70, '[') + std::string(70, ']');
+  const std::string declined[] = {
+      R"({"text": "\ud800"})",            // lone high surrogate
+      R"({"text": "\udc00\ud800"})",      // misordered
+      R"({"text": "\udc00\udc00"})",      // two low ones
+      R"({"text": "\ud800\u0041"})",      // high then not low
+      R"({"text": "\ud800\n"})",          //
+      "{\"text\": \"\xFF\"}",             // invalid UTF-8
+      "{\"text\": \"\xED\xA0\x80\"}",     // encoded surrogate
+      "\xEF\xBB\xBF{\"text\": \"a\"}",    // byte order mark
+      R"({"te\u0078t": "a"})",            // key spelled with an escape
+      R"({"txt": "a"})",                  // missing
+      R"({"text": 1})",                   // not a string
+      R"({"text": "a", "text": null})",   // the last one is not a string
+      R"({"text": "a", "n": NaN})",       // Python extensions
+      R"({"text": "a", "n": -Infinity})",
+      R"({"text": "a", "n": )" + std::string(300, '1') + "}",  // perhaps over CPython's int limit
+      R"({"text": "a", "n": )" + deep + "}",                   // deeper than kMaxDepth
+      "{\"text\": \"a\tb\"}",             // raw control character
+      R"({"text": "\x"})",                // unknown escape
+      R"({"text": "\u12G4"})",            // bad hex
+      R"({"text": "\u12)",                // cut escape (the padding would supply hex digits)
+      R"({"text": "a)",                   // unterminated (the padding has a quote)
+      R"({"text": "a")",                  // unclosed object (the padding has a brace)
+      R"({"text": "a"} x)",               // trailing data
+      R"({"text": "a",})",                // trailing comma
+      R"({"text": "a", "n": 01})",        //
+      R"({"text": "a", "n": 1.})",        //
+      R"({"text": "a", "n": .5})",        //
+      R"({"text": "a", "n": tru})",       //
+      R"(["text", "a"])",                 // not an object
+      R"("text")",                        //
+  };
+  for (const std::string& line : declined) EXPECT_FALSE(Fast(line).taken) << line;
+}
+
+// Random records of every JSON shape, with strings of plain ASCII, raw UTF-8 and every escape: the
+// fast path takes each one and decodes exactly what simdjson's DOM does.
+TEST(FastJsonExtractor, AgreesWithTheDomOnRandomRecords) {
+  std::mt19937 rng(20261130);
+  const std::vector<std::string> atoms = {
+      "a",     "plain words ", "\\n",    "\\\"",   "\\\\",   "\\/",    "\\t",    "\\u00e9",
+      "\\u4E2D", "\\u0000",    "\\ud83d\\ude00",   "\xC3\xA9", "\xE4\xB8\xAD", "\xF0\x9F\x98\x80",
+      "\\b\\f\\r", "\\u20AC\\u0041", std::string(40, 'x')};
+  auto random_string = [&] {
+    std::string s = "\"";
+    const int n = static_cast<int>(rng() % 12);
+    for (int i = 0; i < n; ++i) s += atoms[rng() % atoms.size()];
+    return s + "\"";
+  };
+  std::function<std::string(int)> value = [&](int depth) -> std::string {
+    switch (rng() % (depth < 4 ? 8 : 5)) {
+      case 0: return random_string();
+      case 1: return std::to_string(static_cast<int>(rng() % 2000) - 1000) + (rng() % 2 ? ".25e-3" : "");
+      case 2: return "true";
+      case 3: return "null";
+      case 4: return "false";
+      case 5: {
+        std::string a = "[";
+        for (int i = 0, n = static_cast<int>(rng() % 4); i < n; ++i) a += (i ? ", " : "") + value(depth + 1);
+        return a + "]";
+      }
+      default: {
+        std::string o = "{";
+        for (int i = 0, n = static_cast<int>(rng() % 4); i < n; ++i) {
+          o += (i ? ",\t" : "") + random_string() + " : " + value(depth + 1);
+        }
+        return o + "}";
+      }
+    }
+  };
+  simdjson::dom::parser dom;
+  int taken = 0;
+  for (int i = 0; i < 3000; ++i) {
+    std::string line = "{";
+    const int fields = 1 + static_cast<int>(rng() % 4);
+    const int text_at = static_cast<int>(rng() % fields);
+    for (int f = 0; f < fields; ++f) {
+      line += f ? ", " : "";
+      line += f == text_at ? "\"text\": " + random_string() : "\"k" + std::to_string(f) + "\": " + value(1);
+    }
+    line += "}";
+    const FastResult r = Fast(line);
+    ASSERT_TRUE(r.taken) << line;
+    simdjson::padded_string padded(line);
+    std::string_view want;
+    ASSERT_EQ(dom.parse(padded)["text"].get_string().get(want), simdjson::SUCCESS) << line;
+    ASSERT_THAT(r.texts, ElementsAre(std::string(want))) << line;
+    ++taken;
+  }
+  EXPECT_EQ(taken, 3000);
 }
 
 }  // namespace
