@@ -112,9 +112,9 @@ run_scalar() {
     -DCMAKE_CXX_FLAGS=-DPILEPREP_NO_SIMD >/dev/null
   cmake --build build-scalar -j "$(nproc)" --target pileprep pretokenizer_test \
     pretokenizer_differential_test bpe_differential_test gpt2_cases_test gpt2_tokenizer_test \
-    fuzz_corpus_replay_test pipeline_test synthetic_vocab_test
+    fuzz_corpus_replay_test pipeline_test synthetic_vocab_test jsonl_test
   ctest --test-dir build-scalar --output-on-failure -j "$(nproc)" \
-    -R '^(Pretokenizer|PretokenizerDifferential|BpeDifferential|Gpt2Cases|Gpt2Tokenizer|SyntheticVocab|TokenizerFuzzCorpus|Pipeline|golden\.)' "$@"
+    -R '^(Pretokenizer|PretokenizerDifferential|BpeDifferential|Gpt2Cases|Gpt2Tokenizer|SyntheticVocab|TokenizerFuzzCorpus|JsonlFuzzCorpus|FastJsonExtractor|JsonRecordParser|Pipeline|golden\.)' "$@"
 }
 
 case $mode in

@@ -2,6 +2,7 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -297,7 +298,10 @@ bool FastJsonExtractor::Extract(std::string_view line, const std::vector<std::st
   const size_t needed = line.size() + kReadPadding;
   constexpr size_t kKeep = size_t{32} << 20;  // a huge line's buffer is not kept for small ones
   if (storage_.size() < needed || (storage_.size() > kKeep && needed <= kKeep)) {
-    std::string(needed + needed / 8, '\0').swap(storage_);
+    // Headroom that stays within kKeep for a line within it (else the next such line would remake
+    // the buffer).
+    const size_t roomy = needed + needed / 8;
+    std::string(needed <= kKeep ? std::min(roomy, kKeep) : roomy, '\0').swap(storage_);
   }
   char* const base = storage_.data();
   char* dst = base;

@@ -8,10 +8,11 @@
 // and writes only the wanted strings.
 //
 // It decides only what it is sure of. It returns true for a line that is, byte for byte, an RFC 8259
-// object (which Python's json.loads accepts: strict mode refuses nothing RFC 8259 allows) whose
-// wanted keys are present with string values, valid UTF-8, with no lone surrogate escape and no key
-// spelled with an escape, no integer of more than 4300 digits (CPython's int limit), nesting at most
-// kMaxDepth deep. Anything else (an error to word, a repair to make, NaN, a huge number) returns false
+// object (strict json.loads accepts every RFC 8259 text, except integers of more than 4300 digits,
+// CPython's int limit, and nesting past its recursion limit: numbers over 256 bytes and nesting past
+// kMaxDepth are declined) in valid UTF-8, with no lone surrogate escape, no top-level key spelled with
+// an escape (nested keys may be), and every occurrence of each wanted key a string (a non-string
+// one, even if a later string overrides it, is declined). Anything else (an error to word, a repair to make, NaN, a huge number) returns false
 // and the caller takes the general path, whose verdict it would have reached anyway. For the lines it
 // accepts, the texts are exactly json.loads's: last occurrence of a key wins, escapes decoded,
 // surrogate pairs joined.

@@ -100,7 +100,12 @@ struct JsonRecordParser::Impl {
   // Buffers grow to the current line with 1/8 headroom; past kKeepBytes they are released again at
   // the next ordinary line, so one huge document does not pin its memory (simdjson's DOM takes
   // about 14 bytes per input byte) in every worker for the rest of the run.
-  static size_t Grown(size_t size) { return std::max(size + size / 8, kInitialCapacity); }
+  // Headroom never takes a buffer past kKeepBytes for a line within it: the next such line would
+  // release and remake it.
+  static size_t Grown(size_t size) {
+    const size_t roomy = size + size / 8;
+    return std::max(size <= kKeepBytes ? std::min(roomy, kKeepBytes) : roomy, kInitialCapacity);
+  }
   static bool Shrink(size_t capacity, size_t size) {
     return capacity > kKeepBytes && size <= kKeepBytes;
   }

@@ -1,6 +1,6 @@
 // An exact emulation of Python's `json.loads` (strict=True, the C scanner of CPython 3.11) for one
 // line: it decides acceptance and decodes the top-level string values of the requested keys.
-// simdjson is the fast path; this settles the lines simdjson rejects (Python also accepts NaN,
+// The fast paths (fast_json.h, then simdjson) go first; this settles the lines simdjson rejects (Python also accepts NaN,
 // Infinity, -Infinity and numbers of any size) and words their error messages. Private to
 // src/jsonl.
 #ifndef PILEPREP_SRC_JSONL_PYTHON_JSON_H_

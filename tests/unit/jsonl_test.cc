@@ -482,7 +482,7 @@ TEST(SimdjsonQuirks, DomRejectsEveryLoneOrMisorderedSurrogateEscape) {
   for (const char* s : {R"(\ud800)", R"(\udbff)", R"(\udc00)", R"(\uDFFF)", R"(\udc00\ud800)",
                         R"(\ud83d\u0041)", R"(\ud83dx)", R"(\ud800\ud800\udc00)", R"(x\ud83d\\ude00)",
                         R"(\ud83d\ude00\ude00)"}) {
-    for (const std::string doc : {std::string(R"({"t": ")") + s + R"("})",
+    for (const std::string& doc : {std::string(R"({"t": ")") + s + R"("})",
                                   std::string(R"({")") + s + R"(": "x"})",
                                   std::string(R"({"t": "x", "m": [")") + s + R"("]})"}) {
       uint64_t lone = 0;
