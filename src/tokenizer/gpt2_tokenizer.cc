@@ -317,10 +317,12 @@ struct Gpt2Tokenizer::Cache::Impl {
     ShortWay& w = set.way[0];
     w.k0 = k0;
     w.k1 = k1 | (uint64_t{num} << 60);
-    for (size_t i = 0; i < 8; ++i) w.ids[i] = i < num ? static_cast<uint16_t>(ids[i]) : 0;
-    if (num > 8) {
-      for (size_t i = 8; i < 16; ++i) more[0].ids[i - 8] = i < num ? static_cast<uint16_t>(ids[i]) : 0;
-    }
+    // Through a zeroed copy: reading ids[i] only for i < num (at most 15) also keeps GCC's
+    // -Warray-bounds from seeing a read of ids[15] in a loop to 16.
+    uint16_t narrow[16] = {};
+    for (size_t i = 0; i < num && i < 16; ++i) narrow[i] = static_cast<uint16_t>(ids[i]);
+    std::memcpy(w.ids, narrow, sizeof w.ids);
+    if (num > 8) std::memcpy(more[0].ids, narrow + 8, sizeof more[0].ids);
   }
   // A hit in way 1 becomes way 0.
   static void Promote(ShortSet& set, MoreIds* more) {

@@ -145,9 +145,15 @@ TEST(Gpt2Tokenizer, CacheCountsEveryTier) {
   auto tok = Load();
   Gpt2Tokenizer::Cache cache(*tok);
   std::vector<uint32_t> ids;
-  const std::string long_word = " " + std::string(19, 'q');  // 20 bytes: the 16..64-byte tier
-  const std::string huge_word = " " + std::string(99, 'q');  // 100 bytes: the 65..256-byte tier
-  const std::string giant_word = " " + std::string(299, 'q');  // 300 bytes: never cached
+  // " qqq...": a space and a run of q (built in place: GCC 12 warns, wrongly, on " " + std::string).
+  auto word = [](size_t n) {
+    std::string w(n, 'q');
+    w[0] = ' ';
+    return w;
+  };
+  const std::string long_word = word(20);    // the 16..64-byte tier
+  const std::string huge_word = word(100);   // the 65..256-byte tier
+  const std::string giant_word = word(300);  // never cached
   for (const std::string& word : {long_word, huge_word}) {
     const auto before = cache.stats();
     tok->Encode(word + word, cache, &ids);  // the same piece twice: one merge, one hit

@@ -43,7 +43,9 @@ std::string ShowPieces(const std::vector<std::string>& pieces) {
   std::string out = "[";
   for (size_t i = 0; i < pieces.size(); ++i) {
     if (i > 0) out += ", ";
-    out += "\"" + Show(pieces[i]) + "\"";
+    out += '"';
+    out += Show(pieces[i]);
+    out += '"';
   }
   return out + "]";
 }
