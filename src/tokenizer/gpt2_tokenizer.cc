@@ -852,10 +852,13 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
                          bool piece) __attribute__((always_inline)) {
     Impl::ShortSet& set = c.short_sets[slot];
     Impl::MoreIds* more = &c.short_more[slot * 2];
-    if (Impl::Holds(set.way[0], k0, k1)) return copy_ids(set.way[0], more[0], pos);  // most hits
-    if (__builtin_expect(Impl::Holds(set.way[1], k0, k1), 1)) {
-      pos = copy_ids(set.way[1], more[1], pos);
-      Impl::Promote(set, more);  // least recently used last
+    const bool in0 = Impl::Holds(set.way[0], k0, k1);
+    const bool in1 = Impl::Holds(set.way[1], k0, k1);
+    if (__builtin_expect(in0 | in1, 1)) {
+      // The way picked by a select, not a branch: which way holds a piece is unpredictable.
+      const size_t w = in0 ? 0 : 1;
+      pos = copy_ids(set.way[w], more[w], pos);
+      if (!in0) Impl::Promote(set, more);  // least recently used last
       return pos;
     }
     if (piece) ++c.stats.merged;
