@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "jsonl/utf8.h"
+
 #if defined(__SSE2__) && !defined(PILEPREP_NO_SIMD)
 #include <emmintrin.h>
 #define PILEPREP_FAST_JSON_SSE2 1
@@ -30,46 +32,6 @@ struct SimpleEscapeTable {
 };
 constexpr SimpleEscapeTable kSimpleEscape;
 
-// Hex digit values; -1 for every other byte, so that OR-ing four lookups is negative if any is.
-struct HexTable {
-  int8_t v[256];
-  constexpr HexTable() : v() {
-    for (int c = 0; c < 256; ++c) v[c] = -1;
-    for (int c = '0'; c <= '9'; ++c) v[c] = static_cast<int8_t>(c - '0');
-    for (int c = 'a'; c <= 'f'; ++c) v[c] = static_cast<int8_t>(c - 'a' + 10);
-    for (int c = 'A'; c <= 'F'; ++c) v[c] = static_cast<int8_t>(c - 'A' + 10);
-  }
-};
-constexpr HexTable kHex;
-
-inline int Hex4(const char* p) {
-  const int a = kHex.v[static_cast<unsigned char>(p[0])];
-  const int b = kHex.v[static_cast<unsigned char>(p[1])];
-  const int c = kHex.v[static_cast<unsigned char>(p[2])];
-  const int d = kHex.v[static_cast<unsigned char>(p[3])];
-  if ((a | b | c | d) < 0) return -1;
-  return (a << 12) | (b << 8) | (c << 4) | d;
-}
-
-inline char* PutUtf8(uint32_t cp, char* d) {
-  if (cp < 0x80) {
-    *d++ = static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    *d++ = static_cast<char>(0xC0 | (cp >> 6));
-    *d++ = static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    *d++ = static_cast<char>(0xE0 | (cp >> 12));
-    *d++ = static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    *d++ = static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    *d++ = static_cast<char>(0xF0 | (cp >> 18));
-    *d++ = static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    *d++ = static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    *d++ = static_cast<char>(0x80 | (cp & 0x3F));
-  }
-  return d;
-}
-
 // A code point below 0x10000 as UTF-8, without a branch on its length (escapes of 1-, 2- and 3-byte
 // characters alternate unpredictably in real text): writes 3 bytes, advances by the length.
 inline char* PutBmp(uint32_t cp, char* d) {
@@ -83,8 +45,6 @@ inline char* PutBmp(uint32_t cp, char* d) {
   d[2] = static_cast<char>(bytes >> 16);
   return d + 1 + (cp >= 0x80) + (cp >= 0x800);
 }
-
-inline bool IsJsonSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 // Bit i set when p[i] (i < 16) ends a string's plain run: '"', '\\' or a control character (which
 // strict JSON refuses inside strings).
@@ -113,7 +73,7 @@ class Scanner {
   const char* pos() const { return p_; }
 
   void SkipSpace() {
-    while (p_ < end_ && IsJsonSpace(*p_)) ++p_;
+    while (p_ < end_ && IsJsonWhitespace(*p_)) ++p_;
   }
   bool Consume(char c) {
     if (p_ >= end_ || *p_ != c) return false;
@@ -165,14 +125,14 @@ class Scanner {
           continue;
         }
         if (end - p < 6) return false;
-        const int v = Hex4(p + 2);
+        const int v = ParseHex4(p + 2);
         if (v < 0) return false;
         uint32_t cp = static_cast<uint32_t>(v);
         p += 6;
         if (__builtin_expect(cp >= 0xD800 && cp <= 0xDFFF, 0)) {
           // Only a high surrogate followed by a low one; a lone one is the general path's repair.
           if (cp >= 0xDC00 || end - p < 6 || p[0] != '\\' || p[1] != 'u') return false;
-          const int lo = Hex4(p + 2);
+          const int lo = ParseHex4(p + 2);
           if (lo < 0xDC00 || lo > 0xDFFF) return false;
           cp = 0x10000 + ((cp - 0xD800) << 10) + (static_cast<uint32_t>(lo) - 0xDC00);
           p += 6;

@@ -33,8 +33,6 @@ std::string Cat(std::initializer_list<std::string_view> parts) {
 
 std::string Num(uint64_t n) { return std::to_string(n); }
 
-bool IsJsonWhitespace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
-
 std::string_view DomTypePhrase(simdjson::dom::element_type type) {
   using T = simdjson::dom::element_type;
   switch (type) {
@@ -197,7 +195,7 @@ JsonRecordParser::Result JsonRecordParser::ParseImpl(std::string_view line, bool
   if (line.size() > options_.max_line_bytes) return too_long(line.size());
 
   size_t first = 0;
-  while (first < line.size() && IsJsonWhitespace(line[first])) ++first;
+  while (first < line.size() && internal::IsJsonWhitespace(line[first])) ++first;
   if (first == line.size()) {
     result.kind = BadRecordKind::kBlankLine;
     return result;

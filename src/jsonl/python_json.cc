@@ -28,11 +28,10 @@ class Scanner {
   const std::string& error() const { return error_; }
 
  private:
-  static bool IsWhitespace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
   static bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
   size_t SkipWhitespace(size_t pos) const {
-    while (pos < s_.size() && IsWhitespace(s_[pos])) ++pos;
+    while (pos < s_.size() && IsJsonWhitespace(s_[pos])) ++pos;
     return pos;
   }
 

@@ -12,49 +12,7 @@ namespace {
 
 constexpr char kReplacement[] = "\xEF\xBF\xBD";
 
-inline int HexValue(unsigned char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  c |= 0x20;
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return -1;
-}
-
 }  // namespace
-
-int ParseHex4(const char* p) {
-  int v = 0;
-  for (int i = 0; i < 4; ++i) {
-    int h = HexValue(static_cast<unsigned char>(p[i]));
-    if (h < 0) return -1;
-    v = (v << 4) | h;
-  }
-  return v;
-}
-
-void AppendUtf8(uint32_t cp, std::string* out) {
-  char buf[4];
-  size_t n;
-  if (cp < 0x80) {
-    buf[0] = static_cast<char>(cp);
-    n = 1;
-  } else if (cp < 0x800) {
-    buf[0] = static_cast<char>(0xC0 | (cp >> 6));
-    buf[1] = static_cast<char>(0x80 | (cp & 0x3F));
-    n = 2;
-  } else if (cp < 0x10000) {
-    buf[0] = static_cast<char>(0xE0 | (cp >> 12));
-    buf[1] = static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    buf[2] = static_cast<char>(0x80 | (cp & 0x3F));
-    n = 3;
-  } else {
-    buf[0] = static_cast<char>(0xF0 | (cp >> 18));
-    buf[1] = static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    buf[2] = static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    buf[3] = static_cast<char>(0x80 | (cp & 0x3F));
-    n = 4;
-  }
-  out->append(buf, n);
-}
 
 uint64_t AppendUtf8Replacing(std::string_view in, std::string* out) {
   const auto* s = reinterpret_cast<const unsigned char*>(in.data());
