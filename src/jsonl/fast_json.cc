@@ -2,7 +2,6 @@
 
 #include <simdjson.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -251,19 +250,12 @@ class Scanner {
 
 }  // namespace
 
-bool FastJsonExtractor::Extract(std::string_view line, const std::vector<std::string>& keys) {
+bool FastJsonExtractor::Extract(std::string_view line, const std::vector<std::string>& keys,
+                                char* storage) {
   texts_.clear();
   // Invalid UTF-8 is the general path's to repair. simdjson's check runs at many GB/s.
   if (!simdjson::validate_utf8(line.data(), line.size())) return false;
-  const size_t needed = line.size() + kReadPadding;
-  constexpr size_t kKeep = size_t{32} << 20;  // a huge line's buffer is not kept for small ones
-  if (storage_.size() < needed || (storage_.size() > kKeep && needed <= kKeep)) {
-    // Headroom that stays within kKeep for a line within it (else the next such line would remake
-    // the buffer).
-    const size_t roomy = needed + needed / 8;
-    std::string(needed <= kKeep ? std::min(roomy, kKeep) : roomy, '\0').swap(storage_);
-  }
-  char* const base = storage_.data();
+  char* const base = storage;
   char* dst = base;
   begin_.assign(keys.size(), 0);
   size_.assign(keys.size(), SIZE_MAX);  // SIZE_MAX: not found (yet)

@@ -32,13 +32,15 @@ class FastJsonExtractor {
   static constexpr size_t kReadPadding = 16;
   static constexpr size_t kMaxDepth = 64;
 
-  // See above. `line` must be followed by kReadPadding readable bytes. On true, texts() holds one
-  // text per key, in `keys` order, valid until the next call.
-  bool Extract(std::string_view line, const std::vector<std::string>& keys);
+  // See above. `line` must be followed by kReadPadding readable bytes. The decoded values are written
+  // to `storage`, which must hold line.size() + kReadPadding bytes (decoding never lengthens a
+  // string; the scanner writes 16 bytes at a time) and not overlap the line. On true, texts() holds
+  // one text per key, in `keys` order, in `storage`; valid until the next call or until `storage`
+  // changes.
+  bool Extract(std::string_view line, const std::vector<std::string>& keys, char* storage);
   const std::vector<std::string_view>& texts() const { return texts_; }
 
  private:
-  std::string storage_;  // the unescaped values; sized to the line plus a block's overhang
   std::vector<std::string_view> texts_;
   std::vector<size_t> begin_, size_;
 };

@@ -85,7 +85,8 @@ std::string BadRecordMessage(std::string_view source_name, uint64_t line_number,
 struct JsonRecordParser::Impl {
   internal::FastJsonExtractor fast;
   simdjson::dom::parser parser;
-  // The line plus SIMDJSON_PADDING readable bytes, as simdjson requires; grows, never shrinks.
+  // The line plus SIMDJSON_PADDING readable bytes, as simdjson requires (sized by Reserve, below);
+  // the fast path's decoded texts go here too.
   std::unique_ptr<char[]> padded;
   size_t padded_capacity = 0;
   std::string repaired;  // the line after U+FFFD repair, when it had invalid UTF-8
@@ -205,8 +206,10 @@ JsonRecordParser::Result JsonRecordParser::ParseImpl(std::string_view line, bool
   const std::vector<std::string>& keys = options_.json_keys;
   // Nearly every line of a real shard is a plain object the fast path settles alone (see
   // jsonl/fast_json.h); it declines everything else, which then takes the paths below.
+  // Its decoded texts go to the buffer the general path copies lines into: unused when it succeeds.
   static_assert(kPadding >= internal::FastJsonExtractor::kReadPadding);
-  if (padded && impl.fast.Extract(line, keys)) {
+  static_assert(simdjson::SIMDJSON_PADDING >= internal::FastJsonExtractor::kReadPadding);
+  if (padded && impl.fast.Extract(line, keys, impl.Reserve(line.size()))) {
     texts_ = impl.fast.texts();
     result.ok = true;
     return result;

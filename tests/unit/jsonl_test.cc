@@ -815,7 +815,10 @@ struct FastResult {
 FastResult Fast(const std::string& line, const std::vector<std::string>& keys = {"text"}) {
   static internal::FastJsonExtractor extractor;
   const std::string buffer = line + "\"}\"]}" + std::string(64, '"');
-  FastResult r{extractor.Extract(std::string_view(buffer.data(), line.size()), keys), {}};
+  // Storage of exactly the promised size: ASan would catch a write past it.
+  std::vector<char> storage(line.size() + internal::FastJsonExtractor::kReadPadding);
+  FastResult r{extractor.Extract(std::string_view(buffer.data(), line.size()), keys, storage.data()),
+               {}};
   if (r.taken) {
     for (std::string_view t : extractor.texts()) r.texts.emplace_back(t);
   }
