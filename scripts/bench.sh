@@ -71,7 +71,7 @@ done > "$work/corpus.jsonl"
 json_mb=$($PY -c "import os; print(os.path.getsize('$work/corpus.jsonl')/1e6)")
 # The whole job runs on the same documents repeated to >= $BENCH_JOB_MB MB (default 600) of JSON lines, for
 # pileprep and the Python baseline alike, so that fixed costs weigh about as little as over a real shard:
-# start-up (loading the vocabulary, faulting in a worker's 48 MiB pre-token cache: ~80 ms here) and each
+# start-up (loading the vocabulary, faulting in a worker's 72 MiB pre-token cache: ~80 ms here) and each
 # worker's own cold pass over the corpus (at 200 MB, 2 threads ran 1.75x one; at 790 MB, 1.87x).
 job_reps=$($PY -c "import math; print(max(1, math.ceil(${BENCH_JOB_MB:-600}/$json_mb)))")
 for ((i = 0; i < job_reps; i++)); do cat "$work/corpus.jsonl"; done > "$work/job.jsonl"

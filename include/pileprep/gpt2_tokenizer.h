@@ -33,11 +33,14 @@ class Gpt2Tokenizer {
     // false: it is ordinary text (legacy Megatron, tiktoken's encode_ordinary).
     bool endoftext_is_special = true;
     // Entries in each per-thread pre-token cache (rounded up to a power of two) for pieces of up to 15
-    // bytes; the tiers for longer pieces get an eighth and a sixty-fourth as many. 2^19 takes about
-    // 48 MiB per thread. Against 2^18 (with the same long tiers) it tokenizes the 81.5 MB Debian
+    // bytes; the tiers for longer pieces get a sixteenth and a 128th as many. 2^20 takes about
+    // 72 MiB per thread. Against 2^18 (with the same long tiers) 2^19 tokenized the 81.5 MB Debian
     // corpus (scripts/debian_corpus.sh) 5% faster on text not seen before (174 -> 183 MB/s), whose
-    // long pieces split into many short parts; the 10.7 MB sample corpus the same.
-    size_t cache_entries = size_t{1} << 19;
+    // long pieces split into many short parts. 2^20 against 2^19 (same long tiers; tokenize_bench
+    // --ids16, alternating runs): a second pass over the sample corpus 309 -> 320 MB/s (0.31% -> 0.13%
+    // of pieces re-merged: two-way sets lose pieces to conflicts long before they are full), the
+    // Debian corpus 221 -> 232 and on unseen text 208 -> 211; first passes within 2%.
+    size_t cache_entries = size_t{1} << 20;
   };
 
   // Loads `encoder.json` (token -> id) and `vocab.bpe` (merges in rank order). Errors name the file and

@@ -436,11 +436,11 @@ Gpt2Tokenizer::Cache::Cache(const Gpt2Tokenizer& tokenizer) : impl_(std::make_un
   // Long pieces are about a twentieth as frequent as short ones and their entries four times larger;
   // huge ones are rarer still and sixteen times larger. A long piece that misses costs little more
   // than a lookup of each of its parts in the short tier (merge_split in EncodeOrdinary), so the
-  // short tier gets the room: by default 2^19 short entries (24 MiB), and 2^16 and 2^13 long and
+  // short tier gets the room: by default 2^20 short entries (48 MiB), and 2^16 and 2^13 long and
   // huge ones: 12.5 and 6.1 MiB, taking 14 and 8 MiB of 2 MB pages, and their tags 1 MiB (on a
-  // 2 MiB page) and 128 KiB; about 48 MiB per worker.
-  impl_->long_tier.Init(n / 8);
-  impl_->huge_tier.Init(n / 64);
+  // 2 MiB page) and 128 KiB; about 72 MiB per worker.
+  impl_->long_tier.Init(n / 16);
+  impl_->huge_tier.Init(n / 128);
 }
 Gpt2Tokenizer::Cache::~Cache() = default;
 Gpt2Tokenizer::Cache::Stats Gpt2Tokenizer::Cache::stats() const { return impl_->stats; }
