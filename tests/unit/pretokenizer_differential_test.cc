@@ -196,6 +196,56 @@ TEST(PretokenizerDifferential, LongMostlyAsciiTextsMatchRe2) {
   }
 }
 
+// The 64-byte mask path classifies non-ASCII characters (and bytes that start none) itself, from
+// their first bytes; the reference cannot take invalid UTF-8. So: a text whose every non-ASCII
+// character, valid or not, is replaced by as many ASCII bytes of its class ('x' letter, '0' number,
+// '#' other; non-ASCII whitespace kept) must split at the same byte offsets. The stand-in text goes
+// through the ASCII masks; the original through the classification, dense or sparse, at every offset
+// of a block, with characters running across block ends.
+TEST(PretokenizerDifferential, NonAsciiAndInvalidBytesSplitLikeAsciiOfTheirClass) {
+  const std::vector<std::string> atoms = {
+      "a", "word", "s", "t", "'", "'s", "'ll", "7", "42", " ", " ", "  ", "\n", "\t", ".", ",", "--",
+      "\u00e9", "\u0416\u0438\u0437\u043d\u044c", "\u4e2d\u6587", "\U0001F600", "\u00bd", "\u0663",
+      "\u2019", "\u0301", "\u00a0", "\u3000",
+      "\xff", "\x80", "\xc3", "\xe4\xb8", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xe0\x80\x80",
+      "\xc0\xaf", "\xf8"};
+  RandomText gen(/*seed=*/271828);
+  int failures = 0;
+  for (int i = 0; i < 3000 && failures < 10; ++i) {
+    std::string text;
+    const size_t target = 70 + gen.Uniform(600);
+    const uint64_t sparse = i % 3 == 0 ? 1 : 4;  // mostly non-ASCII texts, and mostly ASCII ones
+    while (text.size() < target) {
+      const size_t k = gen.Uniform(atoms.size());
+      if (k >= 17 && gen.Uniform(sparse) != 0) continue;
+      text += atoms[k];
+    }
+    std::string ascii;
+    const auto* b = reinterpret_cast<const unsigned char*>(text.data());
+    for (size_t at = 0; at < text.size();) {
+      size_t len;
+      const internal::CharClass cls = internal::ClassAt(b + at, b + text.size(), &len);
+      if (b[at] < 0x80 || cls == internal::kWhitespace) {
+        ascii.append(text, at, len);
+      } else {
+        ascii.append(len, cls == internal::kLetter ? 'x' : cls == internal::kNumber ? '0' : '#');
+      }
+      at += len;
+    }
+    ASSERT_EQ(ascii.size(), text.size());
+    auto offsets = [](std::string_view t) {
+      std::vector<size_t> out;
+      for (std::string_view piece : internal::PretokenizeToVector(t)) out.push_back(piece.data() - t.data());
+      return out;
+    };
+    const bool same = offsets(text) == offsets(ascii);
+    if (!same) ++failures;
+    EXPECT_TRUE(same) << "case " << i << ": \"" << Show(text.substr(0, 300)) << "\"\n  stand-in: \""
+                      << Show(ascii.substr(0, 300)) << "\"\n  " << ShowPieces(Fast(text)) << "\n  "
+                      << ShowPieces(Fast(ascii));
+  }
+}
+
 TEST(PretokenizerDifferential, PiecesConcatenateBackToTheText) {
   RandomText gen(/*seed=*/5);
   for (int i = 0; i < 2000; ++i) {
