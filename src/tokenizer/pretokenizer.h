@@ -172,7 +172,8 @@ inline AsciiMasks64 ClassMasks64(const unsigned char* p) {
 // Adds the block's non-ASCII characters other than whitespace to m's letter and digit masks (all of
 // a character's bytes; "other" needs nothing: it is what is neither), and returns how far the block
 // can be decided: 64, or 3 bytes before its first non-ASCII whitespace character (`\s+(?!\S)` gives
-// back a run's last code point, not byte: the scanner's to apply). Characters are found from their
+// back a run's last code point, not byte: the scanner's to apply; a position's start depends on the
+// class of the byte after it, so one byte would do, and three is the margin p[64..66] gets too). Characters are found from their
 // first bytes (non-ASCII bytes that are not 10xxxxxx) and classified by ClassAt, so lengths, classes
 // and invalid bytes come out as in the scanner's left-to-right walk: a byte ClassAt would not take
 // into a character (a stray continuation byte, a lead byte without its continuation bytes) is one
@@ -210,10 +211,11 @@ inline int ClassifyNonAscii(const unsigned char* p, int from, AsciiMasks64* m) {
   return limit;
 }
 
-// The letter and digit masks of the last block whose non-ASCII characters were all classified, kept
-// for the next block: blocks overlap (each starts at the previous one's last piece start), and the
-// overlap's characters need no second lookup (the sample corpus's non-ASCII documents: 795 -> 837
-// MB/s).
+// The letter and digit masks of the last block, kept for a later block that starts within 60 bytes of
+// it (blocks overlap: each usually starts at the previous one's last piece start), so that the
+// characters they share need no second lookup (the sample corpus's non-ASCII documents: 795 -> 837
+// MB/s). A block whose classification stopped at whitespace leaves none. Only a cache: every byte's
+// class is the same from any block that starts at a character.
 struct ClassCarry {
   const unsigned char* base = nullptr;  // that block's start; nullptr: none
   uint64_t letter = 0, digit = 0;
@@ -235,8 +237,8 @@ struct ClassCarry {
 //     it to the next piece, itself or with the word after it when it is ' ');
 //   - a contraction ('s 't 're 've 'm 'll 'd) at a piece start ends at i; inside one no piece starts.
 // Every rule looks at most one byte back and three ahead, and pretokenizer_differential_test holds it
-// to the reference on long mixed texts. A run-length rule across blocks needs no state: the caller
-// restarts each block at the last piece start of the previous one.
+// to the reference on long mixed texts. A run-length rule across blocks needs no state (ClassCarry
+// only saves lookups): the caller restarts each block at the last piece start of the previous one.
 __attribute__((always_inline)) inline uint64_t BlockStarts(const unsigned char* p, int* decided,
                                                            ClassCarry* carry) {
   AsciiMasks64 m = ClassMasks64(p);
