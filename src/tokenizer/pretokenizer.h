@@ -186,7 +186,7 @@ inline int ClassifyNonAscii(const unsigned char* p, int from, AsciiMasks64* m) {
 #ifdef PILEPREP_SSE2
   for (int k = 0; k < 4; ++k) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * k));
-    const __m128i cont = _mm_cmplt_epi8(v, _mm_set1_epi8(-64));  // 0x80..0xBF: -128..-65 signed
+    const __m128i cont = InRange8(v, static_cast<char>(0x80), 0x40);  // 0x80..0xBF
     continuation |= uint64_t{static_cast<uint16_t>(_mm_movemask_epi8(cont))} << (16 * k);
   }
 #else
