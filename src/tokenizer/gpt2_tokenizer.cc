@@ -29,6 +29,34 @@ namespace {
 constexpr std::string_view kEndOfText = "<|endoftext|>";
 constexpr uint32_t kNoRank = UINT32_MAX;
 
+// Position of the first "<|endoftext|>" in `text` at or after `from`, or npos. Looks for "<|", 16
+// places at a time: '<' alone is common in code and markup, and std::string_view::find stops at
+// every one (memchr, then a compare: 2% of the tokenizer's time on the sample corpus); "<|" is rare.
+size_t FindEndOfText(std::string_view text, size_t from) {
+  const char* p = text.data();
+  const size_t n = text.size();
+  const size_t k = kEndOfText.size();
+  auto at = [&](size_t j) { return j + k <= n && std::memcmp(p + j, kEndOfText.data(), k) == 0; };
+  size_t i = from;
+#ifdef PILEPREP_SSE2
+  // Candidates i..i+15; reads p[i..i+16].
+  for (; i + 17 <= n; i += 16) {
+    const __m128i lt = _mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i)),
+                                      _mm_set1_epi8('<'));
+    const __m128i bar = _mm_cmpeq_epi8(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i + 1)), _mm_set1_epi8('|'));
+    for (uint32_t m = static_cast<uint32_t>(_mm_movemask_epi8(_mm_and_si128(lt, bar))); m != 0;
+         m &= m - 1) {
+      if (at(i + static_cast<size_t>(__builtin_ctz(m)))) return i + static_cast<size_t>(__builtin_ctz(m));
+    }
+  }
+#endif
+  for (; i + k <= n; ++i) {
+    if (p[i] == '<' && at(i)) return i;
+  }
+  return std::string_view::npos;
+}
+
 // GPT-2's bytes_to_unicode(): the printable bytes map to themselves, the other 68 to U+0100 onwards.
 // Returns the inverse: code point -> byte, or -1.
 std::vector<int> UnicodeToByteTable() {
@@ -1042,7 +1070,7 @@ void Gpt2Tokenizer::EncodeWithSpecial(std::string_view text, Cache& cache,
   // Literal <|endoftext|> is split out first; the text on each side is tokenized on its own.
   size_t pos = 0;
   while (true) {
-    const size_t hit = text.find(kEndOfText, pos);
+    const size_t hit = FindEndOfText(text, pos);
     if (hit == std::string_view::npos) break;
     EncodeOrdinary(text.substr(pos, hit - pos), *cache.impl_, ids);
     ids->push_back(static_cast<Id>(eod_id_));

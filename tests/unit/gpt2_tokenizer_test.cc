@@ -49,6 +49,41 @@ TEST(Gpt2Tokenizer, LiteralEndOfTextIsOneIdByDefault) {
   EXPECT_THAT(Encode(*tok, "<|endoftext|><|endoftext|>"), ElementsAre(50256, 50256));
 }
 
+// The marker is found wherever it lies against the search's 16-byte blocks, among near misses ("<",
+// "<|", "<|endoftext|" cut short), and not when the text ends inside it: the ids equal those of the
+// text split at the marker by hand.
+TEST(Gpt2Tokenizer, LiteralEndOfTextFoundAtEveryOffsetAmongNearMisses) {
+  auto tok = Load();
+  Gpt2Tokenizer::Cache cache(*tok);
+  auto encode = [&](const std::string& text) {
+    std::vector<uint32_t> ids;
+    tok->Encode(text, cache, &ids);
+    return ids;
+  };
+  const std::string marker = "<|endoftext|>";
+  for (const std::string filler : {"x", "<", "<|", "a<|endoftext", "<<||"}) {
+    for (size_t before = 0; before < 40; ++before) {
+      for (size_t after = 0; after < 20; ++after) {
+        std::string head, tail;
+        while (head.size() < before) head += filler;
+        while (tail.size() < after) tail += filler;
+        head.resize(before);
+        tail.resize(after);
+        std::vector<uint32_t> want = encode(head);
+        want.push_back(tok->eod_id());
+        const std::vector<uint32_t> rest = encode(tail);
+        want.insert(want.end(), rest.begin(), rest.end());
+        ASSERT_EQ(encode(head + marker + tail), want) << head << marker << tail;
+        // Cut short by the end of the text: ordinary text, no end-of-text id.
+        const std::string cut = head + marker.substr(0, marker.size() - 1 - after % 12);
+        const std::vector<uint32_t> ids = encode(cut);
+        ASSERT_EQ(std::count(ids.begin(), ids.end(), tok->eod_id()), 0) << cut;
+        ASSERT_EQ(tok->Decode(ids), cut);
+      }
+    }
+  }
+}
+
 TEST(Gpt2Tokenizer, LiteralEndOfTextCanBeOrdinaryText) {
   auto tok = Load({.endoftext_is_special = false});
   const std::vector<uint32_t> ids = Encode(*tok, "<|endoftext|>");
