@@ -88,6 +88,16 @@ class Gpt2Tokenizer {
   // 65,535.
   [[nodiscard]] bool Encode(std::string_view text, Cache& cache, std::vector<uint16_t>* ids) const;
 
+  // Encode into a buffer the caller owns and sized: writes the ids of `text` to out[0...] and returns
+  // how many. `out` must have room for MaxIds(text.size()) ids: one per byte (no token is shorter),
+  // and kIdOverhang more, which may be written with values of no meaning (the cache copies 8 ids at a
+  // time). No allocation, no zero-fill, no copy on the way: the pipeline's path. The 16-bit form
+  // requires ids_fit_16_bits() (it aborts otherwise: an id cut to 16 bits would be silent data loss).
+  static constexpr size_t kIdOverhang = 16;
+  static constexpr size_t MaxIds(size_t text_bytes) { return text_bytes + kIdOverhang; }
+  size_t EncodeTo(std::string_view text, Cache& cache, uint32_t* out) const;
+  size_t EncodeTo(std::string_view text, Cache& cache, uint16_t* out) const;
+
   // Appends the BPE ids of one pre-token, with no cache and no special-token handling. For tests and
   // benchmarks; the second form reuses `scratch`'s merge buffers (its cache is neither read nor written).
   void EncodePiece(std::string_view piece, std::vector<uint32_t>* ids) const;
@@ -114,10 +124,11 @@ class Gpt2Tokenizer {
                              std::vector<uint32_t>* out);
   // BPE of a piece of 1..64 bytes into out[0..n); returns the number of ids.
   static size_t MergeShort(const Tables& tables, const unsigned char* bytes, size_t n, uint32_t* out);
+  // Both write ids from `out` on (room: MaxIds) and return the end of them.
   template <typename Id>  // uint32_t or uint16_t
-  void EncodeOrdinary(std::string_view text, Cache::Impl& cache, std::vector<Id>* ids) const;
+  Id* EncodeOrdinary(std::string_view text, Cache::Impl& cache, Id* out) const;
   template <typename Id>
-  void EncodeWithSpecial(std::string_view text, Cache& cache, std::vector<Id>* ids) const;
+  Id* EncodeWithSpecial(std::string_view text, Cache& cache, Id* out) const;
   std::unique_ptr<Tables> tables_;
   Options options_;
   size_t vocab_size_ = 0;

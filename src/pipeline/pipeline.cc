@@ -84,6 +84,31 @@ class LineBuffer {
   size_t capacity_ = 0;  // excluding the padding
 };
 
+// A batch's ids: grows without zero-filling (Gpt2Tokenizer::EncodeTo writes straight into it).
+template <typename Id>
+class IdBuffer {
+ public:
+  size_t size() const { return size_; }
+  const Id* data() const { return ids_.get(); }
+  // Room for n more ids after size(); returns where they go.
+  Id* Room(size_t n) {
+    if (size_ + n > capacity_) {
+      const size_t bigger = std::max(size_ + n, 2 * capacity_);
+      auto grown = std::make_unique_for_overwrite<Id[]>(bigger);
+      if (size_ > 0) std::memcpy(grown.get(), ids_.get(), size_ * sizeof(Id));
+      ids_ = std::move(grown);
+      capacity_ = bigger;
+    }
+    return ids_.get() + size_;
+  }
+  void Grow(size_t n) { size_ += n; }  // n <= the last Room's n
+
+ private:
+  std::unique_ptr<Id[]> ids_;
+  size_t size_ = 0;
+  size_t capacity_ = 0;
+};
+
 // One unit of parallel work: whole lines of JSON, then what the workers made of them.
 struct Batch {
   LineBuffer data;  // whole lines (the last batch may end without '\n')
@@ -96,8 +121,8 @@ struct Batch {
   uint64_t num_lines = 0;
   // All documents' ids, key-major within each document: 16-bit for a uint16 .bin (GPT-2; the
   // tokenizer writes them at that width and the writer copies them as they are), else 32-bit.
-  std::vector<uint16_t> tokens16;
-  std::vector<uint32_t> tokens;
+  IdBuffer<uint16_t> tokens16;
+  IdBuffer<uint32_t> tokens;
   std::vector<uint32_t> doc_lengths;  // num_keys entries per good document
   struct Bad {
     uint64_t line_in_batch;  // 1-based
@@ -290,10 +315,12 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
     const uint64_t utf8_before = w.parser.replaced_invalid_utf8();
     const uint64_t surrogates_before = w.parser.replaced_lone_surrogates();
     uint64_t line_no = 0;
-    // Real text gives 0.2-0.4 tokens per JSON byte (English prose to multilingual and code); a
-    // reserve below that reallocates and copies the batch's tokens once or twice.
+    // Room for a document's ids is its worst case (one per text byte); one for the whole batch
+    // up front: decoded text is never longer than its JSON, save where invalid UTF-8 becomes
+    // U+FFFD (then the buffer grows).
     auto tokenize = [&](auto& tokens) {
-      tokens.reserve(batch->data.size() / 2);
+      using Id = std::decay_t<decltype(*tokens.data())>;
+      tokens.Room(Gpt2Tokenizer::MaxIds(batch->data.size()) + 1);
       ForEachLine(batch->data.view(), [&](std::string_view line) {
         ++line_no;
         JsonRecordParser::Result r = w.parser.ParsePadded(line);
@@ -302,17 +329,10 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
           return;
         }
         for (std::string_view text : w.parser.texts()) {
-          const size_t before = tokens.size();
-          if constexpr (std::is_same_v<std::decay_t<decltype(tokens)>, std::vector<uint16_t>>) {
-            if (!tokenizer.Encode(text, w.cache, &tokens)) std::abort();  // ids16 checked the fit
-          } else {
-            tokenizer.Encode(text, w.cache, &tokens);
-          }
-          size_t len = tokens.size() - before;
-          if (len > 0 && options.append_eod) {
-            tokens.push_back(tokenizer.eod_id());
-            ++len;
-          }
+          Id* out = tokens.Room(Gpt2Tokenizer::MaxIds(text.size()) + 1);
+          size_t len = tokenizer.EncodeTo(text, w.cache, out);  // 16-bit: ids16 checked the fit
+          if (len > 0 && options.append_eod) out[len++] = static_cast<Id>(tokenizer.eod_id());
+          tokens.Grow(len);
           batch->doc_lengths.push_back(static_cast<uint32_t>(len));
         }
       });

@@ -800,8 +800,7 @@ void Gpt2Tokenizer::EncodePiece(std::string_view piece, Cache& scratch,
 }
 
 template <typename Id>
-void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
-                                   std::vector<Id>* ids) const {
+Id* Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c, Id* out) const {
   static_assert(std::is_same_v<Id, uint32_t> || std::is_same_v<Id, uint16_t>);
   const Tables& t = *tables_;
   using Impl = Cache::Impl;
@@ -817,33 +816,21 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
   };
   Pending group[kGroup];
   size_t count = 0;
-  // Merges a piece into `ids`: straight for 32-bit ids, through the scratch for 16-bit ones (which
-  // only exist when every id fits).
-  auto merge_into_ids = [&](std::string_view piece) {
-    if constexpr (std::is_same_v<Id, uint32_t>) {
-      MergePiece(t, piece, c, ids);
-    } else {
-      c.wide.clear();
-      MergePiece(t, piece, c, &c.wide);
-      ids->insert(ids->end(), c.wide.begin(), c.wide.end());
-    }
-  };
-  // Ids of a group's short pieces and single bytes gather here and reach `ids` in one append: a hit
-  // copies 8 id slots of its entry, 16 for a piece of more than 8 ids (no loop over a variable
-  // count, so no mispredicted branch), and advances by the true count. 128 pieces of at most 15
-  // ids, plus the last copy's overhang.
-  // Hits of longer pieces (up to 256 ids) are copied here too, with room kept for the rest of the
-  // group's short pieces (see big_lookup).
-  constexpr size_t kOut = kGroup * 16 + Impl::kHugeKeyBytes;
-  alignas(16) Id out[kOut];
+  // Ids go straight to the caller's buffer: out[0..out_n). A text of n bytes has at most n ids (a
+  // token is at least one byte), and a short hit writes at most 7 slots past its last id (kIdOverhang),
+  // so the caller's MaxIds(n) slots always suffice, with no check per piece.
   size_t out_n = 0;
-  auto flush = [&] {
-    ids->insert(ids->end(), out, out + out_n);
-    out_n = 0;
+  // Merges a piece into out[out_n...] through the scratch (merges are rare: cache misses).
+  auto merge_into_ids = [&](std::string_view piece) {
+    c.wide.clear();
+    MergePiece(t, piece, c, &c.wide);
+    std::copy(c.wide.begin(), c.wide.end(), out + out_n);
+    out_n += c.wide.size();
   };
   // Copies a short entry's ids (way w's 8, and `more`'s 8 for a piece of more than 8) to
-  // out[pos...], 8 or 16 slots; returns the position after them.
-  auto copy_ids = [&out](const Impl::ShortWay& w, const Impl::MoreIds& more, size_t pos) {
+  // out[pos...], 8 or 16 slots (no loop over a variable count, so no mispredicted branch), and
+  // returns the position after the true count.
+  auto copy_ids = [out](const Impl::ShortWay& w, const Impl::MoreIds& more, size_t pos) {
     const size_t num = Impl::Count(w);
 #ifndef PILEPREP_SSE2
     for (size_t i = 0; i < 8; ++i) out[pos + i] = w.ids[i];
@@ -896,12 +883,12 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
     Impl::Insert(set, more, k0, k1, merged, produced);
     return pos + produced;
   };
-  // A piece of more than 15 bytes that no tier holds, with the group's buffer flushed: split where
-  // no merge can join two bytes (Tables::joinable), each part of up to 15 bytes taken as a short
-  // piece into the buffer, longer parts merged. The long pieces of multilingual text (Cyrillic and
-  // Greek words, CJK runs) fall apart into parts of one to a few characters, nearly all of them
-  // already in the short tier, so such a piece costs a few lookups instead of tens of merges. The
-  // parts' sets are prefetched together before the first is read. Leaves the buffer flushed.
+  // A piece of more than 15 bytes that no tier holds: split where no merge can join two bytes
+  // (Tables::joinable), each part of up to 15 bytes taken as a short piece, longer parts merged. The
+  // long pieces of multilingual text (Cyrillic and Greek words, CJK runs) fall apart into parts of
+  // one to a few characters, nearly all of them already in the short tier, so such a piece costs a
+  // few lookups instead of tens of merges. The parts' sets are prefetched together before the first
+  // is read.
   auto merge_split = [&](std::string_view piece) {
     const auto* b = reinterpret_cast<const unsigned char*>(piece.data());
     const size_t n = piece.size();
@@ -909,8 +896,7 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
       uint32_t from, len, slot;
       uint64_t k0, k1;
     };
-    constexpr size_t kParts = 64;  // their ids (16 slots each at most) fit the buffer
-    static_assert(kParts * 16 <= kOut);
+    constexpr size_t kParts = 64;
     Part part[kParts];
     for (size_t from = 0; from < n;) {
       size_t count = 0;
@@ -935,29 +921,23 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
       for (size_t k = 0; k < count; ++k) {
         const Part& q = part[k];
         if (q.len > Impl::kShortKeyBytes) {
-          flush();
           merge_into_ids(piece.substr(q.from, q.len));
         } else {
           out_n = short_piece(piece.data() + q.from, q.len, q.k0, q.k1, q.slot, out_n, false);
         }
       }
-      flush();
       from = j;
     }
   };
 
   // Hit, or merge and remember, for the tiers keyed by hash and bytes.
-  // `later`: the group's pieces after this one. A hit's ids join the group's buffer if it keeps
-  // 16 slots for each of those (a short piece writes 16 and advances by at most 15), else the
-  // buffer is flushed first; kOut has room for the largest entry (256 ids) and a whole group.
-  auto big_lookup = [&](auto& tier, const Pending& q, std::string_view piece, size_t later) {
+  auto big_lookup = [&](auto& tier, const Pending& q, std::string_view piece) {
     auto& tags = tier.tags[q.slot];
     auto* entries = &tier.entries[size_t{q.slot} * Impl::kWays];
     for (size_t way = 0; way < Impl::kWays; ++way) {
       if (tags.hash[way] != q.k0) continue;
       auto& e = entries[tags.entry[way]];
       if (e.len == q.n && Equal16Plus(e.key, q.p, q.n)) {
-        if (out_n + e.num_ids + 16 * later > kOut) flush();
         std::copy(e.ids, e.ids + e.num_ids, out + out_n);
         out_n += e.num_ids;
         if (way > 0) {  // one step towards the front per hit: cheaper than moving to the front
@@ -967,11 +947,10 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
         return;
       }
     }
-    flush();
     ++c.stats.merged;
-    const size_t before = ids->size();
+    const size_t before = out_n;
     merge_split(piece);
-    const size_t produced = ids->size() - before;
+    const size_t produced = out_n - before;
     if (produced <= std::remove_reference_t<decltype(tier)>::kMaxIds) {
       const uint8_t victim = tags.entry[Impl::kWays - 1];  // least recently used out
       for (size_t w = Impl::kWays - 1; w > 0; --w) {
@@ -984,7 +963,7 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
       e.len = q.n;
       e.num_ids = static_cast<uint32_t>(produced);
       std::memcpy(e.key, q.p, q.n);
-      std::copy(ids->begin() + before, ids->end(), e.ids);
+      std::copy(out + before, out + out_n, e.ids);
     }
   };
   auto resolve = [&] {
@@ -1005,13 +984,11 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
         pos = short_piece(q.p, q.n, q.k0, q.k1, q.slot, pos, true);
       } else {
         out_n = pos;
-        const size_t later = count - 1 - g;
         if (q.n <= Impl::kLongKeyBytes) {
-          big_lookup(c.long_tier, q, std::string_view(q.p, q.n), later);
+          big_lookup(c.long_tier, q, std::string_view(q.p, q.n));
         } else if (q.n <= Impl::kHugeKeyBytes) {
-          big_lookup(c.huge_tier, q, std::string_view(q.p, q.n), later);
+          big_lookup(c.huge_tier, q, std::string_view(q.p, q.n));
         } else {
-          flush();
           ++c.stats.merged;
           merge_split(std::string_view(q.p, q.n));
         }
@@ -1019,7 +996,6 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
       }
     }
     out_n = pos;
-    flush();
     count = 0;
   };
 
@@ -1048,35 +1024,48 @@ void Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c,
     if (count == kGroup) resolve();
   });
   resolve();
+  return out + out_n;
 }
 
+// Both vector forms size the vector for the worst case, encode into it, and trim it: value-
+// initialising the room costs a memset, which the pipeline avoids by calling EncodeTo on a buffer of
+// its own.
 void Gpt2Tokenizer::Encode(std::string_view text, Cache& cache, std::vector<uint32_t>* ids) const {
-  EncodeWithSpecial(text, cache, ids);
+  const size_t before = ids->size();
+  ids->resize(before + MaxIds(text.size()));
+  ids->resize(before + EncodeTo(text, cache, ids->data() + before));
 }
 
 bool Gpt2Tokenizer::Encode(std::string_view text, Cache& cache, std::vector<uint16_t>* ids) const {
   if (!ids_fit_16_bits_) return false;
-  EncodeWithSpecial(text, cache, ids);
+  const size_t before = ids->size();
+  ids->resize(before + MaxIds(text.size()));
+  ids->resize(before + EncodeTo(text, cache, ids->data() + before));
   return true;
 }
 
+size_t Gpt2Tokenizer::EncodeTo(std::string_view text, Cache& cache, uint32_t* out) const {
+  return static_cast<size_t>(EncodeWithSpecial(text, cache, out) - out);
+}
+
+size_t Gpt2Tokenizer::EncodeTo(std::string_view text, Cache& cache, uint16_t* out) const {
+  if (!ids_fit_16_bits_) std::abort();  // documented precondition: no id may be cut to 16 bits
+  return static_cast<size_t>(EncodeWithSpecial(text, cache, out) - out);
+}
+
 template <typename Id>
-void Gpt2Tokenizer::EncodeWithSpecial(std::string_view text, Cache& cache,
-                                      std::vector<Id>* ids) const {
-  if (!options_.endoftext_is_special) {
-    EncodeOrdinary(text, *cache.impl_, ids);
-    return;
-  }
+Id* Gpt2Tokenizer::EncodeWithSpecial(std::string_view text, Cache& cache, Id* out) const {
+  if (!options_.endoftext_is_special) return EncodeOrdinary(text, *cache.impl_, out);
   // Literal <|endoftext|> is split out first; the text on each side is tokenized on its own.
   size_t pos = 0;
   while (true) {
     const size_t hit = FindEndOfText(text, pos);
     if (hit == std::string_view::npos) break;
-    EncodeOrdinary(text.substr(pos, hit - pos), *cache.impl_, ids);
-    ids->push_back(static_cast<Id>(eod_id_));
+    out = EncodeOrdinary(text.substr(pos, hit - pos), *cache.impl_, out);
+    *out++ = static_cast<Id>(eod_id_);
     pos = hit + kEndOfText.size();
   }
-  EncodeOrdinary(text.substr(pos), *cache.impl_, ids);
+  return EncodeOrdinary(text.substr(pos), *cache.impl_, out);
 }
 
 std::string Gpt2Tokenizer::Decode(const std::vector<uint32_t>& ids) const {
