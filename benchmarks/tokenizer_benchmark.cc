@@ -153,6 +153,17 @@ void BM_LongPiece(benchmark::State& state) {
 }
 BENCHMARK(BM_LongPiece)->DenseRange(0, 5)->Unit(benchmark::kMillisecond);
 
+// Loading GPT-2's encoder.json and vocab.bpe and building the tables: paid once per process, before
+// any shard starts (a short job feels it).
+void BM_Load(benchmark::State& state) {
+  for (auto _ : state) {
+    auto tok = Gpt2Tokenizer::FromDefaultFiles({});
+    if (!tok.ok()) state.SkipWithError("tokenizer files not found");
+    benchmark::DoNotOptimize(tok);
+  }
+}
+BENCHMARK(BM_Load)->Unit(benchmark::kMillisecond);
+
 }  // namespace
 }  // namespace pileprep::bench
 

@@ -527,10 +527,14 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromBuffers(
     return absl::InvalidArgumentError(
         absl::StrCat("vocabulary is not a JSON object: ", simdjson::error_message(err)));
   }
-  absl::flat_hash_map<std::string, uint32_t> bytes_to_id;
+  // Keyed by the token as spelled in encoder.json (views into the parser's strings): vocab.bpe
+  // spells tokens the same way, and since the alphabet maps byte by byte, the spelling of a merge's
+  // result is the two spellings joined. So the merges are looked up as they are written, with no
+  // decoding and no allocation per line.
+  absl::flat_hash_map<std::string_view, uint32_t> spelled_to_id;
+  spelled_to_id.reserve(obj.size());
   std::vector<bool> id_taken;
   std::string bytes;
-  uint32_t max_id = 0;
   for (auto field : obj) {
     int64_t id;
     if (field.value.get_int64().get(id) || id < 0 || id > INT32_MAX) {
@@ -545,8 +549,7 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromBuffers(
       return absl::InvalidArgumentError(absl::StrCat(
           "vocabulary entry \"", std::string(field.key), "\" is not in GPT-2's byte alphabet"));
     }
-    bytes_to_id[bytes] = static_cast<uint32_t>(id);
-    max_id = std::max<uint32_t>(max_id, static_cast<uint32_t>(id));
+    spelled_to_id[field.key] = static_cast<uint32_t>(id);
     if (t.id_bytes.size() <= static_cast<size_t>(id)) {
       t.id_bytes.resize(id + 1);
       id_taken.resize(id + 1);
@@ -563,9 +566,20 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromBuffers(
   if (!t.has_endoftext) {
     return absl::InvalidArgumentError("vocabulary has no <|endoftext|> entry");
   }
+  std::vector<std::string> byte_spelling(256);
+  for (uint32_t cp = 0; cp < inverse.size(); ++cp) {
+    if (inverse[cp] < 0) continue;
+    std::string& spelling = byte_spelling[inverse[cp]];
+    if (cp < 0x80) {
+      spelling.push_back(static_cast<char>(cp));
+    } else {  // the alphabet stops below U+0800
+      spelling.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+      spelling.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    }
+  }
   for (int b = 0; b < 256; ++b) {
-    auto it = bytes_to_id.find(std::string(1, static_cast<char>(b)));
-    if (it == bytes_to_id.end()) {
+    auto it = spelled_to_id.find(byte_spelling[b]);
+    if (it == spelled_to_id.end()) {
       return absl::InvalidArgumentError(absl::StrCat("vocabulary lacks the token for byte ", b));
     }
     t.byte_id[b] = it->second;
@@ -575,7 +589,7 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromBuffers(
   std::vector<PairTable::Entry> pairs;
   uint32_t rank = 0;
   size_t line_no = 0;
-  std::string a, b;
+  std::string a, b, joined;
   for (size_t pos = 0; pos < merges_txt.size();) {
     size_t nl = merges_txt.find('\n', pos);
     if (nl == std::string_view::npos) nl = merges_txt.size();
@@ -589,22 +603,24 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromBuffers(
       return absl::InvalidArgumentError(
           absl::StrCat("merges line ", line_no, ": expected two tokens separated by one space"));
     }
-    if (!AlphabetToBytes(line.substr(0, sp), inverse, &a) ||
-        !AlphabetToBytes(line.substr(sp + 1), inverse, &b)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("merges line ", line_no, ": not in GPT-2's byte alphabet"));
-    }
-    auto ia = bytes_to_id.find(a), ib = bytes_to_id.find(b), iab = bytes_to_id.find(a + b);
-    if (ia == bytes_to_id.end() || ib == bytes_to_id.end() || iab == bytes_to_id.end()) {
+    const std::string_view sa = line.substr(0, sp), sb = line.substr(sp + 1);
+    joined.assign(sa);
+    joined.append(sb);
+    auto ia = spelled_to_id.find(sa), ib = spelled_to_id.find(sb), iab = spelled_to_id.find(joined);
+    if (ia == spelled_to_id.end() || ib == spelled_to_id.end() || iab == spelled_to_id.end()) {
+      if (!AlphabetToBytes(sa, inverse, &a) || !AlphabetToBytes(sb, inverse, &b)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("merges line ", line_no, ": not in GPT-2's byte alphabet"));
+      }
       return absl::InvalidArgumentError(absl::StrCat(
           "merges line ", line_no, ": token \"", std::string(line), "\" is not in the vocabulary"));
     }
     // A repeated pair keeps its later rank (PairTable::Build).
     pairs.push_back({ia->second, ib->second, rank, iab->second});
-    const std::string joined = a + b;
-    for (size_t i = 0; i + 1 < joined.size(); ++i) {
-      const size_t k = (size_t{static_cast<unsigned char>(joined[i])} << 8) |
-                       static_cast<unsigned char>(joined[i + 1]);
+    const std::string& merged = t.id_bytes[iab->second];  // bytes of a, then of b
+    for (size_t i = 0; i + 1 < merged.size(); ++i) {
+      const size_t k = (size_t{static_cast<unsigned char>(merged[i])} << 8) |
+                       static_cast<unsigned char>(merged[i + 1]);
       t.joinable[k >> 6] |= uint64_t{1} << (k & 63);
     }
     ++rank;
