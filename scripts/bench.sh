@@ -78,7 +78,7 @@ for ((i = 0; i < job_reps; i++)); do cat "$work/corpus.jsonl"; done > "$work/job
 job_text_bytes=$((text_bytes * job_reps))
 
 echo "== whole job (Python baseline, 2 workers)" >&2
-pyj=$(/usr/bin/time -v -o "$work/pyj.time" $PY benchmarks/peers/python_baseline.py job "$work/job.jsonl" "$work/py" 2)
+pyj=$(/usr/bin/time -v -o "$work/pyj.time" $PY benchmarks/peers/python_baseline.py job "$work/job.jsonl" "$work/py" 2 2>"$work/pyj.log")
 
 declare -A job_s job_rss
 threads_list="1 2"

@@ -2,9 +2,12 @@
 """The Python baseline: what Megatron-LM's tools/preprocess_data.py --append-eod does, in plain Python.
 
 GPT-2 BPE as Megatron's gpt2_tokenization.py (OpenAI's encoder.py: the `regex` pattern, byte->unicode
-mapping, per-word bpe() with a dict cache), literal <|endoftext|> split out as id 50256 (pileprep's
-default policy), documents in input order through multiprocessing.Pool.imap(chunksize=32) as Megatron,
-and Megatron's IndexedDatasetBuilder (numpy) writing .bin/.idx. Needs Debian's python3-regex, numpy.
+mapping, per-word bpe() with a dict cache; encode() as tokenize() to BPE strings, then
+convert_tokens_to_ids()), literal <|endoftext|> split out as id 50256 (pileprep's default policy),
+Megatron's Encoder.encode per line through multiprocessing.Pool.imap(chunksize=32), its progress lines
+every 1000 documents, and its IndexedDatasetBuilder (numpy: add_document, finalize) writing .bin/.idx.
+Until 2026-11-30 the tokenizer went from BPE strings to ids in one step and the loop wrote the .bin
+itself, a little less work per token than Megatron's code does. Needs Debian's python3-regex, numpy.
 
   python_baseline.py tokenize TEXTS.bin [IDS.bin]      -> JSON: text_bytes, tokens, seconds, ids_match
   python_baseline.py job INPUT.jsonl OUT_PREFIX WORKERS -> JSON: seconds (writes OUT_PREFIX.{bin,idx})
@@ -53,6 +56,8 @@ class GPT2Tokenizer:
         self.bpe_ranks = dict(zip([tuple(m.split()) for m in merges], range(len(merges))))
         self.byte_encoder = bytes_to_unicode()
         self.cache = {}
+        self.special_tokens = {}
+        self.max_len = int(1e12)
         self.pat = re.compile(
             r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
         self.eod = self.encoder[EOT]
@@ -93,14 +98,33 @@ class GPT2Tokenizer:
         self.cache[token] = word
         return word
 
-    def encode_ordinary(self, text):
-        ids = []
+    # tokenize / convert_tokens_to_ids / encode: Megatron's gpt2_tokenization.GPT2Tokenizer, which
+    # Megatron's _GPT2BPETokenizer.tokenize calls as encode(text): BPE tokens as strings first, then
+    # their ids (GPT2BPETokenizer passes special_tokens=[] and max_len=None: an empty dict, 1e12).
+    def tokenize_to_strings(self, text):
+        bpe_tokens = []
         for token in re.findall(self.pat, text):
             token = "".join(self.byte_encoder[b] for b in token.encode("utf-8"))
-            ids.extend(self.encoder[t] for t in self.bpe(token).split(" "))
+            bpe_tokens.extend(bpe_token for bpe_token in self.bpe(token).split(" "))
+        return bpe_tokens
+
+    def convert_tokens_to_ids(self, tokens):
+        ids = []
+        for token in tokens:
+            if token in self.special_tokens:
+                ids.append(self.special_tokens[token])
+            else:
+                ids.append(self.encoder.get(token, 0))
+        if len(ids) > self.max_len:
+            print("Token indices sequence length is longer than the specified maximum", file=sys.stderr)
         return ids
 
+    def encode_ordinary(self, text):
+        return self.convert_tokens_to_ids(self.tokenize_to_strings(text))
+
     def tokenize(self, text):
+        # pileprep's policy for literal <|endoftext|> (one id), which Megatron's GPT-2 tokenizer
+        # leaves as text: split out first, the parts encoded as Megatron encodes a text.
         parts = text.split(EOT)
         ids = self.encode_ordinary(parts[0])
         for part in parts[1:]:
@@ -118,21 +142,32 @@ def _init():
     _tokenizer = GPT2Tokenizer()
 
 
-def _encode(line):
-    # Megatron's Encoder.encode with --append-eod and one key; bad lines are skipped here rather
-    # than crashing the pool (Megatron would crash).
+def _encode(json_line):
+    # Megatron's Encoder.encode with --append-eod and the one key "text" (no sentence splitting):
+    # the ids and sequence lengths per key, and the line's length for its progress figures. Bad
+    # lines are skipped here rather than crashing the pool (Megatron would crash).
     try:
-        text = json.loads(line)["text"]
+        data = json.loads(json_line)
+        text = data["text"]
     except Exception:
         return None
     if not isinstance(text, str):
         return None
     # pileprep's policy for lone surrogate escapes (json.loads keeps them; .encode would raise).
     text = _SURROGATE.sub("\ufffd", text)
-    ids = _tokenizer.tokenize(text)
-    if ids:
-        ids.append(_tokenizer.eod)
-    return ids
+    ids, lens = {}, {}
+    doc_ids, sentence_lens = [], []
+    for sentence in [text]:
+        sentence_ids = _tokenizer.tokenize(sentence)
+        if len(sentence_ids) > 0:
+            doc_ids.extend(sentence_ids)
+            sentence_lens.append(len(sentence_ids))
+    if len(doc_ids) > 0:
+        doc_ids.append(_tokenizer.eod)
+        sentence_lens[-1] += 1
+    ids["text"] = doc_ids
+    lens["text"] = sentence_lens
+    return ids, lens, len(json_line)
 
 
 def write_index(idx_path, sequence_lengths, document_indices):
@@ -151,19 +186,47 @@ def write_index(idx_path, sequence_lengths, document_indices):
         f.write(np.array(document_indices, dtype=np.int64).tobytes(order="C"))
 
 
-def job(input_path, prefix, workers):
+class Builder:
+    """Megatron's IndexedDatasetBuilder for a uint16 .bin: add_document, then finalize."""
+
+    def __init__(self, bin_path):
+        self.data_file = open(bin_path, "wb")
+        self.sequence_lengths = []
+        self.document_indices = [0]
+
+    def add_document(self, tokens, lengths):
+        np_array = np.array(tokens, dtype=np.uint16)
+        self.data_file.write(np_array.tobytes(order="C"))
+        self.sequence_lengths.extend(lengths)
+        self.document_indices.append(len(self.sequence_lengths))
+
+    def finalize(self, idx_path):
+        self.data_file.close()
+        write_index(idx_path, self.sequence_lengths, self.document_indices)
+
+
+def job(input_path, prefix, workers, log_interval=1000):
+    # Megatron's Partition.process_json_file: the pool's documents in input order into the builder,
+    # progress every log_interval documents (Megatron's default) on stderr.
     start = time.time()
-    lengths, doc_idx = [], [0]
+    builder = Builder(prefix + ".bin")
     with open(input_path, "r", encoding="utf-8", errors="replace") as fin, \
-            open(prefix + ".bin", "wb") as fbin, multiprocessing.Pool(workers, initializer=_init) as pool:
-        for ids in pool.imap(_encode, fin, 32):
-            if ids is None:
+            multiprocessing.Pool(workers, initializer=_init) as pool:
+        encoded_docs = pool.imap(_encode, fin, 32)
+        proc_start = time.time()
+        total_bytes_processed = 0
+        for i, encoded in enumerate(encoded_docs, start=1):
+            if encoded is None:
                 continue
-            if ids:
-                fbin.write(np.array(ids, dtype=np.uint16).tobytes(order="C"))
-                lengths.append(len(ids))
-            doc_idx.append(len(lengths))
-    write_index(prefix + ".idx", lengths, doc_idx)
+            doc, sentence_lens, bytes_processed = encoded
+            total_bytes_processed += bytes_processed
+            for key in doc.keys():
+                builder.add_document(doc[key], sentence_lens[key])
+            if i % log_interval == 0:
+                elapsed = time.time() - proc_start
+                print(f"Processed {i} documents", f"({i / elapsed} docs/s,",
+                      f"{total_bytes_processed / elapsed / 1024 / 1024} MB/s).", file=sys.stderr)
+    builder.finalize(prefix + ".idx")
     return time.time() - start
 
 

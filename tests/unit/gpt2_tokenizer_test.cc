@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -137,9 +138,9 @@ TEST(Gpt2Tokenizer, SixteenBitIdsEqualThirtyTwoBitIds) {
   }
 }
 
-// Hits of long pieces join the group's id buffer: a group of 128 pieces that are all 253-byte runs
-// of emoji (about 190 ids each), or that alternate with short ones, must flush it in time (ASan
-// watches the buffer) and give the ids of an encoding that never hits.
+// Hits of long pieces go straight to the output: a group of 128 pieces that are all 253-byte runs of
+// emoji (about 190 ids each), or that alternate with short ones, give the ids of an encoding that
+// never hits.
 TEST(Gpt2Tokenizer, GroupsOfLongPieceHitsGiveTheSameIds) {
   std::string fox;
   for (int i = 0; i < 63; ++i) fox += "\xf0\x9f\xa6\x8a";
@@ -162,6 +163,37 @@ TEST(Gpt2Tokenizer, GroupsOfLongPieceHitsGiveTheSameIds) {
     EXPECT_TRUE(std::equal(want.begin(), want.end(), narrow.begin(), narrow.end()));
   }
   EXPECT_GT(want.size(), 300u * 150);
+}
+
+// EncodeTo writes into a buffer of exactly MaxIds(n) (heap, so ASan sees a write past it): the text
+// of most ids per byte (every byte its own one-byte piece and token, the last one a cache hit that
+// copies 8 slots), short and long hits and misses, literal <|endoftext|>; the same ids as Encode.
+TEST(Gpt2Tokenizer, EncodeToFitsMaxIdsAndEqualsEncode) {
+  std::string dense;
+  for (int i = 0; i < 500; ++i) dense += "a!";
+  std::string mixed = "The quick brown fox 12345 \u00fc \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e<|endoftext|>\n\tx";
+  mixed += std::string(300, ' ') + "y" + std::string(90, '9') + " Пример текста на русском языке";
+  for (size_t entries : {size_t{4}, size_t{1} << 18}) {
+    auto tok = Load({.cache_entries = entries});
+    Gpt2Tokenizer::Cache cache(*tok), other(*tok);
+    for (const std::string& text : {dense, mixed, std::string("a"), std::string()}) {
+      for (int round = 0; round < 2; ++round) {  // misses, then hits
+        std::vector<uint32_t> want;
+        tok->Encode(text, other, &want);
+        auto wide = std::make_unique<uint32_t[]>(Gpt2Tokenizer::MaxIds(text.size()));
+        auto narrow = std::make_unique<uint16_t[]>(Gpt2Tokenizer::MaxIds(text.size()));
+        const size_t n32 = tok->EncodeTo(text, cache, wide.get());
+        const size_t n16 = tok->EncodeTo(text, cache, narrow.get());
+        ASSERT_EQ(n32, want.size());
+        ASSERT_EQ(n16, want.size());
+        EXPECT_TRUE(std::equal(want.begin(), want.end(), wide.get())) << entries;
+        EXPECT_TRUE(std::equal(want.begin(), want.end(), narrow.get())) << entries;
+      }
+    }
+    std::vector<uint32_t> ids;
+    tok->Encode(dense, cache, &ids);
+    EXPECT_EQ(ids.size(), dense.size());  // one id per byte: the bound is reached
+  }
 }
 
 TEST(Gpt2Tokenizer, CacheCountsPiecesAndMerges) {
