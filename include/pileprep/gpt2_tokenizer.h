@@ -129,6 +129,8 @@ class Gpt2Tokenizer {
   Id* EncodeOrdinary(std::string_view text, Cache::Impl& cache, Id* out) const;
   template <typename Id>
   Id* EncodeWithSpecial(std::string_view text, Cache& cache, Id* out) const;
+  template <typename Id>  // the vector forms of Encode
+  void AppendEncoded(std::string_view text, Cache& cache, std::vector<Id>* ids) const;
   std::unique_ptr<Tables> tables_;
   Options options_;
   size_t vocab_size_ = 0;

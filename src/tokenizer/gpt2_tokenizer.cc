@@ -47,7 +47,8 @@ size_t FindEndOfText(std::string_view text, size_t from) {
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i + 1)), _mm_set1_epi8('|'));
     for (uint32_t m = static_cast<uint32_t>(_mm_movemask_epi8(_mm_and_si128(lt, bar))); m != 0;
          m &= m - 1) {
-      if (at(i + static_cast<size_t>(__builtin_ctz(m)))) return i + static_cast<size_t>(__builtin_ctz(m));
+      const size_t j = i + static_cast<size_t>(__builtin_ctz(m));
+      if (at(j)) return j;
     }
   }
 #endif
@@ -397,7 +398,7 @@ struct Gpt2Tokenizer::Cache::Impl {
   TopBitsIndex short_index;  // a piece's set
   // Scratch for merges, reused across calls.
   std::vector<uint32_t> ids, ranks, prev, next;
-  std::vector<uint32_t> wide;  // a merge's ids on their way into 16-bit output
+  std::vector<uint32_t> wide;  // a merge's ids on their way into the output
   std::vector<uint64_t> heap;
 
   // Packs a piece of 1..15 bytes with its length (in byte 15), without a branch on the length: the
@@ -1046,17 +1047,20 @@ Id* Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c, Id* out
 // Both vector forms size the vector for the worst case, encode into it, and trim it: value-
 // initialising the room costs a memset, which the pipeline avoids by calling EncodeTo on a buffer of
 // its own.
-void Gpt2Tokenizer::Encode(std::string_view text, Cache& cache, std::vector<uint32_t>* ids) const {
+template <typename Id>
+void Gpt2Tokenizer::AppendEncoded(std::string_view text, Cache& cache, std::vector<Id>* ids) const {
   const size_t before = ids->size();
   ids->resize(before + MaxIds(text.size()));
   ids->resize(before + EncodeTo(text, cache, ids->data() + before));
 }
 
+void Gpt2Tokenizer::Encode(std::string_view text, Cache& cache, std::vector<uint32_t>* ids) const {
+  AppendEncoded(text, cache, ids);
+}
+
 bool Gpt2Tokenizer::Encode(std::string_view text, Cache& cache, std::vector<uint16_t>* ids) const {
   if (!ids_fit_16_bits_) return false;
-  const size_t before = ids->size();
-  ids->resize(before + MaxIds(text.size()));
-  ids->resize(before + EncodeTo(text, cache, ids->data() + before));
+  AppendEncoded(text, cache, ids);
   return true;
 }
 
