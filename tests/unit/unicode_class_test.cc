@@ -170,5 +170,12 @@ TEST(UnicodeClass, BeyondTheCodeSpaceIsOther) {
   EXPECT_EQ(ClassOfCodePoint(0xFFFFFFFF), kOther);
 }
 
+
+TEST(UnicodeClass, FlatBmpTableEqualsTheTwoStageTable) {
+  for (uint32_t cp = 0; cp < 0x10000; ++cp) {
+    ASSERT_EQ(ClassOfBmp(cp), ClassOfCodePoint(cp)) << std::hex << cp;
+  }
+}
+
 }  // namespace
 }  // namespace pileprep::internal
