@@ -20,13 +20,20 @@ namespace unicode_table {
 #include "unicode_class_table.inc"  // IWYU pragma: keep
 }  // namespace unicode_table
 
+// The stage-2 byte that holds cp's class (cp <= 0x10FFFF), and cp's class out of that byte.
+constexpr uint8_t PackedClasses(uint32_t cp) {
+  const uint32_t block = unicode_table::kUnicodeClassStage1[cp >> unicode_table::kUnicodeClassBlockBits];
+  return unicode_table::kUnicodeClassStage2[(block << 6) | ((cp & 0xFF) >> 2)];
+}
+constexpr CharClass ClassInPacked(uint8_t packed, uint32_t cp) {
+  return static_cast<CharClass>((packed >> ((cp & 3) * 2)) & 3);
+}
+
 // O(1): two table loads. Stage 1 maps the 256-code-point block to one of the distinct blocks; stage 2
 // holds four 2-bit classes per byte, which keeps the whole table near 13 KB (L1/L2 resident).
 inline CharClass ClassOfCodePoint(uint32_t cp) {
   if (cp > 0x10FFFF) return kOther;
-  const uint32_t block = unicode_table::kUnicodeClassStage1[cp >> unicode_table::kUnicodeClassBlockBits];
-  const uint8_t packed = unicode_table::kUnicodeClassStage2[(block << 6) | ((cp & 0xFF) >> 2)];
-  return static_cast<CharClass>((packed >> ((cp & 3) * 2)) & 3);
+  return ClassInPacked(PackedClasses(cp), cp);
 }
 
 // The Basic Multilingual Plane's classes flat, four 2-bit classes per byte (16 KB): one load per
@@ -35,18 +42,14 @@ inline CharClass ClassOfCodePoint(uint32_t cp) {
 struct BmpClassTable {
   uint8_t packed[0x10000 / 4];
   constexpr BmpClassTable() : packed() {
-    for (uint32_t i = 0; i < 0x10000 / 4; ++i) {
-      const uint32_t cp = 4 * i;
-      const uint32_t block = unicode_table::kUnicodeClassStage1[cp >> unicode_table::kUnicodeClassBlockBits];
-      packed[i] = unicode_table::kUnicodeClassStage2[(block << 6) | ((cp & 0xFF) >> 2)];
-    }
+    for (uint32_t i = 0; i < 0x10000 / 4; ++i) packed[i] = PackedClasses(4 * i);
   }
 };
 inline constexpr BmpClassTable kBmpClass;
 
 // ClassOfCodePoint for cp < 0x10000.
 inline CharClass ClassOfBmp(uint32_t cp) {
-  return static_cast<CharClass>((kBmpClass.packed[cp >> 2] >> ((cp & 3) * 2)) & 3);
+  return ClassInPacked(kBmpClass.packed[cp >> 2], cp);
 }
 
 }  // namespace pileprep::internal
