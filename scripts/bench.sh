@@ -169,7 +169,7 @@ done
 row "pileprep whole job, .jsonl.zst" "$cores" "$zst_s" "$zst_rss MB" "$job_text_bytes"
 py_job=$(json "$pyj" seconds)
 echo
-echo "whole job, 2 threads vs Python baseline (2 workers): $($PY -c "print('%.0f' % ($py_job/${job_s[2]:-${job_s[1]}}))")x"
+echo "whole job, 2 threads vs Python baseline (2 workers): $($PY -c "print('%.1f' % ($py_job/${job_s[2]:-${job_s[1]}}))")x"
 [[ -n ${job_s[2]:-} ]] && echo "scaling 1 -> 2 threads: $($PY -c "print('%.2f' % (${job_s[1]}/${job_s[2]}))")x"
 [[ -n $mem_lines ]] && { echo; echo "Memory (peak RSS of the shard job, all cores):"; printf '%s' "$mem_lines"; }
 exit 0
