@@ -27,7 +27,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -48,9 +50,24 @@ class ByteSource {
   virtual int64_t size_hint() const { return -1; }
   // A short name for messages: the file name or URL (never with credentials).
   virtual const std::string& name() const = 0;
+
+  // Zero-copy reading, for a source already addressable in memory (a local file, mapped): the whole
+  // input as one view that lives as long as the source, or nullopt (the default): then use Read.
+  // Never mix the two. Before reading bytes [from, to) of the view, call Fetch(from, to): it pages
+  // them in at once, so that an I/O error or a file that shrank comes back as a status here rather
+  // than as SIGBUS wherever the bytes are read. Release(offset) says bytes before `offset` will not
+  // be read again: their pages leave the process's RSS, which so stays flat over a 43 GB input.
+  virtual std::optional<std::string_view> View() { return std::nullopt; }
+  virtual absl::Status Fetch(size_t /*from*/, size_t /*to*/) { return absl::OkStatus(); }
+  virtual void Release(size_t /*offset*/) {}
 };
 
-// Opens a local file as a ByteSource.
+// Opens a local file as a ByteSource. A regular file can be read through View() (mmap), anything
+// else (a pipe) only through Read(). For plain JSON lines the pipeline uses View(): read(2)'s copy
+// was 5.3% of a whole job's CPU time, the mapping's page tables cost about half that (1.2 GB job,
+// 2 threads, alternating runs: 2081 -> 2052 ms, system time 0.38 -> 0.27 s). A mapped file that
+// another process truncates between Fetch and the read of its bytes raises SIGBUS, as any mapping
+// does; the CLI says what happened (tools/pileprep/signals.h).
 absl::StatusOr<std::unique_ptr<ByteSource>> OpenFileSource(const std::string& path);
 
 enum class InputFormat {

@@ -1,6 +1,7 @@
 #include "pileprep/pipeline.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,10 +29,22 @@
 namespace pileprep {
 namespace {
 
+size_t PageSize() {
+  static const size_t page = [] {
+    const long n = ::sysconf(_SC_PAGESIZE);
+    return n > 0 ? static_cast<size_t>(n) : size_t{4096};
+  }();
+  return page;
+}
+
 class FileSource final : public ByteSource {
  public:
+  // `size`: the file's size when it is a regular file (then it can be mapped), else -1.
   FileSource(int fd, std::string name, int64_t size) : fd_(fd), name_(std::move(name)), size_(size) {}
-  ~FileSource() override { ::close(fd_); }
+  ~FileSource() override {
+    if (map_ != nullptr) ::munmap(const_cast<char*>(map_), map_bytes_);
+    ::close(fd_);
+  }
   absl::StatusOr<size_t> Read(char* buffer, size_t capacity) override {
     while (true) {
       const ssize_t n = ::read(fd_, buffer, capacity);
@@ -43,10 +56,81 @@ class FileSource final : public ByteSource {
   int64_t size_hint() const override { return size_; }
   const std::string& name() const override { return name_; }
 
+  // Mapped on first use: a source read with Read() (a .jsonl.zst: its compressed bytes are copied
+  // once, into the decoder) never maps. The size is the one fstat saw at open; bytes appended
+  // later are not read.
+  std::optional<std::string_view> View() override {
+    if (map_ == nullptr && size_ > 0 && !map_failed_) {
+      // The file, then one page that cannot be read: a read past the bytes a caller may read (the
+      // file, and the zeros that fill its last page) faults at once instead of reading whatever
+      // mapping the kernel happened to place there.
+      const size_t page = PageSize();
+      map_bytes_ = (static_cast<size_t>(size_) + page - 1) / page * page + page;
+      void* area = ::mmap(nullptr, map_bytes_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      void* p = area == MAP_FAILED ? MAP_FAILED
+                                   : ::mmap(area, static_cast<size_t>(size_), PROT_READ,
+                                            MAP_SHARED | MAP_FIXED, fd_, 0);
+      if (p == MAP_FAILED) {
+        if (area != MAP_FAILED) ::munmap(area, map_bytes_);
+        map_failed_ = true;  // a file system without mmap: Read() still works
+      } else {
+        map_ = static_cast<const char*>(p);
+        ::madvise(p, static_cast<size_t>(size_), MADV_SEQUENTIAL);  // advice: read-ahead, drop behind
+      }
+    }
+    if (map_ == nullptr) return std::nullopt;
+    return std::string_view(map_, static_cast<size_t>(size_));
+  }
+
+  // One madvise per batch fills its page-table entries (rather than a fault per 64 KiB), reads what
+  // is not cached yet, and fails, rather than leaving a SIGBUS for a worker, where the file has
+  // shrunk since it was mapped.
+  absl::Status Fetch(size_t from, size_t to) override {
+#ifdef MADV_POPULATE_READ
+    if (map_ == nullptr || from >= to || populate_unsupported_) return absl::OkStatus();
+    const size_t start = from / PageSize() * PageSize();
+    while (::madvise(const_cast<char*>(map_) + start, to - start, MADV_POPULATE_READ) != 0) {
+      const int err = errno;
+      if (err == EINTR || err == EAGAIN) continue;
+      if (err == EINVAL) {  // a kernel before 5.14: the bytes fault in as they are read
+        populate_unsupported_ = true;
+        return absl::OkStatus();
+      }
+      struct stat st;
+      if (err == EFAULT && ::fstat(fd_, &st) == 0 && st.st_size < size_) {
+        return absl::DataLossError(absl::StrCat(name_, ": the file shrank from ", size_, " to ",
+                                                st.st_size, " bytes while it was being read"));
+      }
+      return absl::DataLossError(absl::StrCat(name_, ": read error in bytes ", from, "..", to, ": ",
+                                              std::strerror(err)));
+    }
+#else
+    (void)from;
+    (void)to;
+#endif
+    return absl::OkStatus();
+  }
+
+  // In steps of 32 MiB: each madvise of a range other threads have used makes the kernel flush
+  // their TLBs (an interrupt per core, costly in a VM).
+  void Release(size_t offset) override {
+    const size_t upto =
+        std::min(offset, static_cast<size_t>(std::max<int64_t>(size_, 0))) / PageSize() * PageSize();
+    if (map_ == nullptr || upto < released_ + kReleaseStep) return;
+    ::madvise(const_cast<char*>(map_) + released_, upto - released_, MADV_DONTNEED);
+    released_ = upto;
+  }
+
  private:
+  static constexpr size_t kReleaseStep = size_t{32} << 20;
   int fd_;
   std::string name_;
   int64_t size_;
+  const char* map_ = nullptr;
+  size_t map_bytes_ = 0;  // the file's pages and the guard page
+  bool map_failed_ = false;
+  bool populate_unsupported_ = false;
+  size_t released_ = 0;
 };
 
 // Bytes that grow without being zero-filled first (read() or the decoder fills them), with room
@@ -111,7 +195,11 @@ class IdBuffer {
 
 // One unit of parallel work: whole lines of JSON, then what the workers made of them.
 struct Batch {
-  LineBuffer data;  // whole lines (the last batch may end without '\n')
+  // Whole lines (the last batch may end without '\n'): `bytes`, which are a part of the source's
+  // View(), or `data`'s.
+  std::string_view bytes;
+  LineBuffer data;
+  uint64_t view_end = 0;  // from a View(): where the batch ends in it
   // The read stage's running totals after this batch. The in-order write stage copies them into
   // the stats, so ShardStats is only ever touched by one stage (the two serial stages run on
   // different threads at once).
@@ -209,7 +297,10 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
   // run at once never share a slot, so a slot's Worker is only ever used by one thread at a time.
   std::vector<std::unique_ptr<Worker>> workers(static_cast<size_t>(threads));
 
-  // State of the serial input stage.
+  // State of the serial input stage. Plain input the source can View() is cut into batches where it
+  // lies; everything else is read (and decoded) into each batch's buffer.
+  const std::optional<std::string_view> view = decoder ? std::nullopt : source.View();
+  size_t view_pos = 0;
   std::string carry;  // bytes after the last '\n' of the previous batch
   std::vector<char> read_buffer(options.read_bytes);
   bool input_done = false;
@@ -237,6 +328,45 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
       return nullptr;
     }
     auto batch = std::make_unique<Batch>();
+    if (view) {
+      // The batch ends at the first line end at or after batch_bytes (a longer line makes one batch of
+      // its own, as below), or at the end of the input.
+      const std::string_view all = *view;
+      const size_t from = view_pos;
+      size_t to = all.size();
+      if (all.size() - from > options.batch_bytes) {
+        const size_t nl = all.find('\n', from + std::max<size_t>(options.batch_bytes, 1) - 1);
+        if (nl != std::string_view::npos) to = nl + 1;
+      }
+      if (absl::Status s = source.Fetch(from, to); !s.ok()) {
+        fail(std::move(s));
+        fc.stop();
+        return nullptr;
+      }
+      view_pos = to;
+      input_done = to == all.size();
+      bytes_in += to - from;
+      bytes_decompressed += to - from;
+      batch->bytes_in_total = bytes_in;
+      batch->bytes_decompressed_total = bytes_decompressed;
+      batch->view_end = to;
+      if (to == from) {
+        fc.stop();
+        return nullptr;
+      }
+      // Lines are parsed where they lie, reading up to kPadding bytes past their end: the next line's,
+      // or after the last line the zeros that fill the file's last page. Where that page has fewer
+      // than kPadding left, the last batch is copied and padded.
+      const size_t page = PageSize();
+      if (to == all.size() && (page - all.size() % page) % page < JsonRecordParser::kPadding) {
+        batch->data.Append(all.substr(from, to - from));
+        batch->data.Pad();
+        batch->bytes = batch->data.view();
+      } else {
+        batch->bytes = all.substr(from, to - from);
+      }
+      return batch.release();
+    }
     batch->data.Reserve(options.batch_bytes + options.read_bytes * 16);
     batch->data.Append(carry);
     carry.clear();
@@ -298,6 +428,7 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
       return nullptr;
     }
     batch->data.Pad();
+    batch->bytes = batch->data.view();
     return batch.release();
   };
 
@@ -320,8 +451,8 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
     // U+FFFD (then the buffer grows).
     auto tokenize = [&](auto& tokens) {
       using Id = std::decay_t<decltype(*tokens.data())>;
-      tokens.Room(Gpt2Tokenizer::MaxIds(batch->data.size()) + 1);
-      ForEachLine(batch->data.view(), [&](std::string_view line) {
+      tokens.Room(Gpt2Tokenizer::MaxIds(batch->bytes.size()) + 1);
+      ForEachLine(batch->bytes, [&](std::string_view line) {
         ++line_no;
         JsonRecordParser::Result r = w.parser.ParsePadded(line);
         if (!r.ok) {
@@ -401,6 +532,7 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
       ++stats.documents;
       if (empty) ++stats.empty_documents;
     }
+    if (view) source.Release(batch->view_end);  // the batches before it are written too
     if (observer != nullptr) {
       stats.seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

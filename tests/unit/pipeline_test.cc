@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -21,6 +23,7 @@ namespace fs = std::filesystem;
 
 using testing::MemorySource;
 using testing::ReadFile;
+using testing::WriteFile;
 
 class PipelineTest : public ::testing::Test {
  protected:
@@ -56,6 +59,39 @@ class PipelineTest : public ::testing::Test {
     return ReadFile(prefix + ".bin") + "|" + ReadFile(prefix + ".idx");
   }
 
+  // Runs the pipeline on a file read where it lies (OpenFileSource's View()); same result as Run.
+  std::string RunFile(const std::string& path, int threads, size_t batch_bytes,
+                      absl::Status* status = nullptr) {
+    auto source = OpenFileSource(path);
+    if (!source.ok()) {
+      ADD_FAILURE() << source.status();
+      return "";
+    }
+    EXPECT_TRUE((*source)->View().has_value()) << path << " was not mapped";
+    PipelineOptions options;
+    options.threads = threads;
+    options.batch_bytes = batch_bytes;
+    options.writer.sync = false;
+    const std::string prefix = (dir_ / ("out" + std::to_string(run_++))).string();
+    ShardStats stats;
+    absl::Status s = RunPipeline(**source, InputFormat::kPlain, *tokenizer_, {prefix}, options, &stats);
+    if (status != nullptr) *status = s;
+    else EXPECT_TRUE(s.ok()) << s;
+    if (!fs::exists(prefix + ".bin")) return "";
+    return ReadFile(prefix + ".bin") + "|" + ReadFile(prefix + ".idx");
+  }
+
+  static std::string Decompress(const std::string& zst) {
+    std::string out;
+    ZstdDecoder decoder(ZstdDecoderOptions{});
+    EXPECT_TRUE(decoder.Feed(zst, [&](std::string_view b) {
+                  out.append(b);
+                  return absl::OkStatus();
+                }).ok());
+    EXPECT_TRUE(decoder.Finish().ok());
+    return out;
+  }
+
   std::unique_ptr<Gpt2Tokenizer> tokenizer_;
   fs::path dir_;
   int run_ = 0;
@@ -76,6 +112,77 @@ TEST_F(PipelineTest, ThreadCountAndBatchSizeNeverChangeBytes) {
   EXPECT_EQ(Run(zst, InputFormat::kZstd, 1 << 16, 2, 1 << 20), one);
   EXPECT_EQ(Run(zst, InputFormat::kZstd, 1 << 16, 7, 1 << 20), one);
   EXPECT_EQ(Run(zst, InputFormat::kZstd, 4093, 7, 5000), one);
+}
+
+TEST_F(PipelineTest, MappedFileGivesTheBytesOfTheStreamedOne) {
+  const std::string plain = Decompress(ReadFile(PILEPREP_SOURCE_DIR "/data/samples/01.jsonl.zst"));
+  ASSERT_GT(plain.size(), 100000u);
+  const std::string streamed = Run(plain, InputFormat::kPlain, 1 << 16, 2, 1 << 20);
+  ASSERT_FALSE(streamed.empty());
+  const std::string path = (dir_ / "in.jsonl").string();
+  WriteFile(path, plain);
+  EXPECT_EQ(RunFile(path, 1, 1 << 20), streamed);
+  EXPECT_EQ(RunFile(path, 3, 5000), streamed);
+  EXPECT_EQ(RunFile(path, 2, 1), streamed);  // one line per batch
+}
+
+// Lines are parsed where they lie in the mapping, reading up to kPadding bytes past their end; the
+// last line has them only when the file's last page has that much room left after it (else the
+// last batch is copied). The page after the file cannot be read, so an over-read would crash here.
+// Files ending at several distances from a page end, with and without a final line end, and with the
+// last text ending at every offset within the scanner's 16-byte blocks, give the streamed bytes.
+TEST_F(PipelineTest, MappedFileEndingAnywhereInItsLastPageGivesTheStreamedBytes) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t padding = JsonRecordParser::kPadding;
+  for (size_t room : {size_t{0}, padding - 1, padding, page - 1}) {
+    for (bool final_newline : {true, false}) {
+      for (size_t shift = 0; shift < 16; ++shift) {
+        const size_t size = 2 * page - room;
+        std::string plain;
+        while (plain.size() + 200 < size) plain += "{\"text\": \"Some words \\u00e9t\u00e9 and more\"}\n";
+        // The last line fills the file to `size` exactly; `shift` spaces before its key move where
+        // its text starts, and so where the scanner's blocks fall against the end of the file.
+        std::string head = "{";
+        head.append(shift, ' ').append("\"text\": \"");
+        const std::string tail = final_newline ? "\"}\n" : "\"}";
+        plain += head + std::string(size - plain.size() - head.size() - tail.size(), 'x') + tail;
+        ASSERT_EQ(plain.size(), size);
+        const std::string path = (dir_ / "end.jsonl").string();
+        WriteFile(path, plain);
+        const std::string streamed = Run(plain, InputFormat::kPlain, 1 << 16, 1, 1 << 20);
+        ASSERT_FALSE(streamed.empty());
+        EXPECT_EQ(RunFile(path, 1, 1 << 20), streamed)
+            << "room " << room << " newline " << final_newline << " shift " << shift;
+      }
+    }
+  }
+}
+
+TEST_F(PipelineTest, MappedFileThatShrinksFailsNamingItAndPublishesNothing) {
+  std::string plain;
+  while (plain.size() < 3 * 65536) plain += "{\"text\": \"a line of text\"}\n";
+  const std::string path = (dir_ / "shrinks.jsonl").string();
+  WriteFile(path, plain);
+  auto source = OpenFileSource(path);
+  ASSERT_TRUE(source.ok()) << source.status();
+  ASSERT_TRUE((*source)->View().has_value());
+  ASSERT_EQ(::truncate(path.c_str(), 1000), 0);
+  absl::Status fetched = (*source)->Fetch(0, plain.size());
+  EXPECT_EQ(fetched.code(), absl::StatusCode::kDataLoss) << fetched;
+  EXPECT_NE(fetched.message().find(path + ": the file shrank from " + std::to_string(plain.size()) +
+                                   " to 1000 bytes"),
+            std::string::npos)
+      << fetched;
+
+  PipelineOptions options;
+  options.writer.sync = false;
+  ShardStats stats;
+  const std::string prefix = (dir_ / "out").string();
+  absl::Status s = RunPipeline(**source, InputFormat::kPlain, *tokenizer_, {prefix}, options, &stats);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("shrank"), std::string::npos) << s;
+  EXPECT_FALSE(fs::exists(prefix + ".bin"));
+  EXPECT_FALSE(fs::exists(prefix + ".idx"));
 }
 
 TEST_F(PipelineTest, PlainAndZstdInputsAgree) {

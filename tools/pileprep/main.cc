@@ -6,11 +6,13 @@
 #include <string>
 
 #include "common.h"
+#include "signals.h"
 
 namespace pileprep::cli {
 namespace {
 
 int Main(int argc, char** argv) {
+  InstallBusErrorHandler();
   if (argc >= 2) {
     const std::string cmd = argv[1];
     if (cmd == "--version" || cmd == "version") {

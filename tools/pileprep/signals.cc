@@ -35,7 +35,25 @@ void OnSignal(int sig) {
                               "stop at once)\n");
 }
 
+void OnBusError(int sig) {
+  WriteStderr(
+      "\npileprep: SIGBUS: a file read through a memory mapping (an input .jsonl, a .bin or .idx) "
+      "shrank while in use, or the storage under it failed; nothing was published for the input in "
+      "progress\n");
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
 }  // namespace
+
+void InstallBusErrorHandler() {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = OnBusError;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESETHAND;
+  ::sigaction(SIGBUS, &sa, nullptr);
+}
 
 void InstallCancelHandlers() {
   static const bool installed = [] {

@@ -12,6 +12,12 @@
 
 namespace pileprep::cli {
 
+// SIGBUS: inputs and datasets are read through mmap, and a mapped file that another process
+// truncates raises SIGBUS where its lost bytes are read (the pipeline's Fetch catches a file that
+// shrank between batches; this is for the rest). The handler says so on stderr, then the process
+// ends by the signal (exit status 135 in a shell). Call first thing in main.
+void InstallBusErrorHandler();
+
 // Installs the handlers (idempotent). Call before starting work.
 void InstallCancelHandlers();
 
