@@ -112,10 +112,17 @@ best_job() {
 }
 # The whole job: best of three runs per thread count, the counts taking turns (1, 2, 1, 2, 1, 2), so that
 # a slow spell of this VM, which can last several seconds, does not fall on all three runs of one count.
+# Each timed run comes right after an untimed run of the same job at the same thread count, so that it
+# starts with memory as its own kind of run leaves it. On this VM memory freed a few seconds ago goes back
+# to the host (free page reporting), and a 2 MB page taken back costs ~4 ms to fault in again against
+# ~0.25 ms otherwise: a 2-thread run straight after a 1-thread one faults its second 72 MiB cache in
+# from cold memory and took 1.24-1.39 s against 1.06-1.09 s after a 2-thread run (2026-12-01, 600 MB).
+# A 43 GB shard pays that once in minutes; the 600 MB job would pay it as 15-25% of its time.
 for t in $threads_list; do job_s[$t]=1e9; job_rss[$t]=0; done
 for rep in 1 2 3; do
   for t in $threads_list; do
-    echo "== whole job (pileprep, $t threads, run $rep of 3)" >&2
+    echo "== whole job (pileprep, $t threads, run $rep of 3, after an untimed one)" >&2
+    job_run "$work/job.jsonl" "$work/pp" "$t"
     job_run "$work/job.jsonl" "$work/pp" "$t"
     job_s[$t]=$($PY -c "print(min(${job_s[$t]}, $run_s))")
     job_rss[$t]=$((run_rss > job_rss[$t] ? run_rss : job_rss[$t]))
