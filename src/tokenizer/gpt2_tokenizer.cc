@@ -6,18 +6,16 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <queue>
-#include <sstream>
 #include <type_traits>
 #include <utility>
 
 
 #include "absl/container/flat_hash_map.h"  // load time only
-#include "absl/container/flat_hash_set.h"  // load time only
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "format/file_util.h"
 #include "pileprep/status_macros.h"
 #include "simdjson.h"
 #include "tokenizer/huge_page_array.h"
@@ -91,15 +89,6 @@ bool AlphabetToBytes(std::string_view s, const std::vector<int>& inverse, std::s
   return true;
 }
 
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read error"));
-  return std::move(ss).str();
-}
-
 inline uint64_t PairKey(uint32_t a, uint32_t b) { return (uint64_t{a} << 32) | b; }
 
 // kPrefixMask.bytes[n]: n bytes of 0xFF, then zeros.
@@ -164,8 +153,9 @@ class PairTable {
   };
   // `entries` in rank order. A pair listed twice keeps its later rank, as encoder.py's and Megatron's
   // dict(zip(merges, range(len(merges)))) does: entries go in from the last, and a pair already in
-  // the table is skipped.
-  void Build(const std::vector<Entry>& entries, size_t vocab_limit) {
+  // the table is skipped. Returns whether every pair was listed once.
+  bool Build(const std::vector<Entry>& entries, size_t vocab_limit) {
+    bool distinct = true;
     compact_ = vocab_limit < 65536 && entries.size() < 65535;
     if (compact_) {
       size_t buckets = 1;
@@ -187,7 +177,10 @@ class PairTable {
       for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
         const Entry& e = *it;
         const uint32_t key = Key(e.a, e.b);
-        if (Rank(e.a, e.b) != kNoRank) continue;  // a later line of the same pair is in
+        if (Rank(e.a, e.b) != kNoRank) {  // a later line of the same pair is in
+          distinct = false;
+          continue;
+        }
         for (size_t b = home_(Hash(key));; b = (b + 1) & home_.mask) {
           uint32_t* k = buckets_[b].k;
           const size_t used = std::find(k, k + kBucket, kEmptyKey) - k;
@@ -202,9 +195,10 @@ class PairTable {
       rank_id_.resize(entries.size());
       for (const Entry& e : entries) rank_id_[e.rank] = e.id;
       for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
-        wide_.try_emplace(PairKey(it->a, it->b), it->rank);
+        if (!wide_.try_emplace(PairKey(it->a, it->b), it->rank).second) distinct = false;
       }
     }
+    return distinct;
   }
   uint32_t Rank(uint32_t a, uint32_t b) const {
     if (compact_) {
@@ -482,8 +476,8 @@ Gpt2Tokenizer::~Gpt2Tokenizer() = default;
 
 absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromFiles(
     const std::string& vocab_path, const std::string& merges_path, Options options) {
-  PILEPREP_ASSIGN_OR_RETURN(std::string vocab, ReadWholeFile(vocab_path));
-  PILEPREP_ASSIGN_OR_RETURN(std::string merges, ReadWholeFile(merges_path));
+  PILEPREP_ASSIGN_OR_RETURN(std::string vocab, internal::ReadFileToString(vocab_path));
+  PILEPREP_ASSIGN_OR_RETURN(std::string merges, internal::ReadFileToString(merges_path));
   auto tok = FromBuffers(vocab, merges, options);
   if (!tok.ok()) {
     return absl::Status(tok.status().code(),
@@ -540,6 +534,8 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromBuffers(
   absl::flat_hash_map<std::string_view, uint32_t> spelled_to_id;
   spelled_to_id.reserve(obj.size());
   std::vector<bool> id_taken;
+  t.id_bytes.reserve(obj.size());  // ids are usually 0..size-1
+  id_taken.reserve(obj.size());
   std::string bytes;
   for (auto field : obj) {
     int64_t id;
@@ -633,19 +629,16 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromBuffers(
   }
   if (rank == 0) return absl::InvalidArgumentError("merges file holds no merges");
   {
-    // The last rank at which each token is made, and whether a pair is listed twice.
+    // The last rank at which each token is made.
     std::vector<int64_t> made_at(t.id_bytes.size(), -1);
-    absl::flat_hash_set<uint64_t> listed;
-    for (const PairTable::Entry& e : pairs) {
-      made_at[e.id] = std::max<int64_t>(made_at[e.id], e.rank);
-      if (!listed.insert(PairKey(e.a, e.b)).second) t.merges_monotone = false;
-    }
+    for (const PairTable::Entry& e : pairs) made_at[e.id] = std::max<int64_t>(made_at[e.id], e.rank);
     for (const PairTable::Entry& e : pairs) {
       if (made_at[e.a] >= e.rank || made_at[e.b] >= e.rank) t.merges_monotone = false;
     }
   }
   tok->ids_fit_16_bits_ = t.id_bytes.size() <= 65536;  // ids run from 0 to id_bytes.size() - 1
-  t.merges.Build(pairs, t.id_bytes.size());
+  // A pair listed twice also breaks merging one occurrence at a time (Tables::merges_monotone).
+  if (!t.merges.Build(pairs, t.id_bytes.size())) t.merges_monotone = false;
   t.byte_pair_rank.Reset(65536);
   for (int a = 0; a < 256; ++a) {
     for (int b = 0; b < 256; ++b) {
