@@ -66,7 +66,8 @@ class FileSource final : public ByteSource {
       // mapping the kernel happened to place there.
       const size_t page = PageSize();
       map_bytes_ = (static_cast<size_t>(size_) + page - 1) / page * page + page;
-      void* area = ::mmap(nullptr, map_bytes_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      void* area = ::mmap(nullptr, map_bytes_, PROT_NONE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
       void* p = area == MAP_FAILED ? MAP_FAILED
                                    : ::mmap(area, static_cast<size_t>(size_), PROT_READ,
                                             MAP_SHARED | MAP_FIXED, fd_, 0);
@@ -75,7 +76,8 @@ class FileSource final : public ByteSource {
         map_failed_ = true;  // a file system without mmap: Read() still works
       } else {
         map_ = static_cast<const char*>(p);
-        ::madvise(p, static_cast<size_t>(size_), MADV_SEQUENTIAL);  // advice: read-ahead, drop behind
+        // Advice: read ahead, drop behind.
+        ::madvise(p, static_cast<size_t>(size_), MADV_SEQUENTIAL);
       }
     }
     if (map_ == nullptr) return std::nullopt;
@@ -101,8 +103,8 @@ class FileSource final : public ByteSource {
         return absl::DataLossError(absl::StrCat(name_, ": the file shrank from ", size_, " to ",
                                                 st.st_size, " bytes while it was being read"));
       }
-      return absl::DataLossError(absl::StrCat(name_, ": read error in bytes ", from, "..", to, ": ",
-                                              std::strerror(err)));
+      return absl::DataLossError(
+          absl::StrCat(name_, ": read error in bytes ", from, "..", to, ": ", std::strerror(err)));
     }
 #else
     (void)from;
@@ -114,8 +116,8 @@ class FileSource final : public ByteSource {
   // In steps of 32 MiB: each madvise of a range other threads have used makes the kernel flush
   // their TLBs (an interrupt per core, costly in a VM).
   void Release(size_t offset) override {
-    const size_t upto =
-        std::min(offset, static_cast<size_t>(std::max<int64_t>(size_, 0))) / PageSize() * PageSize();
+    const size_t upto = std::min(offset, static_cast<size_t>(std::max<int64_t>(size_, 0))) /
+                        PageSize() * PageSize();
     if (map_ == nullptr || upto < released_ + kReleaseStep) return;
     ::madvise(const_cast<char*>(map_) + released_, upto - released_, MADV_DONTNEED);
     released_ = upto;
@@ -329,8 +331,8 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
     }
     auto batch = std::make_unique<Batch>();
     if (view) {
-      // The batch ends at the first line end at or after batch_bytes (a longer line makes one batch of
-      // its own, as below), or at the end of the input.
+      // The batch ends at the first line end at or after batch_bytes (a longer line makes one batch
+      // of its own, as below), or at the end of the input.
       const std::string_view all = *view;
       const size_t from = view_pos;
       size_t to = all.size();
@@ -354,9 +356,9 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
         fc.stop();
         return nullptr;
       }
-      // Lines are parsed where they lie, reading up to kPadding bytes past their end: the next line's,
-      // or after the last line the zeros that fill the file's last page. Where that page has fewer
-      // than kPadding left, the last batch is copied and padded.
+      // Lines are parsed where they lie, reading up to kPadding bytes past their end: the next
+      // line's, or after the last line the zeros that fill the file's last page. Where that page
+      // has fewer than kPadding left, the last batch is copied and padded.
       const size_t page = PageSize();
       if (to == all.size() && (page - all.size() % page) % page < JsonRecordParser::kPadding) {
         batch->data.Append(all.substr(from, to - from));

@@ -11,7 +11,6 @@
 #include <type_traits>
 #include <utility>
 
-
 #include "absl/container/flat_hash_map.h"  // load time only
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -151,9 +150,9 @@ class PairTable {
   struct Entry {
     uint32_t a, b, rank, id;
   };
-  // `entries` in rank order. A pair listed twice keeps its later rank, as encoder.py's and Megatron's
-  // dict(zip(merges, range(len(merges)))) does: entries go in from the last, and a pair already in
-  // the table is skipped. Returns whether every pair was listed once.
+  // `entries` in rank order. A pair listed twice keeps its later rank, as encoder.py's and
+  // Megatron's dict(zip(merges, range(len(merges)))) does: entries go in from the last, and a pair
+  // already in the table is skipped. Returns whether every pair was listed once.
   bool Build(const std::vector<Entry>& entries, size_t vocab_limit) {
     bool distinct = true;
     compact_ = vocab_limit < 65536 && entries.size() < 65535;
@@ -631,7 +630,9 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromBuffers(
   {
     // The last rank at which each token is made.
     std::vector<int64_t> made_at(t.id_bytes.size(), -1);
-    for (const PairTable::Entry& e : pairs) made_at[e.id] = std::max<int64_t>(made_at[e.id], e.rank);
+    for (const PairTable::Entry& e : pairs) {
+      made_at[e.id] = std::max<int64_t>(made_at[e.id], e.rank);
+    }
     for (const PairTable::Entry& e : pairs) {
       if (made_at[e.a] >= e.rank || made_at[e.b] >= e.rank) t.merges_monotone = false;
     }

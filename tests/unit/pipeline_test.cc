@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -74,9 +73,13 @@ class PipelineTest : public ::testing::Test {
     options.writer.sync = false;
     const std::string prefix = (dir_ / ("out" + std::to_string(run_++))).string();
     ShardStats stats;
-    absl::Status s = RunPipeline(**source, InputFormat::kPlain, *tokenizer_, {prefix}, options, &stats);
-    if (status != nullptr) *status = s;
-    else EXPECT_TRUE(s.ok()) << s;
+    absl::Status s =
+        RunPipeline(**source, InputFormat::kPlain, *tokenizer_, {prefix}, options, &stats);
+    if (status != nullptr) {
+      *status = s;
+    } else {
+      EXPECT_TRUE(s.ok()) << s;
+    }
     if (!fs::exists(prefix + ".bin")) return "";
     return ReadFile(prefix + ".bin") + "|" + ReadFile(prefix + ".idx");
   }
@@ -84,10 +87,13 @@ class PipelineTest : public ::testing::Test {
   static std::string Decompress(const std::string& zst) {
     std::string out;
     ZstdDecoder decoder(ZstdDecoderOptions{});
-    EXPECT_TRUE(decoder.Feed(zst, [&](std::string_view b) {
-                  out.append(b);
-                  return absl::OkStatus();
-                }).ok());
+    EXPECT_TRUE(decoder
+                    .Feed(zst,
+                          [&](std::string_view b) {
+                            out.append(b);
+                            return absl::OkStatus();
+                          })
+                    .ok());
     EXPECT_TRUE(decoder.Finish().ok());
     return out;
   }
@@ -129,8 +135,9 @@ TEST_F(PipelineTest, MappedFileGivesTheBytesOfTheStreamedOne) {
 // Lines are parsed where they lie in the mapping, reading up to kPadding bytes past their end; the
 // last line has them only when the file's last page has that much room left after it (else the
 // last batch is copied). The page after the file cannot be read, so an over-read would crash here.
-// Files ending at several distances from a page end, with and without a final line end, and with the
-// last text ending at every offset within the scanner's 16-byte blocks, give the streamed bytes.
+// Files ending at several distances from a page end, with and without a final line end, and with
+// the last text ending at every offset within the scanner's 16-byte blocks, give the streamed
+// bytes.
 TEST_F(PipelineTest, MappedFileEndingAnywhereInItsLastPageGivesTheStreamedBytes) {
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   const size_t padding = JsonRecordParser::kPadding;
@@ -139,7 +146,8 @@ TEST_F(PipelineTest, MappedFileEndingAnywhereInItsLastPageGivesTheStreamedBytes)
       for (size_t shift = 0; shift < 16; ++shift) {
         const size_t size = 2 * page - room;
         std::string plain;
-        while (plain.size() + 200 < size) plain += "{\"text\": \"Some words \\u00e9t\u00e9 and more\"}\n";
+        while (plain.size() + 200 < size)
+          plain += "{\"text\": \"Some words \\u00e9t\u00e9 and more\"}\n";
         // The last line fills the file to `size` exactly; `shift` spaces before its key move where
         // its text starts, and so where the scanner's blocks fall against the end of the file.
         std::string head = "{";
@@ -178,7 +186,8 @@ TEST_F(PipelineTest, MappedFileThatShrinksFailsNamingItAndPublishesNothing) {
   options.writer.sync = false;
   ShardStats stats;
   const std::string prefix = (dir_ / "out").string();
-  absl::Status s = RunPipeline(**source, InputFormat::kPlain, *tokenizer_, {prefix}, options, &stats);
+  absl::Status s =
+      RunPipeline(**source, InputFormat::kPlain, *tokenizer_, {prefix}, options, &stats);
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
   EXPECT_NE(s.message().find("shrank"), std::string::npos) << s;
   EXPECT_FALSE(fs::exists(prefix + ".bin"));
