@@ -93,7 +93,7 @@ class FileSource final : public ByteSource {
     const size_t start = from / PageSize() * PageSize();
     while (::madvise(const_cast<char*>(map_) + start, to - start, MADV_POPULATE_READ) != 0) {
       const int err = errno;
-      if (err == EINTR || err == EAGAIN) continue;
+      if (err == EINTR) continue;  // only with a fatal signal pending: that ends the loop
       if (err == EINVAL) {  // a kernel before 5.14: the bytes fault in as they are read
         populate_unsupported_ = true;
         return absl::OkStatus();
@@ -103,8 +103,9 @@ class FileSource final : public ByteSource {
         return absl::DataLossError(absl::StrCat(name_, ": the file shrank from ", size_, " to ",
                                                 st.st_size, " bytes while it was being read"));
       }
-      return absl::DataLossError(
-          absl::StrCat(name_, ": read error in bytes ", from, "..", to, ": ", std::strerror(err)));
+      // EFAULT on a file that did not shrink: the pages could not be read (an I/O error).
+      return absl::DataLossError(absl::StrCat(name_, ": read error in bytes ", from, "..", to, ": ",
+                                              err == EFAULT ? "I/O error" : std::strerror(err)));
     }
 #else
     (void)from;
@@ -338,9 +339,16 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
       size_t to = all.size();
       if (all.size() - from > options.batch_bytes) {
         const size_t nl = all.find('\n', from + std::max<size_t>(options.batch_bytes, 1) - 1);
-        if (nl != std::string_view::npos) to = nl + 1;
+        // The batch's last line is read up to kPadding bytes past its end: a shorter rest of the
+        // input joins this batch, which is then the last one (padded below where it must be).
+        if (nl != std::string_view::npos && all.size() - (nl + 1) >= JsonRecordParser::kPadding) {
+          to = nl + 1;
+        }
       }
-      if (absl::Status s = source.Fetch(from, to); !s.ok()) {
+      // The bytes read past the batch too, so that a file that shrank fails here.
+      if (absl::Status s =
+              source.Fetch(from, std::min(all.size(), to + JsonRecordParser::kPadding));
+          !s.ok()) {
         fail(std::move(s));
         fc.stop();
         return nullptr;

@@ -39,9 +39,8 @@ void OnBusError(int sig) {
   WriteStderr(
       "\npileprep: SIGBUS: a file read through a memory mapping (an input .jsonl, a .bin or .idx) "
       "shrank while in use, or the storage under it failed; nothing was published for the input in "
-      "progress\n");
-  ::signal(sig, SIG_DFL);
-  ::raise(sig);
+      "progress (the next run removes its temporaries)\n");
+  ::raise(sig);  // SA_RESETHAND made the action the default again: the process ends by SIGBUS
 }
 
 }  // namespace
