@@ -202,7 +202,6 @@ struct Batch {
   // View(), or `data`'s.
   std::string_view bytes;
   LineBuffer data;
-  uint64_t view_end = 0;  // from a View(): where the batch ends in it
   // The read stage's running totals after this batch. The in-order write stage copies them into
   // the stats, so ShardStats is only ever touched by one stage (the two serial stages run on
   // different threads at once).
@@ -359,11 +358,6 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
       bytes_decompressed += to - from;
       batch->bytes_in_total = bytes_in;
       batch->bytes_decompressed_total = bytes_decompressed;
-      batch->view_end = to;
-      if (to == from) {
-        fc.stop();
-        return nullptr;
-      }
       // Lines are parsed where they lie, reading up to kPadding bytes past their end: the next
       // line's, or after the last line the zeros that fill the file's last page. Where that page
       // has fewer than kPadding left, the last batch is copied and padded.
@@ -542,7 +536,8 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
       ++stats.documents;
       if (empty) ++stats.empty_documents;
     }
-    if (view) source.Release(batch->view_end);  // the batches before it are written too
+    // From a View(), bytes_in_total is where the batch ends in it; the batches before are written.
+    if (view) source.Release(batch->bytes_in_total);
     if (observer != nullptr) {
       stats.seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -46,17 +46,7 @@ class PipelineTest : public ::testing::Test {
                   size_t batch_bytes, absl::Status* status = nullptr, ShardStats* stats_out = nullptr,
                   PipelineOptions options = {}) {
     MemorySource source(input, chunk);
-    options.threads = threads;
-    options.batch_bytes = batch_bytes;
-    options.writer.sync = false;
-    const std::string prefix = (dir_ / ("out" + std::to_string(run_++))).string();
-    ShardStats stats;
-    absl::Status s = RunPipeline(source, format, *tokenizer_, {prefix}, options, &stats);
-    if (status != nullptr) *status = s;
-    else EXPECT_TRUE(s.ok()) << s;
-    if (stats_out != nullptr) *stats_out = stats;
-    if (!fs::exists(prefix + ".bin")) return "";
-    return ReadFile(prefix + ".bin") + "|" + ReadFile(prefix + ".idx");
+    return RunSource(source, format, threads, batch_bytes, status, stats_out, options);
   }
 
   // Runs the pipeline on a file read where it lies (OpenFileSource's View()); same result as Run.
@@ -68,14 +58,17 @@ class PipelineTest : public ::testing::Test {
       return "";
     }
     EXPECT_TRUE((*source)->View().has_value()) << path << " was not mapped";
-    PipelineOptions options;
+    return RunSource(**source, InputFormat::kPlain, threads, batch_bytes, status, stats_out, {});
+  }
+
+  std::string RunSource(ByteSource& source, InputFormat format, int threads, size_t batch_bytes,
+                        absl::Status* status, ShardStats* stats_out, PipelineOptions options) {
     options.threads = threads;
     options.batch_bytes = batch_bytes;
     options.writer.sync = false;
     const std::string prefix = (dir_ / ("out" + std::to_string(run_++))).string();
     ShardStats stats;
-    absl::Status s =
-        RunPipeline(**source, InputFormat::kPlain, *tokenizer_, {prefix}, options, &stats);
+    absl::Status s = RunPipeline(source, format, *tokenizer_, {prefix}, options, &stats);
     if (status != nullptr) {
       *status = s;
     } else {
