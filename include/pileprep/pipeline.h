@@ -62,13 +62,22 @@ class ByteSource {
   virtual void Release(size_t /*offset*/) {}
 };
 
-// Opens a local file as a ByteSource. A regular file can be read through View() (mmap), anything
-// else (a pipe) only through Read(). For plain JSON lines the pipeline uses View(): read(2)'s copy
-// was 5.3% of a whole job's CPU time, the mapping's page tables cost about half that (1.2 GB job,
-// 2 threads, alternating runs: 2081 -> 2052 ms, system time 0.38 -> 0.27 s). A mapped file that
-// another process truncates between Fetch and the read of its bytes raises SIGBUS, as any mapping
-// does; the CLI says what happened (tools/pileprep/signals.h).
-absl::StatusOr<std::unique_ptr<ByteSource>> OpenFileSource(const std::string& path);
+struct FileSourceOptions {
+  // Whether a regular file may be read through View(), a mapping of it, so that plain JSON lines
+  // are parsed where they lie instead of being read(2) into each batch. Off by default: what it
+  // saves (read(2)'s copy) and what it costs (a page-table entry per 4 KiB page, and faults that
+  // a hypervisor may handle for the guest) depend on the machine. Measured as the mean of
+  // alternating runs, 2 threads: on one VM, 2081 -> 2052 ms mapped (1.2 GB job); on a PVM guest
+  // (page tables shadowed by the host), 1814 -> 2016 ms mapped (600 MB job; 1 thread 2850 -> 3127).
+  // A mapped file that another process truncates between Fetch and the read of its bytes raises
+  // SIGBUS, as any mapping does; the CLI says what happened (tools/pileprep/signals.h).
+  bool map = false;
+};
+
+// Opens a local file as a ByteSource: read with Read(), or, with `options.map` and a regular
+// file, through View(). Anything else (a pipe) is only ever read.
+absl::StatusOr<std::unique_ptr<ByteSource>> OpenFileSource(const std::string& path,
+                                                           const FileSourceOptions& options = {});
 
 enum class InputFormat {
   kZstd,   // zstd-compressed JSON lines (.jsonl.zst)

@@ -39,8 +39,9 @@ size_t PageSize() {
 
 class FileSource final : public ByteSource {
  public:
-  // `size`: the file's size when it is a regular file (then it can be mapped), else -1.
-  FileSource(int fd, std::string name, int64_t size) : fd_(fd), name_(std::move(name)), size_(size) {}
+  // `size`: the file's size when it is a regular file, else -1. `map`: View() maps a regular file.
+  FileSource(int fd, std::string name, int64_t size, bool map)
+      : fd_(fd), name_(std::move(name)), size_(size), map_failed_(!map) {}
   ~FileSource() override {
     if (map_ != nullptr) ::munmap(const_cast<char*>(map_), map_bytes_);
     ::close(fd_);
@@ -131,7 +132,7 @@ class FileSource final : public ByteSource {
   int64_t size_;
   const char* map_ = nullptr;
   size_t map_bytes_ = 0;  // the file's pages and the guard page
-  bool map_failed_ = false;
+  bool map_failed_;       // or not asked for: View() gives nullopt
   bool populate_unsupported_ = false;
   size_t released_ = 0;
 };
@@ -233,7 +234,8 @@ struct Worker {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ByteSource>> OpenFileSource(const std::string& path) {
+absl::StatusOr<std::unique_ptr<ByteSource>> OpenFileSource(const std::string& path,
+                                                           const FileSourceOptions& options) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
@@ -252,7 +254,7 @@ absl::StatusOr<std::unique_ptr<ByteSource>> OpenFileSource(const std::string& pa
 #ifdef POSIX_FADV_SEQUENTIAL
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 #endif
-  return std::make_unique<FileSource>(fd, path, size);
+  return std::make_unique<FileSource>(fd, path, size, options.map);
 }
 
 InputFormat InputFormatForPath(const std::string& path) {

@@ -69,6 +69,17 @@ expect "truncated shard fails by name" 1 "01.jsonl.zst" -- \
 [[ -s "$work/c/my-gpt3_00_text_document.bin" ]] || { echo "FAIL: good shard not published"; fail=1; }
 if ls "$work/c" | grep -q -e _01_ -e pileprep-tmp; then echo "FAIL: stray: $(ls "$work/c")"; fail=1; fi
 
+# Plain JSON lines read (the default) or mapped (--mmap-input): the same files.
+zstd -q -d -c "$root/data/samples/01.jsonl.zst" > "$work/plain.jsonl"
+expect "plain input read" 0 "" -- \
+  "$PILEPREP" preprocess --input "$work/plain.jsonl" --output-prefix "$work/read" --append-eod -q
+expect "plain input mapped" 0 "" -- "$PILEPREP" preprocess --input "$work/plain.jsonl" \
+  --output-prefix "$work/mapped" --append-eod --mmap-input -q
+for ext in bin idx; do
+  cmp -s "$work/read_text_document.$ext" "$work/mapped_text_document.$ext" \
+    || { echo "FAIL: --mmap-input changes the .$ext"; fail=1; }
+done
+
 # Summary table at the end.
 expect "summary table" 0 "shard            status" -- \
   "$PILEPREP" --url "$root/data/samples" --files 1 --output-dir "$work/s"

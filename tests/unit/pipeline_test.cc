@@ -49,10 +49,11 @@ class PipelineTest : public ::testing::Test {
     return RunSource(source, format, threads, batch_bytes, status, stats_out, options);
   }
 
-  // Runs the pipeline on a file read where it lies (OpenFileSource's View()); same result as Run.
+  // Runs the pipeline on a file read where it lies (OpenFileSource's View(), asked for with
+  // FileSourceOptions::map); same result as Run.
   std::string RunFile(const std::string& path, int threads, size_t batch_bytes,
                       absl::Status* status = nullptr, ShardStats* stats_out = nullptr) {
-    auto source = OpenFileSource(path);
+    auto source = OpenFileSource(path, {.map = true});
     if (!source.ok()) {
       ADD_FAILURE() << source.status();
       return "";
@@ -213,6 +214,22 @@ TEST_F(PipelineTest, MappedFileEndingAnywhereInItsLastPageGivesTheStreamedBytes)
   }
 }
 
+TEST_F(PipelineTest, FileIsReadUnlessMappingIsAskedForAndGivesTheStreamedBytes) {
+  std::string plain;
+  while (plain.size() < 3 * 65536) plain += "{\"text\": \"a line of text\"}\n";
+  const std::string streamed = Run(plain, InputFormat::kPlain, 1 << 16, 2, 1 << 16);
+  ASSERT_FALSE(streamed.empty());
+  const std::string path = (dir_ / "read.jsonl").string();
+  WriteFile(path, plain);
+  auto read = OpenFileSource(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_FALSE((*read)->View().has_value());
+  EXPECT_EQ(RunSource(**read, InputFormat::kPlain, 2, 1 << 16, nullptr, nullptr, {}), streamed);
+  auto mapped = OpenFileSource(path, {.map = true});
+  ASSERT_TRUE(mapped.ok()) << mapped.status();
+  EXPECT_TRUE((*mapped)->View().has_value());
+}
+
 TEST_F(PipelineTest, MappedFileThatShrinksFailsNamingItAndPublishesNothing) {
 #ifdef MADV_POPULATE_READ
   {
@@ -231,7 +248,7 @@ TEST_F(PipelineTest, MappedFileThatShrinksFailsNamingItAndPublishesNothing) {
   while (plain.size() < 3 * 65536) plain += "{\"text\": \"a line of text\"}\n";
   const std::string path = (dir_ / "shrinks.jsonl").string();
   WriteFile(path, plain);
-  auto source = OpenFileSource(path);
+  auto source = OpenFileSource(path, {.map = true});
   ASSERT_TRUE(source.ok()) << source.status();
   ASSERT_TRUE((*source)->View().has_value());
   ASSERT_EQ(::truncate(path.c_str(), 1000), 0);

@@ -39,6 +39,7 @@ void AddCommonFlags(Args& args);
 
 struct Common {
   PipelineOptions pipeline;
+  FileSourceOptions file_source;
   Gpt2Tokenizer::Options tokenizer;
   std::string vocab_file, merge_file;
   ConsoleOptions console;

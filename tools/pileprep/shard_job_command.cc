@@ -125,7 +125,7 @@ struct OpenedSource {
   std::string input;           // path or redacted URL, for messages
 };
 
-OpenedSource OpenShard(const JobConfig& job, int n, FetchObserver* observer) {
+OpenedSource OpenShard(const JobConfig& job, const Common& c, int n, FetchObserver* observer) {
   OpenedSource o;
   const std::string input = ShardInput(job.source, n);
   if (job.source.kind == SourceKind::kLocalDirectory) {
@@ -149,7 +149,7 @@ OpenedSource OpenShard(const JobConfig& job, int n, FetchObserver* observer) {
       return o;
     }
   }
-  auto file = OpenFileSource(o.input);
+  auto file = OpenFileSource(o.input, c.file_source);
   if (!file.ok()) {
     o.status = file.status();
   } else {
@@ -455,9 +455,9 @@ int RunShardJob(int argc, char** argv, int first) {
       return;
     }
     const std::vector<std::string> prefixes = PrefixesFor(job, shard_c, n);
-    if (cur.source == nullptr && cur.status.ok()) cur = OpenShard(job, n, &observer);
+    if (cur.source == nullptr && cur.status.ok()) cur = OpenShard(job, shard_c, n, &observer);
     if (next != nullptr && cur.http != nullptr && t + 1 < todo.size()) {
-      *next = OpenShard(job, (*mine)[todo[t + 1]], &observer);
+      *next = OpenShard(job, shard_c, (*mine)[todo[t + 1]], &observer);
     }
     absl::Status status;
     while (true) {
@@ -486,7 +486,7 @@ int RunShardJob(int argc, char** argv, int first) {
                        outcome.restarts, kMaxRestarts);
         }
         cur = OpenedSource{};  // stop the old download before the new one starts
-        cur = OpenShard(job, n, &observer);
+        cur = OpenShard(job, shard_c, n, &observer);
         continue;
       }
       break;
