@@ -225,8 +225,16 @@ struct BufferedFileWriter::Async {
   std::vector<Buffer> spare;  // guarded by mu
   bool busy = false;          // guarded by mu: the thread is writing a job
   bool stop = false;          // guarded by mu
-  absl::Status error;         // guarded by mu: the first write error
+  absl::Status error;         // guarded by mu: the first write or fdatasync error
   std::thread thread;
+  // Early writeback (SetEarlyWriteback): the writing thread asks `syncer` for an fdatasync every
+  // `sync_every` bytes it has written, and goes on writing while the flush runs.
+  std::condition_variable sync_cv;
+  std::thread syncer;
+  uint64_t sync_every = 0;     // guarded by mu
+  uint64_t written = 0;        // guarded by mu
+  uint64_t sync_asked_at = 0;  // guarded by mu: `written` at the last request
+  bool sync_wanted = false;    // guarded by mu
 
   // The background thread: writes the jobs in order. While it runs nobody else writes to `fd`, so
   // plain sequential writes leave the file position at the end for the writer to carry on from.
@@ -244,9 +252,32 @@ struct BufferedFileWriter::Async {
                              : absl::OkStatus();
       lock.lock();
       if (!s.ok() && error.ok()) error = std::move(s);
+      written += job.size;
+      if (sync_every != 0 && written - sync_asked_at >= sync_every && error.ok()) {
+        sync_asked_at = written;
+        sync_wanted = true;
+        sync_cv.notify_one();
+      }
       spare.push_back(std::move(job.data));
       busy = false;
       cv.notify_all();
+    }
+  }
+  // The syncer: one fdatasync per request (requests made while one runs fold into one).
+  void RunSyncer(int fd, const std::string& path) {
+    std::unique_lock<std::mutex> lock(mu);
+    while (true) {
+      sync_cv.wait(lock, [&] { return stop || sync_wanted; });
+      if (stop) return;  // the caller's final fsync covers what was asked for
+      sync_wanted = false;
+      lock.unlock();
+      int rc;
+      do {
+        rc = ::fdatasync(fd);
+      } while (rc != 0 && errno == EINTR);
+      const int err = errno;
+      lock.lock();
+      if (rc != 0 && error.ok()) error = ErrnoError(err, path, "fdatasync");
     }
   }
   // Ends the thread once the queue is empty; `drop` (not OK) makes it skip the jobs still queued.
@@ -257,7 +288,9 @@ struct BufferedFileWriter::Async {
       if (!drop.ok()) error = std::move(drop);
     }
     cv.notify_all();
+    sync_cv.notify_all();
     thread.join();
+    if (syncer.joinable()) syncer.join();  // after a flush in progress ends
   }
 };
 
@@ -396,12 +429,31 @@ absl::Status BufferedFileWriter::FlushAll() {
   if (async_ == nullptr) return Flush();
   if (absl::Status s = Flush(); !s.ok()) return s;
   if (absl::Status s = Drain(); !s.ok()) return s;
-  // The background thread is idle. Stop it, then write the last partial block as usual.
+  // The background thread is idle. Stop it, then write the last partial block as usual. An
+  // fdatasync that was running may have failed after the drain.
   async_->Stop();
+  absl::Status synced = std::move(async_->error);  // the threads have ended: no lock needed
   async_.reset();
+  if (!synced.ok()) return synced;
   // From here on the writer is a buffered one, also for appends after a Sync.
   if (LeaveDirect(fd_.get()) < 0) return ErrnoError(errno, path_, "leaving O_DIRECT");
   return Flush();
+}
+
+void BufferedFileWriter::SetEarlyWriteback(uint64_t bytes) {
+  writeback_every_ = bytes;
+  if (async_ == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(async_->mu);
+    async_->sync_every = bytes;
+  }
+  if (bytes == 0 || async_->syncer.joinable()) return;
+  try {
+    async_->syncer = std::thread([this] { async_->RunSyncer(fd_.get(), path_); });
+  } catch (const std::exception&) {
+    std::lock_guard<std::mutex> lock(async_->mu);
+    async_->sync_every = 0;  // no thread: the final fsync does it all, as without the hint
+  }
 }
 
 void BufferedFileWriter::MaybeStartWriteback() {

@@ -521,7 +521,8 @@ TEST(BufferedFileWriter, FullDeviceReportsNoSpaceWithPath) {
 }
 
 // Direct mode (O_DIRECT from a background thread) writes exactly the bytes it was given, whatever
-// the append sizes, in-place fills, flushes and buffer size, the last partial block included.
+// the append sizes, in-place fills, flushes and buffer size, the last partial block included, with
+// and without early writeback (fdatasync from a second thread while the writes go on).
 TEST_F(IndexedDatasetTest, DirectWriterWritesExactlyTheBytesGiven) {
   uint64_t seed = 7;
   auto next = [&] {
@@ -531,36 +532,40 @@ TEST_F(IndexedDatasetTest, DirectWriterWritesExactlyTheBytesGiven) {
   for (size_t buffer : {size_t{8}, size_t{4096}, size_t{10000}, size_t{1} << 16}) {
     for (size_t total : {size_t{0}, size_t{100}, size_t{4096}, size_t{12288}, size_t{100001},
                          size_t{1} << 20}) {
-      const std::string path = Prefix("direct_" + std::to_string(buffer) + "_" + std::to_string(total));
-      auto w = internal::BufferedFileWriter::Open(path, buffer, /*direct=*/true);
-      ASSERT_TRUE(w.ok()) << w.status();
-      if (!(*w)->direct()) GTEST_SKIP() << ::testing::TempDir() << " does not take O_DIRECT";
-      std::string want;
-      while (want.size() < total) {
-        const size_t n = std::min(total - want.size(), next() % 9000);
-        std::string chunk(n, '\0');
-        for (char& c : chunk) c = static_cast<char>(next());
-        if (next() % 2 == 0 || (*w)->available() < n) {
-          ASSERT_TRUE((*w)->Append(chunk.data(), n).ok());
-        } else {  // filled in place, as the .bin's narrowing loop does
-          std::memcpy((*w)->cursor(), chunk.data(), n);
-          (*w)->Commit(n);
+      for (uint64_t writeback : {uint64_t{0}, uint64_t{1}, uint64_t{40000}}) {
+        const std::string path = Prefix("direct_" + std::to_string(buffer) + "_" +
+                                        std::to_string(total) + "_" + std::to_string(writeback));
+        auto w = internal::BufferedFileWriter::Open(path, buffer, /*direct=*/true);
+        ASSERT_TRUE(w.ok()) << w.status();
+        if (!(*w)->direct()) GTEST_SKIP() << ::testing::TempDir() << " does not take O_DIRECT";
+        (*w)->SetEarlyWriteback(writeback);
+        std::string want;
+        while (want.size() < total) {
+          const size_t n = std::min(total - want.size(), next() % 9000);
+          std::string chunk(n, '\0');
+          for (char& c : chunk) c = static_cast<char>(next());
+          if (next() % 2 == 0 || (*w)->available() < n) {
+            ASSERT_TRUE((*w)->Append(chunk.data(), n).ok());
+          } else {  // filled in place, as the .bin's narrowing loop does
+            std::memcpy((*w)->cursor(), chunk.data(), n);
+            (*w)->Commit(n);
+          }
+          want += chunk;
+          if (next() % 5 == 0) {
+            ASSERT_TRUE((*w)->Flush().ok());
+          }
         }
-        want += chunk;
-        if (next() % 5 == 0) {
-          ASSERT_TRUE((*w)->Flush().ok());
-        }
+        EXPECT_EQ((*w)->bytes(), total);
+        ASSERT_TRUE((*w)->Sync().ok());
+        EXPECT_FALSE((*w)->direct());  // the last partial block went out through the page cache
+        ASSERT_TRUE((*w)->Close().ok());
+        const std::string got = ReadBytes(path);
+        const size_t first_difference =
+            std::mismatch(got.begin(), got.end(), want.begin(), want.end()).first - got.begin();
+        EXPECT_TRUE(got == want) << "buffer " << buffer << ", " << total << " bytes, writeback "
+                                 << writeback << ": got " << got.size()
+                                 << " bytes, first difference at byte " << first_difference;
       }
-      EXPECT_EQ((*w)->bytes(), total);
-      ASSERT_TRUE((*w)->Sync().ok());
-      EXPECT_FALSE((*w)->direct());  // the last partial block went out through the page cache
-      ASSERT_TRUE((*w)->Close().ok());
-      const std::string got = ReadBytes(path);
-      const size_t first_difference =
-          std::mismatch(got.begin(), got.end(), want.begin(), want.end()).first - got.begin();
-      EXPECT_TRUE(got == want) << "buffer " << buffer << ", " << total << " bytes: got "
-                               << got.size() << " bytes, first difference at byte "
-                               << first_difference;
     }
   }
 }
@@ -602,13 +607,16 @@ TEST_F(IndexedDatasetTest, DirectAndBufferedWritersPublishTheSameFiles) {
   }
 }
 
-TEST_F(IndexedDatasetTest, DirectWriterDestroyedWithoutCloseStopsItsThread) {
-  auto w = internal::BufferedFileWriter::Open(Prefix("abandoned"), 4096, /*direct=*/true);
-  ASSERT_TRUE(w.ok()) << w.status();
-  if (!(*w)->direct()) GTEST_SKIP() << ::testing::TempDir() << " does not take O_DIRECT";
-  const std::string data(100000, 'x');
-  ASSERT_TRUE((*w)->Append(data.data(), data.size()).ok());
-  w->reset();  // joins the background thread; queued writes are dropped, nothing hangs
+TEST_F(IndexedDatasetTest, DirectWriterDestroyedWithoutCloseStopsItsThreads) {
+  for (uint64_t writeback : {uint64_t{0}, uint64_t{4096}}) {
+    auto w = internal::BufferedFileWriter::Open(Prefix("abandoned"), 4096, /*direct=*/true);
+    ASSERT_TRUE(w.ok()) << w.status();
+    if (!(*w)->direct()) GTEST_SKIP() << ::testing::TempDir() << " does not take O_DIRECT";
+    (*w)->SetEarlyWriteback(writeback);
+    const std::string data(100000, 'x');
+    ASSERT_TRUE((*w)->Append(data.data(), data.size()).ok());
+    w->reset();  // joins the background threads; queued writes are dropped, nothing hangs
+  }
 }
 
 // A write error of the background thread reaches the caller with the file and offset, and stays.
