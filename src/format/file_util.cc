@@ -248,8 +248,8 @@ struct BufferedFileWriter::Async {
       busy = true;
       const bool write = error.ok();  // after an error, jobs are dropped: the output is lost anyway
       lock.unlock();
-      absl::Status s = write ? WriteAll(fd, job.data.get(), job.size, path, job.offset)
-                             : absl::OkStatus();
+      absl::Status s =
+          write ? WriteAll(fd, job.data.data(), job.size, path, job.offset) : absl::OkStatus();
       lock.lock();
       if (!s.ok() && error.ok()) error = std::move(s);
       written += job.size;
@@ -295,11 +295,8 @@ struct BufferedFileWriter::Async {
 };
 
 BufferedFileWriter::Buffer BufferedFileWriter::NewBuffer(size_t bytes) {
-  // Block-aligned for O_DIRECT (harmless otherwise). Not value-initialised: pages are touched only
-  // as the buffer fills.
-  void* p = std::aligned_alloc(kDirectBlock, (bytes + kDirectBlock - 1) / kDirectBlock * kDirectBlock);
-  if (p == nullptr) throw std::bad_alloc();
-  return Buffer(static_cast<char*>(p));
+  static_assert(kDirectBlock <= 4096, "HugePageArray aligns to 4 KB pages at least");
+  return Buffer(bytes);
 }
 
 absl::StatusOr<std::unique_ptr<BufferedFileWriter>> BufferedFileWriter::Open(std::string path,
@@ -408,7 +405,7 @@ absl::Status BufferedFileWriter::Flush() {
       async_->cv.wait(lock, [&] { return !async_->spare.empty(); });
       next = std::move(async_->spare.back());
       async_->spare.pop_back();
-      memcpy(next.get(), buffer_.get() + whole, used_ - whole);  // the partial block stays
+      memcpy(next.data(), buffer_.data() + whole, used_ - whole);  // the partial block stays
       async_->jobs.push_back({std::move(buffer_), whole, flushed_});
     }
     async_->cv.notify_all();
@@ -417,7 +414,7 @@ absl::Status BufferedFileWriter::Flush() {
     used_ -= whole;
     return absl::OkStatus();
   }
-  if (absl::Status s = WriteAll(fd_.get(), buffer_.get(), used_, path_, flushed_); !s.ok())
+  if (absl::Status s = WriteAll(fd_.get(), buffer_.data(), used_, path_, flushed_); !s.ok())
     return s;
   flushed_ += used_;
   used_ = 0;

@@ -73,6 +73,8 @@ class HugePageArray {
   T* data() { return data_; }
   const T* data() const { return data_; }
   size_t size() const { return size_; }
+  // Elements that fit in the mapping (size() rounded up to whole pages).
+  size_t capacity() const { return bytes_ / sizeof(T); }
   T& operator[](size_t i) { return data_[i]; }
   const T& operator[](size_t i) const { return data_[i]; }
 

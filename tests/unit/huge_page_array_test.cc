@@ -32,6 +32,21 @@ TEST(HugePageArray, ElementsAreAlignedAndWritableToTheEnd) {
   for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i].words[7], i);
 }
 
+TEST(HugePageArray, CapacityIsTheWholePagesAndAllOfItIsWritable) {
+  // 4 KB pages below 1 MB, 2 MB pages from there on; buffers use the rounding as room to grow.
+  for (size_t n : {size_t{1}, size_t{4097}, size_t{(1 << 20) - 1}, size_t{(1 << 20) + 1},
+                   size_t{(2 << 20) + 64}}) {
+    HugePageArray<char> a(n);
+    const size_t page = n < (1 << 20) ? 4096 : (2 << 20);
+    EXPECT_EQ(a.capacity(), (n + page - 1) / page * page) << n;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(a.data()) % page, 0u) << n;
+    a[a.capacity() - 1] = 'x';
+    EXPECT_EQ(a[a.capacity() - 1], 'x');
+  }
+  EXPECT_EQ(HugePageArray<Line>(3).capacity(), size_t{4096} / sizeof(Line));
+  EXPECT_EQ(HugePageArray<char>().capacity(), 0u);
+}
+
 TEST(HugePageArray, MoveTransfersAndResetReplaces) {
   HugePageArray<uint32_t> a(10);
   a[9] = 7;
