@@ -55,10 +55,16 @@ class Gpt2Tokenizer {
   // next to the executable (../share/pileprep/tokenizers), then the source tree.
   static absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> FromDefaultFiles(Options options);
 
-  // Per-thread pre-token cache. Holds no pointer into text passed to Encode.
+  // Per-thread pre-token cache. Holds no pointer into text passed to Encode. A cache serves one
+  // tokenizer at a time: the one it was made for, or else the first it is used with; used with
+  // another, it first forgets what it holds.
   class Cache {
    public:
     explicit Cache(const Gpt2Tokenizer& tokenizer);
+    // A cache sized by `options` (cache_entries), made before its tokenizer exists: its 72 MiB
+    // can be faulted in on other cores while the vocabulary loads (the CLI does), and it can be
+    // kept for the next input.
+    explicit Cache(const Options& options);
     ~Cache();
     Cache(const Cache&) = delete;
     Cache& operator=(const Cache&) = delete;
@@ -75,6 +81,8 @@ class Gpt2Tokenizer {
    private:
     friend class Gpt2Tokenizer;
     struct Impl;
+    // Makes the cache serve `tokenizer`, emptying it if it served another.
+    void Bind(const Gpt2Tokenizer& tokenizer);
     std::unique_ptr<Impl> impl_;
   };
 
@@ -132,6 +140,9 @@ class Gpt2Tokenizer {
   template <typename Id>  // the vector forms of Encode
   void AppendEncoded(std::string_view text, Cache& cache, std::vector<Id>* ids) const;
   std::unique_ptr<Tables> tables_;
+  // Tells tokenizers apart for Cache::Bind (an address can be reused by the next one): unique in
+  // the process, never 0.
+  uint64_t instance_ = 0;
   Options options_;
   size_t vocab_size_ = 0;
   uint32_t eod_id_ = 0;

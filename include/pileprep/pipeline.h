@@ -102,6 +102,12 @@ struct PipelineOptions {
   // returns within ~0.1 s. Null: never cancelled. Only
   // read (relaxed) by the pipeline; the pointee must outlive the call.
   const std::atomic<bool>* cancel = nullptr;
+  // Pre-token caches for the workers, kept by the caller: the worker of the arena's thread slot i
+  // uses (*caches)[i], made there when missing (the vector is first grown to `threads` entries).
+  // Lets a caller make them ahead, on other cores while the vocabulary loads (the CLI does), and
+  // keep them, warm, for the next input of the same pipeline width. Never shared between runs
+  // at once. Null: each run makes its own and frees them. The output never depends on them.
+  std::vector<std::unique_ptr<Gpt2Tokenizer::Cache>>* caches = nullptr;
 };
 
 struct BadRecord {

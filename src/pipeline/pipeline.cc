@@ -275,11 +275,19 @@ class BatchPool {
   std::vector<std::unique_ptr<Batch>> free_;
 };
 
+// A worker's JSON parser and pre-token cache: its own, or one the caller keeps
+// (PipelineOptions::caches).
 struct Worker {
-  Worker(const Gpt2Tokenizer& tokenizer, const JsonlOptions& jsonl)
-      : parser(jsonl), cache(tokenizer) {}
+  Worker(const Gpt2Tokenizer& tokenizer, const JsonlOptions& jsonl,
+         std::unique_ptr<Gpt2Tokenizer::Cache>* kept)
+      : parser(jsonl) {
+    std::unique_ptr<Gpt2Tokenizer::Cache>& c = kept != nullptr ? *kept : own;
+    if (c == nullptr) c = std::make_unique<Gpt2Tokenizer::Cache>(tokenizer);
+    cache = c.get();
+  }
   JsonRecordParser parser;
-  Gpt2Tokenizer::Cache cache;
+  std::unique_ptr<Gpt2Tokenizer::Cache> own;
+  Gpt2Tokenizer::Cache* cache;
 };
 
 }  // namespace
@@ -350,6 +358,10 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
   // in time make a Worker, and fault in a cache, for every thread in the process. Two tasks that
   // run at once never share a slot, so a slot's Worker is only ever used by one thread at a time.
   std::vector<std::unique_ptr<Worker>> workers(static_cast<size_t>(threads));
+  // The caller's caches: one per slot, each touched only by its slot's worker during the run.
+  if (options.caches != nullptr && options.caches->size() < workers.size()) {
+    options.caches->resize(workers.size());
+  }
 
   // State of the serial input stage. Plain input the source can View() is cut into batches where it
   // lies; everything else is read (and decoded) into each batch's buffer.
@@ -503,7 +515,11 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
       return batch;
     }
     std::unique_ptr<Worker>& worker = workers[static_cast<size_t>(slot)];
-    if (worker == nullptr) worker = std::make_unique<Worker>(tokenizer, options.jsonl);
+    if (worker == nullptr) {
+      worker = std::make_unique<Worker>(
+          tokenizer, options.jsonl,
+          options.caches != nullptr ? &(*options.caches)[static_cast<size_t>(slot)] : nullptr);
+    }
     Worker& w = *worker;
     const uint64_t utf8_before = w.parser.replaced_invalid_utf8();
     const uint64_t surrogates_before = w.parser.replaced_lone_surrogates();
@@ -523,7 +539,7 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
         }
         for (std::string_view text : w.parser.texts()) {
           Id* out = tokens.Room(Gpt2Tokenizer::MaxIds(text.size()) + 1);
-          size_t len = tokenizer.EncodeTo(text, w.cache, out);  // 16-bit: ids16 checked the fit
+          size_t len = tokenizer.EncodeTo(text, *w.cache, out);  // 16-bit: ids16 checked the fit
           if (len > 0 && options.append_eod) out[len++] = static_cast<Id>(tokenizer.eod_id());
           tokens.Grow(len);
           batch->doc_lengths.push_back(static_cast<uint32_t>(len));

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -383,6 +384,7 @@ struct Gpt2Tokenizer::Cache::Impl {
     }
   };
   bool enabled = true;
+  uint64_t bound = 0;  // Gpt2Tokenizer::instance_ of the tokenizer served; 0: none yet
   Stats stats;
   internal::HugePageArray<ShortSet> short_sets;
   internal::HugePageArray<MoreIds> short_more;  // way w of set i at 2i + w
@@ -453,13 +455,12 @@ struct Gpt2Tokenizer::Cache::Impl {
   }
 };
 
-Gpt2Tokenizer::Cache::Cache(const Gpt2Tokenizer& tokenizer) : impl_(std::make_unique<Impl>()) {
+Gpt2Tokenizer::Cache::Cache(const Options& options) : impl_(std::make_unique<Impl>()) {
   size_t n = Impl::kWays;  // at least one whole set; at most 2^40 entries (the loop must end)
-  while (n < tokenizer.options().cache_entries && n < (size_t{1} << 40)) n <<= 1;
+  while (n < options.cache_entries && n < (size_t{1} << 40)) n <<= 1;
   impl_->short_sets.Reset(n / 2);
   impl_->short_more.Reset(n);
   impl_->short_index.Init(n / 2);
-  impl_->enabled = tokenizer.vocab_size() <= 65536 && tokenizer.tables_->id_bytes.size() <= 65536;
   // Long pieces are about a twentieth as frequent as short ones and their entries four times larger;
   // huge ones are rarer still and sixteen times larger. A long piece that misses costs little more
   // than a lookup of each of its parts in the short tier (merge_split in EncodeOrdinary), so the
@@ -469,6 +470,24 @@ Gpt2Tokenizer::Cache::Cache(const Gpt2Tokenizer& tokenizer) : impl_(std::make_un
   impl_->long_tier.Init(n / 16);
   impl_->huge_tier.Init(n / 128);
 }
+
+Gpt2Tokenizer::Cache::Cache(const Gpt2Tokenizer& tokenizer) : Cache(tokenizer.options()) {
+  Bind(tokenizer);
+}
+
+void Gpt2Tokenizer::Cache::Bind(const Gpt2Tokenizer& tokenizer) {
+  Impl& c = *impl_;
+  if (c.bound == tokenizer.instance_) return;
+  if (c.bound != 0) {  // another vocabulary's ids: start empty (new zero pages, as when made)
+    c.short_sets.Reset(c.short_sets.size());
+    c.short_more.Reset(c.short_more.size());
+    c.long_tier.Init(c.long_tier.entries.size());
+    c.huge_tier.Init(c.huge_tier.entries.size());
+  }
+  c.enabled = tokenizer.vocab_size() <= 65536 && tokenizer.tables_->id_bytes.size() <= 65536;
+  c.bound = tokenizer.instance_;
+}
+
 Gpt2Tokenizer::Cache::~Cache() = default;
 Gpt2Tokenizer::Cache::Stats Gpt2Tokenizer::Cache::stats() const { return impl_->stats; }
 Gpt2Tokenizer::~Gpt2Tokenizer() = default;
@@ -513,6 +532,8 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromDefaultFiles(O
 absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromBuffers(
     std::string_view vocab_json, std::string_view merges_txt, Options options) {
   auto tok = std::unique_ptr<Gpt2Tokenizer>(new Gpt2Tokenizer());
+  static std::atomic<uint64_t> instances{0};
+  tok->instance_ = instances.fetch_add(1, std::memory_order_relaxed) + 1;
   tok->options_ = options;
   tok->tables_ = std::make_unique<Tables>();
   Tables& t = *tok->tables_;
@@ -1091,6 +1112,7 @@ size_t Gpt2Tokenizer::EncodeTo(std::string_view text, Cache& cache, uint16_t* ou
 
 template <typename Id>
 Id* Gpt2Tokenizer::EncodeWithSpecial(std::string_view text, Cache& cache, Id* out) const {
+  if (__builtin_expect(cache.impl_->bound != instance_, 0)) cache.Bind(*this);
   if (!options_.endoftext_is_special) return EncodeOrdinary(text, *cache.impl_, out);
   // Literal <|endoftext|> is split out first; the text on each side is tokenized on its own.
   size_t pos = 0;

@@ -214,6 +214,37 @@ TEST_F(PipelineTest, MappedFileEndingAnywhereInItsLastPageGivesTheStreamedBytes)
   }
 }
 
+// Caches the caller keeps (PipelineOptions::caches), made ahead or by the run, carry from one run
+// to the next and never change the output.
+TEST_F(PipelineTest, CallersCachesAreFilledKeptAndReusedWithTheSameOutput) {
+  const std::string sample = Decompress(ReadFile(PILEPREP_SOURCE_DIR "/data/samples/00.jsonl.zst"));
+  const std::string want = Run(sample, InputFormat::kPlain, 1 << 16, 3, 1 << 16);
+  ASSERT_FALSE(want.empty());
+  std::vector<std::unique_ptr<Gpt2Tokenizer::Cache>> caches;
+  caches.push_back(std::make_unique<Gpt2Tokenizer::Cache>(tokenizer_->options()));  // made ahead
+  const Gpt2Tokenizer::Cache* ahead = caches[0].get();
+  PipelineOptions options;
+  options.caches = &caches;
+  // One thread: one slot does all the work, so its cache sees every piece in every run.
+  const uint64_t merged_before = ahead->stats().merged;
+  uint64_t merged_first_run = 0;
+  for (int run = 0; run < 3; ++run) {
+    EXPECT_EQ(Run(sample, InputFormat::kPlain, 1 << 16, 1, 1 << 16, nullptr, nullptr, options),
+              want)
+        << run;
+    ASSERT_EQ(caches.size(), 1u);
+    EXPECT_EQ(caches[0].get(), ahead);
+    if (run == 0) merged_first_run = ahead->stats().merged - merged_before;
+  }
+  // The later runs hit what the first merged (a fresh cache would merge as much again each run).
+  EXPECT_GT(merged_first_run, 0u);
+  EXPECT_LT(ahead->stats().merged - merged_before, merged_first_run + merged_first_run / 10);
+  // Three threads: the vector grows to a cache per slot, the output stays the same.
+  EXPECT_EQ(Run(sample, InputFormat::kPlain, 1 << 16, 3, 1 << 16, nullptr, nullptr, options), want);
+  EXPECT_EQ(caches.size(), 3u);
+  EXPECT_EQ(caches[0].get(), ahead);
+}
+
 TEST_F(PipelineTest, FileIsReadUnlessMappingIsAskedForAndGivesTheStreamedBytes) {
   std::string plain;
   while (plain.size() < 3 * 65536) plain += "{\"text\": \"a line of text\"}\n";

@@ -113,6 +113,31 @@ std::string RandomText(std::mt19937_64& rng, const std::string& alphabet, size_t
   return s;
 }
 
+// A cache holds one vocabulary's ids: used with a tokenizer of another vocabulary, it forgets
+// them first, and a cache made before any tokenizer (from Options) serves the first one it meets.
+TEST(SyntheticVocab, CacheUsedWithAnotherTokenizerGivesThatTokenizersIds) {
+  Vocab a = Bytes();
+  a.merges = {{"a", "b"}};
+  a.tokens.push_back("ab");  // 256
+  Vocab b = Bytes();
+  b.merges = {{"x", "y"}, {"a", "b"}};
+  b.tokens.push_back("xy");  // 256
+  b.tokens.push_back("ab");  // 257
+  Pair ta = Load(WriteVocab(a, "cache_a"));
+  Pair tb = Load(WriteVocab(b, "cache_b"));
+  const std::string text = "ab xy ab abab";
+  const std::vector<uint32_t> want_a = Encode(*ta.tok, text), want_b = Encode(*tb.tok, text);
+  ASSERT_NE(want_a, want_b);
+  Gpt2Tokenizer::Options options;
+  options.cache_entries = 4096;
+  Gpt2Tokenizer::Cache cache(options);
+  for (const Pair* t : {&ta, &tb, &tb, &ta, &tb}) {
+    std::vector<uint32_t> ids;
+    t->tok->Encode(text, cache, &ids);
+    EXPECT_EQ(ids, t == &ta ? want_a : want_b);
+  }
+}
+
 TEST(SyntheticVocab, RepeatedMergeLineTakesItsLaterRankLikeEncoderPy) {
   Vocab v = Bytes();
   v.tokens.push_back("ab");

@@ -4,11 +4,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <new>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -125,6 +129,27 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> LoadTokenizer(const Common& c) {
     return Gpt2Tokenizer::FromFiles(c.vocab_file, c.merge_file, c.tokenizer);
   }
   return Gpt2Tokenizer::FromDefaultFiles(c.tokenizer);
+}
+
+absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> LoadTokenizerMakingCaches(
+    const Common& c, int count, std::vector<std::unique_ptr<Gpt2Tokenizer::Cache>>* caches) {
+  caches->resize(static_cast<size_t>(std::max(count, 0)));
+  std::vector<std::thread> makers;
+  for (std::unique_ptr<Gpt2Tokenizer::Cache>& cache : *caches) {
+    try {
+      makers.emplace_back([&cache, &options = c.tokenizer] {
+        try {
+          cache = std::make_unique<Gpt2Tokenizer::Cache>(options);
+        } catch (const std::bad_alloc&) {
+        }
+      });
+    } catch (const std::system_error&) {
+      break;  // no thread: the rest are made by the pipeline
+    }
+  }
+  auto tokenizer = LoadTokenizer(c);
+  for (std::thread& maker : makers) maker.join();
+  return tokenizer;
 }
 
 std::string StripPairSuffix(const std::string& arg) {

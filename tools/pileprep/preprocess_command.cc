@@ -93,17 +93,19 @@ int RunPreprocess(int argc, char** argv, int first) {
       return kExitUsage;
     }
   }
-  auto tokenizer = LoadTokenizer(c);
+  const int used_threads =
+      c.pipeline.threads > 0 ? c.pipeline.threads : tbb::info::default_concurrency();
+  std::vector<std::unique_ptr<Gpt2Tokenizer::Cache>> caches;
+  auto tokenizer = LoadTokenizerMakingCaches(c, used_threads, &caches);
   if (!tokenizer.ok()) {
     PrintError(std::string(tokenizer.status().message()));
     return kExitUsage;
   }
+  c.pipeline.caches = &caches;
   std::vector<std::string> prefixes;
   for (const std::string& key : c.pipeline.jsonl.json_keys) {
     prefixes.push_back(absl::StrCat(prefix, "_", key, "_document"));
   }
-  const int used_threads =
-      c.pipeline.threads > 0 ? c.pipeline.threads : tbb::info::default_concurrency();
   ShardOutcome outcome = RunOne(std::filesystem::path(input).filename().string(), input,
                                 InputFormatForPath(input), prefixes, **tokenizer, c);
   if (!c.console.quiet) std::fprintf(stderr, "\n%s", SummaryTable({outcome}, used_threads).c_str());

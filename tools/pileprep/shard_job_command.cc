@@ -441,13 +441,16 @@ int RunShardJob(int argc, char** argv, int first) {
   // Processes todo[t] (opened already when `cur` holds it), restarting a download that must start
   // over; with one shard at a time the next shard's download is opened here too, so that it fills
   // its bounded queue while this one is processed.
-  auto process = [&](size_t t, OpenedSource cur, OpenedSource* next, int threads) {
+  // `caches`: the runner's pre-token caches, kept from one shard to the next (PipelineOptions).
+  auto process = [&](size_t t, OpenedSource cur, OpenedSource* next, int threads,
+                     std::vector<std::unique_ptr<Gpt2Tokenizer::Cache>>* caches) {
     const size_t i = todo[t];
     const int n = (*mine)[i];
     ShardOutcome& outcome = outcomes[i];
     outcome.threads = threads;
     PipelineOptions pipeline = shard_c.pipeline;
     pipeline.threads = threads;
+    pipeline.caches = caches;
     if (Cancelled()) {
       // Stopped by a signal: the shards not started yet are listed as such in the summary.
       outcome.status = "cancelled";
@@ -497,10 +500,11 @@ int RunShardJob(int argc, char** argv, int first) {
   };
   if (shards_at_once == 1) {
     OpenedSource next;
+    std::vector<std::unique_ptr<Gpt2Tokenizer::Cache>> caches;
     for (size_t t = 0; t < todo.size(); ++t) {
       OpenedSource cur = std::move(next);
       next = OpenedSource{};
-      process(t, std::move(cur), &next, used_threads);
+      process(t, std::move(cur), &next, used_threads, &caches);
     }
   } else {
     // Each runner takes the next shard not yet started; a shard's messages are whole lines.
@@ -508,7 +512,10 @@ int RunShardJob(int argc, char** argv, int first) {
     std::vector<std::thread> runners;
     for (int r = 0; r < shards_at_once; ++r) {
       runners.emplace_back([&, threads = runner_threads(r)] {
-        for (size_t t; (t = next_todo.fetch_add(1)) < todo.size();) process(t, {}, nullptr, threads);
+        std::vector<std::unique_ptr<Gpt2Tokenizer::Cache>> caches;
+        for (size_t t; (t = next_todo.fetch_add(1)) < todo.size();) {
+          process(t, {}, nullptr, threads, &caches);
+        }
       });
     }
     for (std::thread& runner : runners) runner.join();
