@@ -48,10 +48,27 @@ class FileSource final : public ByteSource {
     if (map_ != nullptr) ::munmap(const_cast<char*>(map_), map_bytes_);
     ::close(fd_);
   }
+  // A regular file is read up to the size fstat saw at open, as a mapping of it would be: bytes
+  // appended later are not read, and an end of file before that size is an error, not a shorter
+  // input (another process truncated the file while it was read).
   absl::StatusOr<size_t> Read(char* buffer, size_t capacity) override {
+    if (size_ >= 0) capacity = std::min<uint64_t>(capacity, static_cast<uint64_t>(size_) - read_);
+    if (capacity == 0) return 0;
     while (true) {
       const ssize_t n = ::read(fd_, buffer, capacity);
-      if (n >= 0) return static_cast<size_t>(n);
+      if (n > 0) {
+        read_ += static_cast<uint64_t>(n);
+        return static_cast<size_t>(n);
+      }
+      if (n == 0) {
+        if (size_ >= 0) {
+          struct stat st;
+          const int64_t now = ::fstat(fd_, &st) == 0 ? st.st_size : static_cast<int64_t>(read_);
+          return absl::DataLossError(absl::StrCat(name_, ": the file shrank from ", size_, " to ",
+                                                  now, " bytes while it was being read"));
+        }
+        return 0;
+      }
       if (errno == EINTR) continue;
       return absl::DataLossError(absl::StrCat(name_, ": read error: ", std::strerror(errno)));
     }
@@ -137,6 +154,7 @@ class FileSource final : public ByteSource {
   bool map_failed_;       // or not asked for: View() gives nullopt
   bool populate_unsupported_ = false;
   size_t released_ = 0;
+  uint64_t read_ = 0;  // bytes returned by Read
 };
 
 // A batch's buffers are mappings of their own with transparent huge pages (HugePageArray), kept
@@ -524,12 +542,13 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
     const uint64_t utf8_before = w.parser.replaced_invalid_utf8();
     const uint64_t surrogates_before = w.parser.replaced_lone_surrogates();
     uint64_t line_no = 0;
-    // Room for a document's ids is its worst case (one per text byte); one for the whole batch
-    // up front: decoded text is never longer than its JSON, save where invalid UTF-8 becomes
-    // U+FFFD (then the buffer grows).
+    // Room for a document's ids is its worst case (one per text byte). Up front, room for
+    // batch_bytes ids: about twice what a batch of real text makes (2.1 bytes per token on the
+    // sample corpus), and for GPT-2's 16-bit ids one 2 MB page, where room for the whole batch's
+    // worst case took two. A batch of documents that comes close to their worst case grows it.
     auto tokenize = [&](auto& tokens) {
       using Id = std::decay_t<decltype(*tokens.data())>;
-      tokens.Room(Gpt2Tokenizer::MaxIds(batch->bytes.size()) + 1);
+      tokens.Room(options.batch_bytes);
       ForEachLine(batch->bytes, [&](std::string_view line) {
         ++line_no;
         JsonRecordParser::Result r = w.parser.ParsePadded(line);

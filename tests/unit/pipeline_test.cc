@@ -245,6 +245,42 @@ TEST_F(PipelineTest, CallersCachesAreFilledKeptAndReusedWithTheSameOutput) {
   EXPECT_EQ(caches[0].get(), ahead);
 }
 
+// Read with read(2), a file is read to the size it had when opened: a file truncated meanwhile
+// fails naming it (not a shorter input), and bytes appended meanwhile are not read.
+TEST_F(PipelineTest, ReadFileThatShrinksFailsNamingItAndOneThatGrowsIsReadToItsOpeningSize) {
+  const std::string plain(3 * 65536, 'x');
+  const std::string path = (dir_ / "changes.jsonl").string();
+  WriteFile(path, plain);
+  auto source = OpenFileSource(path);
+  ASSERT_TRUE(source.ok()) << source.status();
+  std::string buffer(70000, '\0');
+  absl::StatusOr<size_t> n = (*source)->Read(buffer.data(), 1000);
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, 1000u);
+  ASSERT_EQ(::truncate(path.c_str(), 500), 0);
+  n = (*source)->Read(buffer.data(), buffer.size());
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(n.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(n.status().message(), path + ": the file shrank from " + std::to_string(plain.size()) +
+                                      " to 500 bytes while it was being read");
+
+  WriteFile(path, plain);
+  auto grows = OpenFileSource(path);
+  ASSERT_TRUE(grows.ok()) << grows.status();
+  {
+    std::ofstream append(path, std::ios::app | std::ios::binary);
+    append << "{\"text\": \"appended later\"}\n";
+  }
+  size_t total = 0;
+  while (true) {
+    n = (*grows)->Read(buffer.data(), buffer.size());
+    ASSERT_TRUE(n.ok()) << n.status();
+    if (*n == 0) break;
+    total += *n;
+  }
+  EXPECT_EQ(total, plain.size());
+}
+
 TEST_F(PipelineTest, FileIsReadUnlessMappingIsAskedForAndGivesTheStreamedBytes) {
   std::string plain;
   while (plain.size() < 3 * 65536) plain += "{\"text\": \"a line of text\"}\n";
