@@ -5,7 +5,7 @@
 #                               # memory on ~100 MB / ~1 GB shards
 #   scripts/bench.sh --scaling  # also the whole job at 1, 2, 4, ... up to all cores
 #   BENCH_SKIP_MEMORY=1         # skip the large-shard memory runs
-#   BENCH_JOB_MB=600            # JSON lines per whole-job run (needs ~2.5x that free in $TMPDIR)
+#   BENCH_JOB_MB=1200           # JSON lines per whole-job run (needs ~4x that free in $TMPDIR)
 #
 # Text: the documents of data/samples/*.jsonl.zst (Debian manuals in many languages, code, LaTeX, Unicode
 # data), or the .jsonl/.jsonl.zst files listed in $PILEPREP_BENCH_CORPUS (colon-separated).
@@ -69,11 +69,16 @@ for f in ${PILEPREP_BENCH_CORPUS:-data/samples/*.jsonl.zst}; do
   for g in $f; do case $g in *.zst) zstd -q -d -c "$g" ;; *) cat "$g" ;; esac; done
 done > "$work/corpus.jsonl"
 json_mb=$($PY -c "import os; print(os.path.getsize('$work/corpus.jsonl')/1e6)")
-# The whole job runs on the same documents repeated to >= $BENCH_JOB_MB MB (default 600) of JSON lines, for
-# pileprep and the Python baseline alike, so that fixed costs weigh about as little as over a real shard:
-# start-up (loading the vocabulary, faulting in a worker's 72 MiB pre-token cache: ~80 ms here) and each
-# worker's own cold pass over the corpus (at 200 MB, 2 threads ran 1.75x one; at 790 MB, 1.87x).
-job_reps=$($PY -c "import math; print(max(1, math.ceil(${BENCH_JOB_MB:-600}/$json_mb)))")
+# The whole job runs on the same documents repeated to >= $BENCH_JOB_MB MB (default 1200) of JSON lines,
+# for pileprep and the Python baseline alike, so that fixed costs weigh less, as over a real shard (43 GB
+# of JSON: there they are a tenth of a percent): process start-up, the vocabulary, faulting in fresh
+# memory (each worker's 72 MiB pre-token cache, the batches), writing the .idx and the final fsync, and
+# each worker's own cold pass over the corpus. On this VM, whose fresh memory is slow to fault in, they
+# came to ~160 ms of pileprep's 2-thread job (2026-12-01, best of three alternating runs: 1.31 s on
+# 600 MB of JSON, 2.46 s on 1,200 MB): 12% of the 600 MB job (the default until then), 6% of 1,200 MB.
+# (At 200 MB, 2 threads ran 1.75x one; at 790 MB, 1.87x.) The Python baseline's fixed costs (its
+# process pool, its vocabulary) are under a second of its minutes.
+job_reps=$($PY -c "import math; print(max(1, math.ceil(${BENCH_JOB_MB:-1200}/$json_mb)))")
 for ((i = 0; i < job_reps; i++)); do cat "$work/corpus.jsonl"; done > "$work/job.jsonl"
 job_text_bytes=$((text_bytes * job_reps))
 
@@ -117,7 +122,7 @@ best_job() {
 # to the host (free page reporting), and a 2 MB page taken back costs ~4 ms to fault in again against
 # ~0.25 ms otherwise: a 2-thread run straight after a 1-thread one faults its second 72 MiB cache in
 # from cold memory and took 1.24-1.39 s against 1.06-1.09 s after a 2-thread run (2026-12-01, 600 MB).
-# A 43 GB shard pays that once in minutes; the 600 MB job would pay it as 15-25% of its time.
+# A 43 GB shard pays that once in minutes; a 600 MB job would pay it as 15-25% of its time.
 for t in $threads_list; do job_s[$t]=1e9; job_rss[$t]=0; done
 for rep in 1 2 3; do
   for t in $threads_list; do
