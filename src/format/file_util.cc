@@ -393,6 +393,7 @@ absl::Status BufferedFileWriter::Append(const void* data, size_t size) {
 
 absl::Status BufferedFileWriter::Flush() {
   if (!fd_.valid()) return absl::FailedPreconditionError(absl::StrCat(path_, ": already closed"));
+  if (!failed_.ok()) return failed_;
   if (used_ == 0 && async_ == nullptr) return absl::OkStatus();
   if (async_ != nullptr) {
     const size_t whole = used_ / kDirectBlock * kDirectBlock;
@@ -431,8 +432,13 @@ absl::Status BufferedFileWriter::FlushAll() {
   async_->Stop();
   absl::Status synced = std::move(async_->error);  // the threads have ended: no lock needed
   async_.reset();
-  if (!synced.ok()) return synced;
-  // From here on the writer is a buffered one, also for appends after a Sync.
+  if (!synced.ok()) {
+    failed_ = synced;  // and for every later call: the kernel reports a writeback error once
+    return synced;
+  }
+  // From here on the writer is a buffered one, also for appends after a Sync; its early writeback
+  // starts from here (the bytes before went out direct).
+  writeback_from_ = flushed_;
   if (LeaveDirect(fd_.get()) < 0) return ErrnoError(errno, path_, "leaving O_DIRECT");
   return Flush();
 }

@@ -156,6 +156,7 @@ class BufferedFileWriter {
   size_t capacity_;
   size_t used_ = 0;
   uint64_t flushed_ = 0;
+  absl::Status failed_;  // an error of the background fdatasync, returned by every later call
   uint64_t writeback_every_ = 0;
   uint64_t writeback_from_ = 0;  // first byte not yet handed to writeback
   void MaybeStartWriteback();

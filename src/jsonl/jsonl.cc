@@ -115,6 +115,7 @@ struct JsonRecordParser::Impl {
   char* Reserve(size_t size) {
     const size_t needed = size + simdjson::SIMDJSON_PADDING;
     if (needed > padded_capacity || Shrink(padded_capacity, needed)) {
+      padded_capacity = 0;  // stays 0 if the Reset throws: the next Reserve tries again
       padded.Reset(Grown(needed));
       padded_capacity = padded.capacity();
     }

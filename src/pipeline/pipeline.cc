@@ -50,9 +50,10 @@ class FileSource final : public ByteSource {
   }
   // A regular file is read up to the size fstat saw at open, as a mapping of it would be: bytes
   // appended later are not read, and an end of file before that size is an error, not a shorter
-  // input (another process truncated the file while it was read).
+  // input (another process truncated the file while it was read). A size of 0 says nothing (a
+  // /proc file has content all the same): such a file is read to its end.
   absl::StatusOr<size_t> Read(char* buffer, size_t capacity) override {
-    if (size_ >= 0) capacity = std::min<uint64_t>(capacity, static_cast<uint64_t>(size_) - read_);
+    if (size_ > 0) capacity = std::min<uint64_t>(capacity, static_cast<uint64_t>(size_) - read_);
     if (capacity == 0) return 0;
     while (true) {
       const ssize_t n = ::read(fd_, buffer, capacity);
@@ -61,7 +62,7 @@ class FileSource final : public ByteSource {
         return static_cast<size_t>(n);
       }
       if (n == 0) {
-        if (size_ >= 0) {
+        if (size_ > 0) {
           struct stat st;
           const int64_t now = ::fstat(fd_, &st) == 0 ? st.st_size : static_cast<int64_t>(read_);
           return absl::DataLossError(absl::StrCat(name_, ": the file shrank from ", size_, " to ",

@@ -385,6 +385,7 @@ struct Gpt2Tokenizer::Cache::Impl {
   };
   bool enabled = true;
   uint64_t bound = 0;  // Gpt2Tokenizer::instance_ of the tokenizer served; 0: none yet
+  size_t entries = 0;  // short entries (a power of two); the other tiers are sized from it
   Stats stats;
   internal::HugePageArray<ShortSet> short_sets;
   internal::HugePageArray<MoreIds> short_more;  // way w of set i at 2i + w
@@ -458,6 +459,7 @@ struct Gpt2Tokenizer::Cache::Impl {
 Gpt2Tokenizer::Cache::Cache(const Options& options) : impl_(std::make_unique<Impl>()) {
   size_t n = Impl::kWays;  // at least one whole set; at most 2^40 entries (the loop must end)
   while (n < options.cache_entries && n < (size_t{1} << 40)) n <<= 1;
+  impl_->entries = n;
   impl_->short_sets.Reset(n / 2);
   impl_->short_more.Reset(n);
   impl_->short_index.Init(n / 2);
@@ -478,11 +480,14 @@ Gpt2Tokenizer::Cache::Cache(const Gpt2Tokenizer& tokenizer) : Cache(tokenizer.op
 void Gpt2Tokenizer::Cache::Bind(const Gpt2Tokenizer& tokenizer) {
   Impl& c = *impl_;
   if (c.bound == tokenizer.instance_) return;
-  if (c.bound != 0) {  // another vocabulary's ids: start empty (new zero pages, as when made)
-    c.short_sets.Reset(c.short_sets.size());
-    c.short_more.Reset(c.short_more.size());
-    c.long_tier.Init(c.long_tier.entries.size());
-    c.huge_tier.Init(c.huge_tier.entries.size());
+  if (c.bound != 0) {
+    // Another vocabulary's ids: start empty (new zero pages, as when made). The sizes come from
+    // `entries`, not the arrays, and `bound` changes last: after a reset that threw, the next
+    // Bind resets it all again.
+    c.short_sets.Reset(c.entries / 2);
+    c.short_more.Reset(c.entries);
+    c.long_tier.Init(c.entries / 16);
+    c.huge_tier.Init(c.entries / 128);
   }
   c.enabled = tokenizer.vocab_size() <= 65536 && tokenizer.tables_->id_bytes.size() <= 65536;
   c.bound = tokenizer.instance_;

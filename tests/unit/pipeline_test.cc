@@ -279,6 +279,13 @@ TEST_F(PipelineTest, ReadFileThatShrinksFailsNamingItAndOneThatGrowsIsReadToItsO
     total += *n;
   }
   EXPECT_EQ(total, plain.size());
+
+  // A file whose size reads 0 but that has content (/proc) is read to its end.
+  auto proc = OpenFileSource("/proc/self/status");
+  ASSERT_TRUE(proc.ok()) << proc.status();
+  n = (*proc)->Read(buffer.data(), buffer.size());
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_GT(*n, 0u);
 }
 
 TEST_F(PipelineTest, FileIsReadUnlessMappingIsAskedForAndGivesTheStreamedBytes) {

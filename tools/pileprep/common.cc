@@ -133,8 +133,13 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> LoadTokenizer(const Common& c) {
 
 absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> LoadTokenizerMakingCaches(
     const Common& c, int count, std::vector<std::unique_ptr<Gpt2Tokenizer::Cache>>* caches) {
+  // No more than the cores: the pipeline's arena runs at most that many workers at once, and
+  // makes a cache only for a slot that works, so --workers far above the cores must not make
+  // (and fault in) a cache for each.
+  count = std::min(count, tbb::info::default_concurrency());
   caches->resize(static_cast<size_t>(std::max(count, 0)));
   std::vector<std::thread> makers;
+  makers.reserve(caches->size());
   for (std::unique_ptr<Gpt2Tokenizer::Cache>& cache : *caches) {
     try {
       makers.emplace_back([&cache, &options = c.tokenizer] {
@@ -143,7 +148,7 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> LoadTokenizerMakingCaches(
         } catch (const std::bad_alloc&) {
         }
       });
-    } catch (const std::system_error&) {
+    } catch (const std::exception&) {
       break;  // no thread: the rest are made by the pipeline
     }
   }
