@@ -90,8 +90,8 @@ struct JsonRecordParser::Impl {
   // the fast path's decoded texts go here too. On 2 MB pages from 1 MB on (HugePageArray): grown to
   // a document of 3 MB, malloc's 4 KB pages were 850 page faults per worker, a third of a 600 MB
   // job's faults once the batches were on huge pages (each ~10 us on this project's VM).
-  internal::HugePageArray<char> padded;
-  size_t padded_capacity = 0;
+  internal::HugePageArray<char>
+      padded;            // its capacity(): 0 until made, and after a Reset that threw
   std::string repaired;  // the line after U+FFFD repair, when it had invalid UTF-8
   internal::PythonJsonResult fallback;
   std::vector<simdjson::dom::element> values;  // per key: its last value in the object
@@ -114,11 +114,8 @@ struct JsonRecordParser::Impl {
 
   char* Reserve(size_t size) {
     const size_t needed = size + simdjson::SIMDJSON_PADDING;
-    if (needed > padded_capacity || Shrink(padded_capacity, needed)) {
-      padded_capacity = 0;  // stays 0 if the Reset throws: the next Reserve tries again
+    if (needed > padded.capacity() || Shrink(padded.capacity(), needed))
       padded.Reset(Grown(needed));
-      padded_capacity = padded.capacity();
-    }
     return padded.data();
   }
 

@@ -171,15 +171,14 @@ class LineBuffer {
   size_t size() const { return size_; }
   std::string_view view() const { return std::string_view(bytes_.data(), size_); }
   void Reserve(size_t n) {
-    if (n <= capacity_) return;
+    if (n <= capacity()) return;
     internal::HugePageArray<char> bigger(n + JsonRecordParser::kPadding);
     if (size_ > 0) std::memcpy(bigger.data(), bytes_.data(), size_);
     bytes_ = std::move(bigger);
-    capacity_ = bytes_.capacity() - JsonRecordParser::kPadding;
   }
   // Makes n more bytes, not yet written, and returns them.
   char* Extend(size_t n) {
-    if (size_ + n > capacity_) Reserve(std::max(size_ + n, 2 * capacity_));
+    if (size_ + n > capacity()) Reserve(std::max(size_ + n, 2 * capacity()));
     char* at = bytes_.data() + size_;
     size_ += n;
     return at;
@@ -188,7 +187,12 @@ class LineBuffer {
     if (!b.empty()) std::memcpy(Extend(b.size()), b.data(), b.size());
   }
   void Truncate(size_t n) { size_ = n; }  // n <= size()
-  size_t capacity() const { return capacity_; }
+  // Bytes that fit before the padding: the whole mapping but kPadding.
+  size_t capacity() const {
+    return bytes_.capacity() > JsonRecordParser::kPadding
+               ? bytes_.capacity() - JsonRecordParser::kPadding
+               : 0;
+  }
   void Pad() {
     if (bytes_.data() != nullptr) std::memset(bytes_.data() + size_, 0, JsonRecordParser::kPadding);
   }
@@ -196,7 +200,6 @@ class LineBuffer {
  private:
   internal::HugePageArray<char> bytes_;
   size_t size_ = 0;
-  size_t capacity_ = 0;  // excluding the padding
 };
 
 // A batch's ids (Gpt2Tokenizer::EncodeTo writes straight into it).

@@ -386,6 +386,22 @@ struct Gpt2Tokenizer::Cache::Impl {
   bool enabled = true;
   uint64_t bound = 0;  // Gpt2Tokenizer::instance_ of the tokenizer served; 0: none yet
   size_t entries = 0;  // short entries (a power of two); the other tiers are sized from it
+
+  // Every tier, new and empty (fresh zero pages), sized from `entries`.
+  //
+  // Long pieces are about a twentieth as frequent as short ones and their entries four times
+  // larger; huge ones are rarer still and sixteen times larger. A long piece that misses costs
+  // little more than a lookup of each of its parts in the short tier (merge_split in
+  // EncodeOrdinary), so the short tier gets the room: by default 2^20 short entries (48 MiB), and
+  // 2^16 and 2^13 long and huge ones: 12.5 and 6.1 MiB, taking 14 and 8 MiB of 2 MB pages, and
+  // their tags 1 MiB (on a 2 MiB page) and 128 KiB; about 72 MiB per worker.
+  void Allocate() {
+    short_sets.Reset(entries / 2);
+    short_more.Reset(entries);
+    short_index.Init(entries / 2);
+    long_tier.Init(entries / 16);
+    huge_tier.Init(entries / 128);
+  }
   Stats stats;
   internal::HugePageArray<ShortSet> short_sets;
   internal::HugePageArray<MoreIds> short_more;  // way w of set i at 2i + w
@@ -460,17 +476,7 @@ Gpt2Tokenizer::Cache::Cache(const Options& options) : impl_(std::make_unique<Imp
   size_t n = Impl::kWays;  // at least one whole set; at most 2^40 entries (the loop must end)
   while (n < options.cache_entries && n < (size_t{1} << 40)) n <<= 1;
   impl_->entries = n;
-  impl_->short_sets.Reset(n / 2);
-  impl_->short_more.Reset(n);
-  impl_->short_index.Init(n / 2);
-  // Long pieces are about a twentieth as frequent as short ones and their entries four times larger;
-  // huge ones are rarer still and sixteen times larger. A long piece that misses costs little more
-  // than a lookup of each of its parts in the short tier (merge_split in EncodeOrdinary), so the
-  // short tier gets the room: by default 2^20 short entries (48 MiB), and 2^16 and 2^13 long and
-  // huge ones: 12.5 and 6.1 MiB, taking 14 and 8 MiB of 2 MB pages, and their tags 1 MiB (on a
-  // 2 MiB page) and 128 KiB; about 72 MiB per worker.
-  impl_->long_tier.Init(n / 16);
-  impl_->huge_tier.Init(n / 128);
+  impl_->Allocate();
 }
 
 Gpt2Tokenizer::Cache::Cache(const Gpt2Tokenizer& tokenizer) : Cache(tokenizer.options()) {
@@ -480,15 +486,9 @@ Gpt2Tokenizer::Cache::Cache(const Gpt2Tokenizer& tokenizer) : Cache(tokenizer.op
 void Gpt2Tokenizer::Cache::Bind(const Gpt2Tokenizer& tokenizer) {
   Impl& c = *impl_;
   if (c.bound == tokenizer.instance_) return;
-  if (c.bound != 0) {
-    // Another vocabulary's ids: start empty (new zero pages, as when made). The sizes come from
-    // `entries`, not the arrays, and `bound` changes last: after a reset that threw, the next
-    // Bind resets it all again.
-    c.short_sets.Reset(c.entries / 2);
-    c.short_more.Reset(c.entries);
-    c.long_tier.Init(c.entries / 16);
-    c.huge_tier.Init(c.entries / 128);
-  }
+  // Another vocabulary's ids: start empty, as when made. `bound` changes last: after an
+  // Allocate that threw, the next Bind allocates again.
+  if (c.bound != 0) c.Allocate();
   c.enabled = tokenizer.vocab_size() <= 65536 && tokenizer.tables_->id_bytes.size() <= 65536;
   c.bound = tokenizer.instance_;
 }
