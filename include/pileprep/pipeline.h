@@ -72,6 +72,12 @@ struct FileSourceOptions {
   // A mapped file that another process truncates between Fetch and the read of its bytes raises
   // SIGBUS, as any mapping does; the CLI says what happened (tools/pileprep/signals.h).
   bool map = false;
+  // How far ahead of what Read() has returned a regular file is asked into the page cache
+  // (posix_fadvise WILLNEED, a step of half the window at a time), so that the serial read stage
+  // rarely waits on the disk: a read(2) that waits blocks the worker thread that runs the stage.
+  // Measured on a 1.2 GB job whose file the host kept partly evicting from the page cache (DAMON
+  // pageout): 199 reads waited 0.42 s in all. 0: the kernel's own readahead only.
+  size_t readahead_bytes = size_t{64} << 20;
 };
 
 // Opens a local file as a ByteSource: read with Read(), or, with `options.map` and a regular

@@ -42,8 +42,12 @@ size_t PageSize() {
 class FileSource final : public ByteSource {
  public:
   // `size`: the file's size when it is a regular file, else -1. `map`: View() maps a regular file.
-  FileSource(int fd, std::string name, int64_t size, bool map)
-      : fd_(fd), name_(std::move(name)), size_(size), map_failed_(!map) {}
+  FileSource(int fd, std::string name, int64_t size, const FileSourceOptions& options)
+      : fd_(fd),
+        name_(std::move(name)),
+        size_(size),
+        map_failed_(!options.map),
+        readahead_(size > 0 ? options.readahead_bytes : 0) {}
   ~FileSource() override {
     if (map_ != nullptr) ::munmap(const_cast<char*>(map_), map_bytes_);
     ::close(fd_);
@@ -55,6 +59,7 @@ class FileSource final : public ByteSource {
   absl::StatusOr<size_t> Read(char* buffer, size_t capacity) override {
     if (size_ > 0) capacity = std::min<uint64_t>(capacity, static_cast<uint64_t>(size_) - read_);
     if (capacity == 0) return 0;
+    ReadAhead();
     while (true) {
       const ssize_t n = ::read(fd_, buffer, capacity);
       if (n > 0) {
@@ -146,6 +151,24 @@ class FileSource final : public ByteSource {
   }
 
  private:
+  // Keeps [read_, read_ + readahead_) asked for: whenever less than the window is ahead, the
+  // next half window is. WILLNEED starts the reads of what is not cached and returns; over cached
+  // pages it only looks them up.
+  void ReadAhead() {
+    if (readahead_ == 0 || advised_ >= static_cast<uint64_t>(size_) ||
+        advised_ >= read_ + readahead_) {
+      return;
+    }
+    const uint64_t step = std::max<uint64_t>(readahead_ / 2, 1);
+    const uint64_t from = std::max(advised_, read_);
+    const uint64_t to = std::min<uint64_t>(static_cast<uint64_t>(size_), read_ + readahead_ + step);
+#ifdef POSIX_FADV_WILLNEED
+    ::posix_fadvise(fd_, static_cast<off_t>(from), static_cast<off_t>(to - from),
+                    POSIX_FADV_WILLNEED);  // advice: a failure only leaves the kernel's readahead
+#endif
+    advised_ = to;
+  }
+
   static constexpr size_t kReleaseStep = size_t{32} << 20;
   int fd_;
   std::string name_;
@@ -156,6 +179,8 @@ class FileSource final : public ByteSource {
   bool populate_unsupported_ = false;
   size_t released_ = 0;
   uint64_t read_ = 0;  // bytes returned by Read
+  const uint64_t readahead_;  // FileSourceOptions::readahead_bytes; 0 for a pipe
+  uint64_t advised_ = 0;      // bytes before this have been advised WILLNEED
 };
 
 // A batch's buffers are mappings of their own with transparent huge pages (HugePageArray), kept
@@ -334,7 +359,7 @@ absl::StatusOr<std::unique_ptr<ByteSource>> OpenFileSource(const std::string& pa
 #ifdef POSIX_FADV_SEQUENTIAL
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 #endif
-  return std::make_unique<FileSource>(fd, path, size, options.map);
+  return std::make_unique<FileSource>(fd, path, size, options);
 }
 
 InputFormat InputFormatForPath(const std::string& path) {

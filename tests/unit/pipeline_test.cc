@@ -304,6 +304,26 @@ TEST_F(PipelineTest, FileIsReadUnlessMappingIsAskedForAndGivesTheStreamedBytes) 
   EXPECT_TRUE((*mapped)->View().has_value());
 }
 
+TEST_F(PipelineTest, ReadAheadWindowOfAnySizeReadsExactlyTheFile) {
+  std::string bytes;
+  for (int i = 0; bytes.size() < 300000; ++i) bytes += "line " + std::to_string(i) + "\n";
+  const std::string path = (dir_ / "ahead.jsonl").string();
+  WriteFile(path, bytes);
+  for (size_t window : {size_t{0}, size_t{1}, size_t{4096}, size_t{100000}, size_t{64} << 20}) {
+    auto source = OpenFileSource(path, {.readahead_bytes = window});
+    ASSERT_TRUE(source.ok()) << source.status();
+    std::string got;
+    char buffer[7919];  // a prime: reads end at every offset modulo a page
+    while (true) {
+      absl::StatusOr<size_t> n = (*source)->Read(buffer, sizeof buffer);
+      ASSERT_TRUE(n.ok()) << n.status();
+      if (*n == 0) break;
+      got.append(buffer, *n);
+    }
+    EXPECT_EQ(got, bytes) << "readahead window " << window;
+  }
+}
+
 TEST_F(PipelineTest, MappedFileThatShrinksFailsNamingItAndPublishesNothing) {
 #ifdef MADV_POPULATE_READ
   {
