@@ -32,14 +32,15 @@ class Gpt2Tokenizer {
     // Literal "<|endoftext|>" in text becomes the single EOD id (current Megatron, NeMo, Hugging Face).
     // false: it is ordinary text (legacy Megatron, tiktoken's encode_ordinary).
     bool endoftext_is_special = true;
-    // Entries in each per-thread pre-token cache (rounded up to a power of two) for pieces of up to 15
-    // bytes; the tiers for longer pieces get a sixteenth and a 128th as many. 2^20 takes about
-    // 72 MiB per thread. Against 2^18 (with the same long tiers) 2^19 tokenized the 81.5 MB Debian
-    // corpus (scripts/debian_corpus.sh) 5% faster on text not seen before (174 -> 183 MB/s), whose
-    // long pieces split into many short parts. 2^20 against 2^19 (same long tiers; tokenize_bench
-    // --ids16, alternating runs): a second pass over the sample corpus 309 -> 320 MB/s (0.31% -> 0.13%
-    // of pieces re-merged: two-way sets lose pieces to conflicts long before they are full), the
-    // Debian corpus 221 -> 232 and on unseen text 208 -> 211; first passes within 2%.
+    // Entries in each per-thread pre-token cache (rounded up to a power of two) for pieces of up to
+    // 15 bytes; the tiers for longer pieces get a sixteenth and a 128th as many. 2^20 takes about
+    // 56 MiB per thread (72 MiB until the ids past a short piece's 8th moved into its set's line).
+    // Against 2^18 (with the same long tiers) 2^19 tokenized the 81.5 MB Debian corpus
+    // (scripts/debian_corpus.sh) 5% faster on text not seen before (174 -> 183 MB/s), whose long
+    // pieces split into many short parts. 2^20 against 2^19 (same long tiers; tokenize_bench
+    // --ids16, alternating runs): a second pass over the sample corpus 309 -> 320 MB/s (0.31% ->
+    // 0.13% of pieces re-merged: two-way sets lose pieces to conflicts long before they are full),
+    // the Debian corpus 221 -> 232 and on unseen text 208 -> 211; first passes within 2%.
     size_t cache_entries = size_t{1} << 20;
   };
 
@@ -61,7 +62,7 @@ class Gpt2Tokenizer {
   class Cache {
    public:
     explicit Cache(const Gpt2Tokenizer& tokenizer);
-    // A cache sized by `options` (cache_entries), made before its tokenizer exists: its 72 MiB
+    // A cache sized by `options` (cache_entries), made before its tokenizer exists: its 56 MiB
     // can be faulted in on other cores while the vocabulary loads (the CLI does), and it can be
     // kept for the next input.
     explicit Cache(const Options& options);

@@ -399,8 +399,8 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
   std::optional<ZstdDecoder> decoder;
   if (format == InputFormat::kZstd) decoder.emplace(zstd_options);
 
-  // One Worker (JSON parser, 72 MiB pre-token cache) per arena slot, made when the slot first works.
-  // Not one per OS thread (tbb::enumerable_thread_specific): TBB's pool threads move between
+  // One Worker (JSON parser, 56 MiB pre-token cache) per arena slot, made when the slot first
+  // works. Not one per OS thread (tbb::enumerable_thread_specific): TBB's pool threads move between
   // arenas, so with several pipelines at once, or fewer threads than cores, each pipeline would
   // in time make a Worker, and fault in a cache, for every thread in the process. Two tasks that
   // run at once never share a slot, so a slot's Worker is only ever used by one thread at a time.

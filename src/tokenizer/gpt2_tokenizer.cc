@@ -295,9 +295,10 @@ struct Gpt2Tokenizer::Tables {
 
 // Per-thread cache from pre-token bytes to ids, in tiers so that a lookup never allocates: pieces
 // of up to 15 bytes are packed with their length into two words, and a two-way set keeps both keys
-// and up to 8 ids of each in one cache line (least recently used out), so a lookup reads one line;
-// the ids past the 8th of a piece (1% of pieces on real text) are in a side array. A piece of 15
-// bytes has at most 15 ids, so every short piece is cached, Cyrillic and CJK words included.
+// and up to 8 ids of each in one cache line (least recently used out), so a lookup reads one line.
+// A piece of 9 to 15 ids (1% of pieces on real text) takes the whole set, its ids past the 8th in
+// the second way, so that it too is read from one line. A piece of 15 bytes has at most 15 ids, so
+// every short piece is cached, Cyrillic and CJK words included.
 // Pieces of 16..64 bytes (non-Latin words, long identifiers) and of 65..256 bytes (indentation
 // runs, CJK phrases) are stored with a 64-bit hash and their bytes. Longer pieces are not stored
 // (rare and mostly unique); like a long piece that misses, they are split into parts that go
@@ -321,37 +322,43 @@ struct Gpt2Tokenizer::Cache::Impl {
     uint64_t k0, k1;  // k1's top four bits: how many ids
     uint16_t ids[8];  // the first 8 (read 8 at a time)
   };
+  // Way 0 is the most recently used. A piece of more than 8 ids is always in way 0, and way 1 then
+  // holds its ids 8..14 under an all-zero key, which matches no piece.
+  //
+  // (Before, those ids were in a side array of 16 bytes per way, 16 MiB per cache, read only after
+  // the set's line: a second miss, not prefetched, that took 14% of the lookups' time in a whole
+  // job for 1% of the pieces.)
   struct alignas(64) ShortSet {
-    ShortWay way[2] = {};  // most recently used first
-  };
-  struct alignas(16) MoreIds {
-    uint16_t ids[8];  // ids 8..14 of a piece of 9..15 ids
+    ShortWay way[2] = {};
   };
   static bool Holds(const ShortWay& w, uint64_t k0, uint64_t k1) {
     return w.k0 == k0 && (w.k1 & ~kCountMask) == k1;
   }
   static size_t Count(const ShortWay& w) { return w.k1 >> 60; }
-  // The piece (k0, k1) with its ids into way 0 of a set, way 0 moving to way 1 (its old piece, the
-  // least recently used, out). `more`: the set's two MoreIds.
-  static void Insert(ShortSet& set, MoreIds* more, uint64_t k0, uint64_t k1, const uint32_t* ids,
-                     size_t num) {
-    if (Count(set.way[0]) > 8) more[1] = more[0];
-    set.way[1] = set.way[0];
-    ShortWay& w = set.way[0];
-    w.k0 = k0;
-    w.k1 = k1 | (uint64_t{num} << 60);
+  // The piece (k0, k1) with its num (1..15) ids into way 0 of a set. A piece of up to 8 ids moves
+  // way 0 to way 1 (its old piece, the least recently used, out), or, when way 0 holds a piece of
+  // more than 8, empties way 1 (that piece out whole). A piece of more than 8 takes both ways.
+  static void Insert(ShortSet& set, uint64_t k0, uint64_t k1, const uint32_t* ids, size_t num) {
     // Through a zeroed copy: reading ids[i] only for i < num (at most 15) also keeps GCC's
     // -Warray-bounds from seeing a read of ids[15] in a loop to 16.
     uint16_t narrow[16] = {};
     for (size_t i = 0; i < num && i < 16; ++i) narrow[i] = static_cast<uint16_t>(ids[i]);
+    if (num > 8) {
+      set.way[1] = ShortWay{};
+      std::memcpy(set.way[1].ids, narrow + 8, sizeof set.way[1].ids);
+    } else if (Count(set.way[0]) > 8) {
+      set.way[1] = ShortWay{};
+    } else {
+      set.way[1] = set.way[0];
+    }
+    ShortWay& w = set.way[0];
+    w.k0 = k0;
+    w.k1 = k1 | (uint64_t{num} << 60);
     std::memcpy(w.ids, narrow, sizeof w.ids);
-    if (num > 8) std::memcpy(more[0].ids, narrow + 8, sizeof more[0].ids);
   }
-  // A hit in way 1 becomes way 0.
-  static void Promote(ShortSet& set, MoreIds* more) {
-    if (Count(set.way[0]) > 8 || Count(set.way[1]) > 8) std::swap(more[0], more[1]);
-    std::swap(set.way[0], set.way[1]);
-  }
+  // A hit in way 1 becomes way 0. Both ways hold pieces of at most 8 ids then: a hit in way 1 is
+  // never the ids of a longer piece (their key matches nothing).
+  static void Promote(ShortSet& set) { std::swap(set.way[0], set.way[1]); }
   static constexpr size_t kWays = 4;  // the long and huge tiers' sets
   // The long and huge tiers: four-way sets, their hashes in one line (odd, so zero is empty)
   // and the entries, with the piece's bytes for the exact compare, beside them.
@@ -392,19 +399,17 @@ struct Gpt2Tokenizer::Cache::Impl {
   // Long pieces are about a twentieth as frequent as short ones and their entries four times
   // larger; huge ones are rarer still and sixteen times larger. A long piece that misses costs
   // little more than a lookup of each of its parts in the short tier (merge_split in
-  // EncodeOrdinary), so the short tier gets the room: by default 2^20 short entries (48 MiB), and
+  // EncodeOrdinary), so the short tier gets the room: by default 2^20 short entries (32 MiB), and
   // 2^16 and 2^13 long and huge ones: 12.5 and 6.1 MiB, taking 14 and 8 MiB of 2 MB pages, and
-  // their tags 1 MiB (on a 2 MiB page) and 128 KiB; about 72 MiB per worker.
+  // their tags 1 MiB (on a 2 MiB page) and 128 KiB; about 56 MiB per worker.
   void Allocate() {
     short_sets.Reset(entries / 2);
-    short_more.Reset(entries);
     short_index.Init(entries / 2);
     long_tier.Init(entries / 16);
     huge_tier.Init(entries / 128);
   }
   Stats stats;
   internal::HugePageArray<ShortSet> short_sets;
-  internal::HugePageArray<MoreIds> short_more;  // way w of set i at 2i + w
   BigTier<kLongKeyBytes, 64> long_tier;
   BigTier<kHugeKeyBytes, 256> huge_tier;
   TopBitsIndex short_index;  // a piece's set
@@ -874,7 +879,7 @@ Id* Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c, Id* out
   // Copies a short entry's ids (way w's 8, and `more`'s 8 for a piece of more than 8) to
   // out[pos...], 8 or 16 slots (no loop over a variable count, so no mispredicted branch), and
   // returns the position after the true count.
-  auto copy_ids = [out](const Impl::ShortWay& w, const Impl::MoreIds& more, size_t pos) {
+  auto copy_ids = [out](const Impl::ShortWay& w, const Impl::ShortWay& more, size_t pos) {
     const size_t num = Impl::Count(w);
 #ifndef PILEPREP_SSE2
     for (size_t i = 0; i < 8; ++i) out[pos + i] = w.ids[i];
@@ -910,21 +915,20 @@ Id* Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c, Id* out
   auto short_piece = [&](const char* p, size_t n, uint64_t k0, uint64_t k1, size_t slot, size_t pos,
                          bool piece) __attribute__((always_inline)) {
     Impl::ShortSet& set = c.short_sets[slot];
-    Impl::MoreIds* more = &c.short_more[slot * 2];
     const bool in0 = Impl::Holds(set.way[0], k0, k1);
     const bool in1 = Impl::Holds(set.way[1], k0, k1);
     if (__builtin_expect(in0 | in1, 1)) {
       // The way picked by a select, not a branch: which way holds a piece is unpredictable.
       const size_t w = in0 ? 0 : 1;
-      pos = copy_ids(set.way[w], more[w], pos);
-      if (!in0) Impl::Promote(set, more);  // least recently used last
+      pos = copy_ids(set.way[w], set.way[1], pos);  // way 1: more ids only for a hit in way 0
+      if (!in0) Impl::Promote(set);                 // least recently used last
       return pos;
     }
     if (piece) ++c.stats.merged;
     uint32_t merged[Impl::kShortKeyBytes];
     const size_t produced = MergeShort(t, reinterpret_cast<const unsigned char*>(p), n, merged);
     std::copy(merged, merged + produced, out + pos);
-    Impl::Insert(set, more, k0, k1, merged, produced);
+    Impl::Insert(set, k0, k1, merged, produced);
     return pos + produced;
   };
   // A piece of more than 15 bytes that no tier holds: split where no merge can join two bytes

@@ -111,6 +111,39 @@ TEST(Gpt2Tokenizer, CacheNeverChangesResults) {
   }
 }
 
+// A short piece of more than 8 ids takes both ways of its set (its ids past the 8th in the second):
+// pieces of both kinds, in a cache of two sets, in a random order that puts every kind of piece
+// after every other in one set, hit and evicted over and over, always give the ids of a fresh
+// encoding. Checked both through the 32-bit and the 16-bit form.
+TEST(Gpt2Tokenizer, ShortPiecesOfMoreThanEightIdsShareSetsWithOthersInAnyOrder) {
+  auto tok = Load({.cache_entries = 4});
+  auto fresh = Load();
+  const std::vector<std::string> pieces = {
+      " \xf0\x9f\xa6\x8a\xf0\x9f\xa6\x8a\xf0\x9f\xa6\x8a",  // 13 bytes, one id per byte or so
+      " \xe2\x8a\x97\xe2\x8a\x95\xe2\x8a\x98\xe2\x8a\x99",  // " ⊗⊕⊘⊙"
+      "\xf0\x9f\xa6\x8a\xf0\x9f\xa6\x8a\xf0\x9f\xa6\x8a",  " the", " fox", ",", " quick", "!"};
+  std::vector<std::vector<uint32_t>> want;
+  size_t long_ones = 0;
+  for (const std::string& p : pieces) {
+    want.push_back(Encode(*fresh, p));
+    if (want.back().size() > 8 && p.size() <= 15) ++long_ones;
+  }
+  ASSERT_EQ(long_ones, 3u) << "the first three must be short pieces of more than 8 ids";
+  Gpt2Tokenizer::Cache cache(*tok), cache16(*tok);
+  uint64_t x = 12345;
+  for (int step = 0; step < 4000; ++step) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    const size_t k = (x >> 33) % pieces.size();
+    std::vector<uint32_t> got;
+    std::vector<uint16_t> got16;
+    tok->Encode(pieces[k], cache, &got);
+    ASSERT_TRUE(tok->Encode(pieces[k], cache16, &got16));
+    ASSERT_EQ(got, want[k]) << "step " << step << ", piece " << k;
+    ASSERT_TRUE(std::equal(want[k].begin(), want[k].end(), got16.begin(), got16.end())) << step;
+  }
+  EXPECT_GT(cache.stats().pieces - cache.stats().merged, 1000u);  // hits too, not only merges
+}
+
 // The 16-bit form, which the pipeline uses for a uint16 .bin, gives the very same ids: short, long,
 // huge and over-256-byte pieces, cache hits and misses (a cache of two entries evicts constantly),
 // literal <|endoftext|>.
