@@ -229,6 +229,31 @@ TEST(Gpt2Tokenizer, EncodeToFitsMaxIdsAndEqualsEncode) {
   }
 }
 
+// The long tier's sets have eight ways: in the smallest cache (one long set), eight distinct pieces
+// of 16..64 bytes taken in turn all hit from the second round on; with a ninth they evict one
+// another (least recently used out) and every one misses.
+TEST(Gpt2Tokenizer, LongTierSetHoldsEightPieces) {
+  auto tok = Load({.cache_entries = 4});
+  auto misses_per_round = [&](int pieces) {
+    Gpt2Tokenizer::Cache cache(*tok);
+    std::vector<uint64_t> misses;
+    for (int round = 0; round < 3; ++round) {
+      const uint64_t before = cache.stats().merged;
+      for (int i = 0; i < pieces; ++i) {
+        std::vector<uint32_t> ids;
+        // One pre-token of 22 bytes: letters only.
+        tok->Encode(" internationalization" + std::string(1, static_cast<char>('a' + i)), cache,
+                    &ids);
+        EXPECT_EQ(tok->Decode(ids).size(), 22u);
+      }
+      misses.push_back(cache.stats().merged - before);
+    }
+    return misses;
+  };
+  EXPECT_THAT(misses_per_round(8), ElementsAre(8, 0, 0));
+  EXPECT_THAT(misses_per_round(9), ElementsAre(9, 9, 9));
+}
+
 TEST(Gpt2Tokenizer, CacheCountsPiecesAndMerges) {
   auto tok = Load();
   Gpt2Tokenizer::Cache cache(*tok);
