@@ -26,6 +26,7 @@
 #include "oneapi/tbb/parallel_pipeline.h"
 #include "oneapi/tbb/task_arena.h"
 #include "pileprep/status_macros.h"
+#include "pipeline/read_ahead.h"
 #include "tokenizer/huge_page_array.h"
 
 namespace pileprep {
@@ -151,22 +152,18 @@ class FileSource final : public ByteSource {
   }
 
  private:
-  // Keeps [read_, read_ + readahead_) asked for: whenever less than the window is ahead, the
-  // next half window is. WILLNEED starts the reads of what is not cached and returns; over cached
-  // pages it only looks them up.
+  // Asks for the bytes NextReadAhead says (read_ahead.h). WILLNEED starts the reads of what is not
+  // cached and returns without waiting for them (it may wait to submit them); over cached pages it
+  // only looks them up.
   void ReadAhead() {
-    if (readahead_ == 0 || advised_ >= static_cast<uint64_t>(size_) ||
-        advised_ >= read_ + readahead_) {
-      return;
-    }
-    const uint64_t step = std::max<uint64_t>(readahead_ / 2, 1);
-    const uint64_t from = std::max(advised_, read_);
-    const uint64_t to = std::min<uint64_t>(static_cast<uint64_t>(size_), read_ + readahead_ + step);
+    const internal::ReadAheadRange r = internal::NextReadAhead(
+        read_, advised_, static_cast<uint64_t>(std::max<int64_t>(size_, 0)), readahead_);
+    if (r.from >= r.to) return;
 #ifdef POSIX_FADV_WILLNEED
-    ::posix_fadvise(fd_, static_cast<off_t>(from), static_cast<off_t>(to - from),
+    ::posix_fadvise(fd_, static_cast<off_t>(r.from), static_cast<off_t>(r.to - r.from),
                     POSIX_FADV_WILLNEED);  // advice: a failure only leaves the kernel's readahead
 #endif
-    advised_ = to;
+    advised_ = r.to;
   }
 
   static constexpr size_t kReleaseStep = size_t{32} << 20;

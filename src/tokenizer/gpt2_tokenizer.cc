@@ -368,8 +368,9 @@ struct Gpt2Tokenizer::Cache::Impl {
   // merges the piece: many times a hit's cost); with eight ways, 232 (four ways in twice the
   // memory: 128).
   static constexpr size_t kWays = 8;
-  // A piece's tag: the hash's top 32 bits (the set index takes bits 17 and up, 15 of them at most
-  // by default), odd.
+  // A piece's tag: the hash's top 32 bits, odd. The set index takes bits 17 and up: 13 of them for
+  // the default long tier, 10 for the huge one, so the two do not overlap (with 2^23 entries or
+  // more they would: a weaker tag, more key compares, the same ids).
   static uint32_t Tag(uint64_t hash) { return static_cast<uint32_t>(hash >> 32) | 1; }
   template <size_t kKeyBytes, size_t kIds>
   struct BigTier {
@@ -410,7 +411,7 @@ struct Gpt2Tokenizer::Cache::Impl {
   // little more than a lookup of each of its parts in the short tier (merge_split in
   // EncodeOrdinary), so the short tier gets the room: by default 2^20 short entries (32 MiB), and
   // 2^16 and 2^13 long and huge ones: 12.5 and 6.1 MiB, taking 14 and 8 MiB of 2 MB pages, and
-  // their tags 1 MiB (on a 2 MiB page) and 128 KiB; about 56 MiB per worker.
+  // their tags 512 and 64 KiB; about 56 MiB per worker.
   void Allocate() {
     short_sets.Reset(entries / 2);
     short_index.Init(entries / 2);
