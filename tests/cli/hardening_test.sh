@@ -119,7 +119,9 @@ signal_test() {  # SIG want_rc
     [[ -f "$out/my-gpt3_00_text_document.idx" ]] && ls "$out"/my-gpt3_01_* >/dev/null 2>&1 && break
     sleep 0.05
   done
-  sleep 0.3
+  # Shard 01 (330 MB of JSON from .jsonl.zst) takes about a second on 2 threads here: signal it early
+  # enough that a faster machine is still inside it.
+  sleep 0.1
   kill -"$sig" "$pid"
   wait "$pid"; local rc=$?
   [[ $rc -eq $want ]] && ok "SIG$sig exits $want" || bad "SIG$sig: exit $rc, want $want"
@@ -135,13 +137,20 @@ signal_test() {  # SIG want_rc
 }
 signal_test TERM 143
 signal_test INT 130
-# preprocess: one input, cancelled
+# preprocess: one input, cancelled mid-run. A run that finished before the signal landed (exit 0: 2
+# cores tokenize these 330 MB in about 0.7 s) is not a failure of the signal handling but of the
+# timing: the input is doubled and the run tried again.
 zstd -q -d -c "$src/01.jsonl.zst" >"$work/big.jsonl"
-"$PILEPREP" preprocess --input "$work/big.jsonl" --output-prefix "$work/pp/big" --workers 2 \
-  >"$work/out" 2>"$work/err" &
-pid=$!
-for _ in $(seq 1 400); do ls "$work"/pp/*.pileprep-tmp >/dev/null 2>&1 && break; sleep 0.05; done
-sleep 0.3; kill -TERM $pid; wait $pid; rc=$?
+for attempt in 1 2 3; do
+  rm -rf "$work/pp"
+  "$PILEPREP" preprocess --input "$work/big.jsonl" --output-prefix "$work/pp/big" --workers 2 \
+    >"$work/out" 2>"$work/err" &
+  pid=$!
+  for _ in $(seq 1 400); do ls "$work"/pp/*.pileprep-tmp >/dev/null 2>&1 && break; sleep 0.05; done
+  sleep 0.1; kill -TERM $pid 2>/dev/null; wait $pid; rc=$?
+  [[ $rc -ne 0 ]] && break
+  cat "$work/big.jsonl" "$work/big.jsonl" >"$work/big2.jsonl" && mv "$work/big2.jsonl" "$work/big.jsonl"
+done
 [[ $rc -eq 143 ]] && ok "preprocess: SIGTERM exits 143" || bad "preprocess SIGTERM: exit $rc"
 no_temporaries "preprocess: SIGTERM removes the temporary files" "$work/pp"
 rm -f "$work/big.jsonl"
