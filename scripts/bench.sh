@@ -72,7 +72,7 @@ json_mb=$($PY -c "import os; print(os.path.getsize('$work/corpus.jsonl')/1e6)")
 # The whole job runs on the same documents repeated to >= $BENCH_JOB_MB MB (default 1200) of JSON lines,
 # for pileprep and the Python baseline alike, so that fixed costs weigh less, as over a real shard (43 GB
 # of JSON: there they are a tenth of a percent): process start-up, the vocabulary, faulting in fresh
-# memory (each worker's 72 MiB pre-token cache, the batches), writing the .idx and the final fsync, and
+# memory (each worker's 56 MiB pre-token cache, the batches), writing the .idx and the final fsync, and
 # each worker's own cold pass over the corpus. On this VM, whose fresh memory is slow to fault in, they
 # came to ~160 ms of pileprep's 2-thread job (2026-12-01, best of three alternating runs: 1.31 s on
 # 600 MB of JSON, 2.46 s on 1,200 MB): 12% of the 600 MB job (the default until then), 6% of 1,200 MB.

@@ -90,8 +90,8 @@ struct JsonRecordParser::Impl {
   // the fast path's decoded texts go here too. On 2 MB pages from 1 MB on (HugePageArray): grown to
   // a document of 3 MB, malloc's 4 KB pages were 850 page faults per worker, a third of a 600 MB
   // job's faults once the batches were on huge pages (each ~10 us on this project's VM).
-  internal::HugePageArray<char>
-      padded;            // its capacity(): 0 until made, and after a Reset that threw
+  // Its capacity(): 0 until made, and after a Reset that threw.
+  internal::HugePageArray<char> padded;
   std::string repaired;  // the line after U+FFFD repair, when it had invalid UTF-8
   internal::PythonJsonResult fallback;
   std::vector<simdjson::dom::element> values;  // per key: its last value in the object
@@ -114,8 +114,9 @@ struct JsonRecordParser::Impl {
 
   char* Reserve(size_t size) {
     const size_t needed = size + simdjson::SIMDJSON_PADDING;
-    if (needed > padded.capacity() || Shrink(padded.capacity(), needed))
+    if (needed > padded.capacity() || Shrink(padded.capacity(), needed)) {
       padded.Reset(Grown(needed));
+    }
     return padded.data();
   }
 

@@ -160,7 +160,7 @@ TEST_F(PipelineTest, MappedFileGivesTheBytesAndStatsOfTheStreamedOne) {
 // the last text ending at every offset within the scanner's 16-byte blocks, and with a short last
 // line after a batch edge, give the streamed bytes.
 TEST_F(PipelineTest, MappedFileEndingAnywhereInItsLastPageGivesTheStreamedBytes) {
-  // Hundreds of small runs: a small pre-token cache (the default one is 72 MiB to fault in).
+  // Hundreds of small runs: a small pre-token cache (the default one is 56 MiB to fault in).
   Gpt2Tokenizer::Options small;
   small.cache_entries = 1024;
   auto tok = Gpt2Tokenizer::FromDefaultFiles(small);

@@ -48,7 +48,7 @@ struct Common {
 absl::Status ReadCommon(const Args& args, Common* c);
 absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> LoadTokenizer(const Common& c);
 // LoadTokenizer, while `count` other threads each make a pre-token cache into `caches` for the
-// pipeline (PipelineOptions::caches): a cache's 72 MiB take 5-150 ms to fault in on this project's
+// pipeline (PipelineOptions::caches): a cache's 56 MiB take 5-150 ms to fault in on this project's
 // VM, and the vocabulary ~45 ms on one core, so the other cores make the caches meanwhile. At most
 // one per core is made; a cache not made here is left to the pipeline, which makes it when the
 // worker of its slot first runs.
