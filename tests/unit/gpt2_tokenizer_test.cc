@@ -50,9 +50,9 @@ TEST(Gpt2Tokenizer, LiteralEndOfTextIsOneIdByDefault) {
   EXPECT_THAT(Encode(*tok, "<|endoftext|><|endoftext|>"), ElementsAre(50256, 50256));
 }
 
-// The marker is found wherever it lies against the search's 16-byte blocks, among near misses ("<",
-// "<|", "<|endoftext|" cut short), and not when the text ends inside it: the ids equal those of the
-// text split at the marker by hand.
+// The marker is found wherever it lies against the search's blocks, among near misses ("<", "<|",
+// "|<", "<|endoftext|" cut short), and again after a first one, and not when the text ends inside
+// it: the ids equal those of the text split at the marker by hand.
 TEST(Gpt2Tokenizer, LiteralEndOfTextFoundAtEveryOffsetAmongNearMisses) {
   auto tok = Load();
   Gpt2Tokenizer::Cache cache(*tok);
@@ -62,8 +62,8 @@ TEST(Gpt2Tokenizer, LiteralEndOfTextFoundAtEveryOffsetAmongNearMisses) {
     return ids;
   };
   const std::string marker = "<|endoftext|>";
-  for (const std::string filler : {"x", "<", "<|", "a<|endoftext", "<<||"}) {
-    for (size_t before = 0; before < 40; ++before) {
+  for (const std::string filler : {"x", "<", "<|", "|<", "a<|endoftext", "<<||"}) {
+    for (size_t before = 0; before < 140; ++before) {
       for (size_t after = 0; after < 20; ++after) {
         std::string head, tail;
         while (head.size() < before) head += filler;
@@ -75,6 +75,8 @@ TEST(Gpt2Tokenizer, LiteralEndOfTextFoundAtEveryOffsetAmongNearMisses) {
         const std::vector<uint32_t> rest = encode(tail);
         want.insert(want.end(), rest.begin(), rest.end());
         ASSERT_EQ(encode(head + marker + tail), want) << head << marker << tail;
+        want.push_back(tok->eod_id());
+        ASSERT_EQ(encode(head + marker + tail + marker), want) << head << marker << tail << marker;
         // Cut short by the end of the text: ordinary text, no end-of-text id.
         const std::string cut = head + marker.substr(0, marker.size() - 1 - after % 12);
         const std::vector<uint32_t> ids = encode(cut);
