@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <mutex>
 #include <queue>
 #include <type_traits>
 #include <utility>
@@ -291,6 +292,16 @@ struct Gpt2Tokenizer::Tables {
   // merges file that breaks this (a pair listed again later, as encoder.py's dict allows) is merged
   // by EncoderPyMerge instead, slowly but exactly.
   bool merges_monotone = true;
+  // The pieces Gpt2Tokenizer::Prefill puts into a cache, made on first use: the bytes of each
+  // vocabulary entry that are one pre-token of up to 15 bytes (packed as the short tier packs
+  // them), with their ids, the highest id first.
+  struct PrefillEntry {
+    uint64_t k0, k1;
+    uint32_t num;
+    uint32_t ids[15];
+  };
+  mutable std::once_flag prefill_once;
+  mutable std::vector<PrefillEntry> prefill;
 };
 
 // Per-thread cache from pre-token bytes to ids, in tiers so that a lookup never allocates: pieces
@@ -505,7 +516,34 @@ void Gpt2Tokenizer::Cache::Bind(const Gpt2Tokenizer& tokenizer) {
   // Allocate that threw, the next Bind allocates again.
   if (c.bound != 0) c.Allocate();
   c.enabled = tokenizer.vocab_size() <= 65536 && tokenizer.tables_->id_bytes.size() <= 65536;
+  if (c.enabled && tokenizer.options_.prefill_cache_with_vocabulary) tokenizer.Prefill(c);
   c.bound = tokenizer.instance_;
+}
+
+void Gpt2Tokenizer::Prefill(Cache::Impl& c) const {
+  using Impl = Cache::Impl;
+  const Tables& t = *tables_;
+  std::call_once(t.prefill_once, [&] {
+    t.prefill.reserve(t.id_bytes.size());
+    // Highest id first, so that where two pieces share a set the one of the lower id, the more
+    // frequent (GPT-2's ids follow its merges, most frequent first), goes in last and stays. Only
+    // entries whose bytes are one pre-token: the pieces of the others ("\n\n\n", ".\n") are
+    // entries of their own.
+    for (size_t id = t.id_bytes.size(); id-- > 0;) {
+      const std::string& bytes = t.id_bytes[id];
+      if (id == eod_id_ || bytes.empty() || bytes.size() > Impl::kShortKeyBytes) continue;
+      size_t pieces = 0;
+      internal::Pretokenize(bytes, [&](std::string_view) { ++pieces; });
+      if (pieces != 1) continue;
+      Tables::PrefillEntry& e = t.prefill.emplace_back();
+      Impl::Pack(bytes.data(), bytes.size(), &e.k0, &e.k1);
+      e.num = static_cast<uint32_t>(
+          MergeShort(t, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), e.ids));
+    }
+  });
+  for (const Tables::PrefillEntry& e : t.prefill) {
+    Impl::Insert(c.short_sets[c.ShortIndex(e.k0, e.k1)], e.k0, e.k1, e.ids, e.num);
+  }
 }
 
 Gpt2Tokenizer::Cache::~Cache() = default;

@@ -257,7 +257,7 @@ TEST(Gpt2Tokenizer, LongTierSetHoldsEightPieces) {
 }
 
 TEST(Gpt2Tokenizer, CacheCountsPiecesAndMerges) {
-  auto tok = Load();
+  auto tok = Load({.prefill_cache_with_vocabulary = false});
   Gpt2Tokenizer::Cache cache(*tok);
   std::vector<uint32_t> ids;
   tok->Encode("a cat and a cat", cache, &ids);  // "a", " cat", " and", " a", " cat"
@@ -268,8 +268,31 @@ TEST(Gpt2Tokenizer, CacheCountsPiecesAndMerges) {
   EXPECT_EQ(cache.stats().merged, 4u);
 }
 
-TEST(Gpt2Tokenizer, CacheCountsEveryTier) {
+// A new cache holds the vocabulary's pieces: the words of "a cat and a cat" are all tokens, so none
+// is merged; a word that is no token's piece is. Every entry's bytes, taken as text, get the same
+// ids from a prefilled cache as from one that starts empty.
+TEST(Gpt2Tokenizer, PrefilledCacheHoldsTheVocabularysPiecesWithTheirIds) {
   auto tok = Load();
+  Gpt2Tokenizer::Cache cache(*tok);
+  std::vector<uint32_t> ids;
+  tok->Encode("a cat and a cat", cache, &ids);
+  EXPECT_EQ(cache.stats().pieces, 5u);
+  EXPECT_EQ(cache.stats().merged, 0u);
+  tok->Encode(" qxzqv", cache, &ids);
+  EXPECT_EQ(cache.stats().merged, 1u);
+  auto plain = Load({.prefill_cache_with_vocabulary = false});
+  Gpt2Tokenizer::Cache empty(*plain);
+  for (uint32_t id = 0; id < tok->vocab_size(); ++id) {
+    const std::string text = tok->Decode({id});
+    std::vector<uint32_t> prefilled, merged;
+    tok->Encode(text, cache, &prefilled);
+    plain->Encode(text, empty, &merged);
+    ASSERT_EQ(prefilled, merged) << id;
+  }
+}
+
+TEST(Gpt2Tokenizer, CacheCountsEveryTier) {
+  auto tok = Load({.prefill_cache_with_vocabulary = false});
   Gpt2Tokenizer::Cache cache(*tok);
   std::vector<uint32_t> ids;
   // " qqq...": a space and a run of q (built in place: GCC 12 warns, wrongly, on " " + std::string).
@@ -301,7 +324,7 @@ TEST(Gpt2Tokenizer, CacheKeepsPiecesThatShareTheirFirstBytes) {
   // 64 words " confiXY" in a cache of 1,024 entries: with room for all of them, a second pass merges
   // none. (The set index used before saw bytes 0-5 and 8-13 of a piece: all 64 fell into one
   // four-way set and evicted one another.)
-  auto tok = Load({.cache_entries = 1024});
+  auto tok = Load({.cache_entries = 1024, .prefill_cache_with_vocabulary = false});
   Gpt2Tokenizer::Cache cache(*tok);
   std::string text;
   for (char x = 'a'; x < 'a' + 8; ++x) {
