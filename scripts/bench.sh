@@ -46,6 +46,13 @@ for _ in 1 2; do
   tok=$($PY -c "import json,sys; a,b=json.loads(sys.argv[1]),json.loads(sys.argv[2]); print(json.dumps({k:(min(a[k],b[k]) if k.endswith('_seconds') else a[k]) for k in a}))" \
     "$tok" "$("$BUILD/bin/tokenize_bench")")
 done
+# The same, with the 16-bit ids the job writes for GPT-2's uint16 .bin (the rows above keep the 32-bit
+# ids tiktoken returns, for a like-for-like comparison).
+tok16=$("$BUILD/bin/tokenize_bench" --ids16)
+for _ in 1 2; do
+  tok16=$($PY -c "import json,sys; a,b=json.loads(sys.argv[1]),json.loads(sys.argv[2]); print(json.dumps({k:(min(a[k],b[k]) if k.endswith('_seconds') else a[k]) for k in a}))" \
+    "$tok16" "$("$BUILD/bin/tokenize_bench" --ids16)")
+done
 text_bytes=$(json "$tok" text_bytes)
 text_mb=$($PY -c "print($text_bytes/1e6)")
 
@@ -188,6 +195,9 @@ row "python baseline, tokenizer" 1 "$(json "$pyt" seconds)" "-"
 row "pileprep tokenizer, cold cache" 1 "$(json "$tok" cold_seconds)" "-"
 row "pileprep tokenizer, warm, unseen" 1 "$(json "$tok" unseen_seconds)" "-"
 row "pileprep tokenizer, warm, seen" 1 "$(json "$tok" warm_seconds)" "-"
+row "  the same, 16-bit ids: cold" 1 "$(json "$tok16" cold_seconds)" "-"
+row "  16-bit ids: warm, unseen" 1 "$(json "$tok16" unseen_seconds)" "-"
+row "  16-bit ids: warm, seen" 1 "$(json "$tok16" warm_seconds)" "-"
 row "python baseline, whole job" 2 "$(json "$pyj" seconds)" "$(rss "$work/pyj.time") MB" "$job_text_bytes"
 for t in $threads_list; do
   row "pileprep whole job" "$t" "${job_s[$t]}" "${job_rss[$t]} MB" "$job_text_bytes"
