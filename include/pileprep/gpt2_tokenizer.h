@@ -42,12 +42,14 @@ class Gpt2Tokenizer {
     // 0.13% of pieces re-merged: two-way sets lose pieces to conflicts long before they are full),
     // the Debian corpus 221 -> 232 and on unseen text 208 -> 211; first passes within 2%.
     size_t cache_entries = size_t{1} << 20;
-    // Each cache starts out holding every pre-token of up to 15 bytes that the vocabulary's entries
-    // are made of (each entry's bytes pre-tokenized), with its ids, as if it had seen the
-    // vocabulary: a piece that is one token (a word's first occurrence, a rare word that is in the
-    // vocabulary) never waits for a merge. (tiktoken looks each piece up in its vocabulary before
-    // merging for the same reason.) The pieces are merged once per tokenizer, on the first cache's
-    // first use (~20 ms); each cache then takes a copy (~50,000 entries, a few ms).
+    // A cache bound to this tokenizer starts out holding the vocabulary's entries whose bytes are
+    // one pre-token of up to 15 bytes (about 48,000 of GPT-2's), with their ids, as if it had seen
+    // them: a piece that is one token (a rare word's first occurrence, a CJK character new to the
+    // cache) need not wait for a merge. (tiktoken looks each piece up in its vocabulary before
+    // merging for the same reason.) Those entries are merged once per tokenizer, when the first
+    // cache binds to it (~15 ms on the project's VM), and each cache takes them in when it binds
+    // (~0.3 ms); where two-way sets are too few for all of them (a small cache_entries), the lower
+    // ids stay. The ids never depend on it.
     bool prefill_cache_with_vocabulary = true;
   };
 
@@ -138,8 +140,10 @@ class Gpt2Tokenizer {
   // merging one occurrence at a time would differ; appends the piece's ids to `out`.
   static void EncoderPyMerge(const Tables& tables, const unsigned char* bytes, size_t n,
                              std::vector<uint32_t>* out);
-  // Options::prefill_cache_with_vocabulary: puts the vocabulary's pieces into `cache`.
-  void Prefill(Cache::Impl& cache) const;
+  // Options::prefill_cache_with_vocabulary: the short pieces a cache starts with, made on first use
+  // (thread-safe).
+  struct PrefillEntry;
+  const std::vector<PrefillEntry>& PrefillEntries() const;
   // BPE of a piece of 1..64 bytes into out[0..n); returns the number of ids.
   static size_t MergeShort(const Tables& tables, const unsigned char* bytes, size_t n, uint32_t* out);
   // Both write ids from `out` on (room: MaxIds) and return the end of them.

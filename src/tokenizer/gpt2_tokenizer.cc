@@ -266,6 +266,13 @@ class PairTable {
   absl::flat_hash_map<uint64_t, uint32_t> wide_;
 };
 
+// A short piece and its ids, packed as the short tier packs them (Gpt2Tokenizer::PrefillEntries).
+struct Gpt2Tokenizer::PrefillEntry {
+  uint64_t k0, k1;
+  uint16_t num;
+  uint16_t ids[15];
+};
+
 struct Gpt2Tokenizer::Tables {
   uint32_t byte_id[256];
   // Merge value (PairTable::Rank) of two raw bytes, indexed by (first << 8) | second: the first round
@@ -292,14 +299,9 @@ struct Gpt2Tokenizer::Tables {
   // merges file that breaks this (a pair listed again later, as encoder.py's dict allows) is merged
   // by EncoderPyMerge instead, slowly but exactly.
   bool merges_monotone = true;
-  // The pieces Gpt2Tokenizer::Prefill puts into a cache, made on first use: the bytes of each
-  // vocabulary entry that are one pre-token of up to 15 bytes (packed as the short tier packs
-  // them), with their ids, the highest id first.
-  struct PrefillEntry {
-    uint64_t k0, k1;
-    uint32_t num;
-    uint32_t ids[15];
-  };
+  // The pieces Gpt2Tokenizer::PrefillEntries puts into a cache, made on first use: the bytes of
+  // each vocabulary entry that are one pre-token of up to 15 bytes (packed as the short tier packs
+  // them), with their ids, the highest id first. 48 bytes each: 2.3 MB for GPT-2.
   mutable std::once_flag prefill_once;
   mutable std::vector<PrefillEntry> prefill;
 };
@@ -349,7 +351,8 @@ struct Gpt2Tokenizer::Cache::Impl {
   // The piece (k0, k1) with its num (1..15) ids into way 0 of a set. A piece of up to 8 ids moves
   // way 0 to way 1 (its old piece, the least recently used, out), or, when way 0 holds a piece of
   // more than 8, empties way 1 (that piece out whole). A piece of more than 8 takes both ways.
-  static void Insert(ShortSet& set, uint64_t k0, uint64_t k1, const uint32_t* ids, size_t num) {
+  template <typename Id>  // uint32_t (a merge's ids) or uint16_t (a prefill entry's)
+  static void Insert(ShortSet& set, uint64_t k0, uint64_t k1, const Id* ids, size_t num) {
     // Through a zeroed copy: reading ids[i] only for i < num (at most 15) also keeps GCC's
     // -Warray-bounds from seeing a read of ids[15] in a loop to 16.
     uint16_t narrow[16] = {};
@@ -424,11 +427,16 @@ struct Gpt2Tokenizer::Cache::Impl {
   // 2^16 and 2^13 long and huge ones: 12.5 and 6.1 MiB, taking 14 and 8 MiB of 2 MB pages, and
   // their tags 512 and 64 KiB; about 56 MiB per worker.
   void Allocate() {
+    fresh = false;
     short_sets.Reset(entries / 2);
     short_index.Init(entries / 2);
     long_tier.Init(entries / 16);
     huge_tier.Init(entries / 128);
+    fresh = true;
   }
+  // Whether the tiers are whole and empty, as Allocate left them: no tokenizer's pieces yet, and
+  // not half-made by an Allocate that threw.
+  bool fresh = false;
   Stats stats;
   internal::HugePageArray<ShortSet> short_sets;
   BigTier<kLongKeyBytes, 64> long_tier;
@@ -512,38 +520,55 @@ Gpt2Tokenizer::Cache::Cache(const Gpt2Tokenizer& tokenizer) : Cache(tokenizer.op
 void Gpt2Tokenizer::Cache::Bind(const Gpt2Tokenizer& tokenizer) {
   Impl& c = *impl_;
   if (c.bound == tokenizer.instance_) return;
-  // Another vocabulary's ids: start empty, as when made. `bound` changes last: after an
-  // Allocate that threw, the next Bind allocates again.
-  if (c.bound != 0) c.Allocate();
-  c.enabled = tokenizer.vocab_size() <= 65536 && tokenizer.tables_->id_bytes.size() <= 65536;
-  if (c.enabled && tokenizer.options_.prefill_cache_with_vocabulary) tokenizer.Prefill(c);
+  const bool enabled =
+      tokenizer.vocab_size() <= 65536 && tokenizer.tables_->id_bytes.size() <= 65536;
+  // What can throw comes first, and `bound` changes last: a Bind that threw leaves the cache bound
+  // to no tokenizer (or, before anything changed, to the one it served), and the next Bind starts
+  // over.
+  const std::vector<PrefillEntry>* prefill =
+      enabled && tokenizer.options_.prefill_cache_with_vocabulary ? &tokenizer.PrefillEntries()
+                                                                  : nullptr;
+  c.bound = 0;
+  // Another vocabulary's ids, or tiers an Allocate left half-made: start empty, as when made.
+  if (!c.fresh) c.Allocate();
+  c.fresh = false;
+  c.enabled = enabled;
+  if (prefill != nullptr) {
+    for (const PrefillEntry& e : *prefill) {
+      Impl::Insert(c.short_sets[c.ShortIndex(e.k0, e.k1)], e.k0, e.k1, e.ids, e.num);
+    }
+  }
   c.bound = tokenizer.instance_;
 }
 
-void Gpt2Tokenizer::Prefill(Cache::Impl& c) const {
+const std::vector<Gpt2Tokenizer::PrefillEntry>& Gpt2Tokenizer::PrefillEntries() const {
   using Impl = Cache::Impl;
   const Tables& t = *tables_;
   std::call_once(t.prefill_once, [&] {
-    t.prefill.reserve(t.id_bytes.size());
+    // Made aside and moved in: a body that throws leaves the entries empty and the once_flag unset.
+    std::vector<PrefillEntry> entries;
+    entries.reserve(t.id_bytes.size());
     // Highest id first, so that where two pieces share a set the one of the lower id, the more
     // frequent (GPT-2's ids follow its merges, most frequent first), goes in last and stays. Only
-    // entries whose bytes are one pre-token: the pieces of the others ("\n\n\n", ".\n") are
-    // entries of their own.
+    // entries whose bytes are one pre-token: the pieces of the others (" ." followed by "\n", say)
+    // are mostly entries of their own.
     for (size_t id = t.id_bytes.size(); id-- > 0;) {
       const std::string& bytes = t.id_bytes[id];
-      if (id == eod_id_ || bytes.empty() || bytes.size() > Impl::kShortKeyBytes) continue;
+      if (bytes.empty() || bytes.size() > Impl::kShortKeyBytes) continue;  // no such id, or long
       size_t pieces = 0;
       internal::Pretokenize(bytes, [&](std::string_view) { ++pieces; });
       if (pieces != 1) continue;
-      Tables::PrefillEntry& e = t.prefill.emplace_back();
+      PrefillEntry& e = entries.emplace_back();
       Impl::Pack(bytes.data(), bytes.size(), &e.k0, &e.k1);
-      e.num = static_cast<uint32_t>(
-          MergeShort(t, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), e.ids));
+      uint32_t ids[Impl::kShortKeyBytes];
+      e.num = static_cast<uint16_t>(
+          MergeShort(t, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), ids));
+      std::fill_n(e.ids, Impl::kShortKeyBytes, 0);
+      for (size_t i = 0; i < e.num; ++i) e.ids[i] = static_cast<uint16_t>(ids[i]);
     }
+    t.prefill = std::move(entries);
   });
-  for (const Tables::PrefillEntry& e : t.prefill) {
-    Impl::Insert(c.short_sets[c.ShortIndex(e.k0, e.k1)], e.k0, e.k1, e.ids, e.num);
-  }
+  return t.prefill;
 }
 
 Gpt2Tokenizer::Cache::~Cache() = default;
