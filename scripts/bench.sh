@@ -41,18 +41,16 @@ rss() { awk '/Maximum resident/ {printf "%.0f", $6/1024}' "$1"; }   # MB from /u
 echo "== tokenizer, 1 thread (pileprep)" >&2
 # Best of three runs for every figure (a cold pass happens once per run): this VM's speed wanders by
 # tens of percent from minute to minute, and the peers get the same treatment (tiktoken: best of 5).
+# Two tokenize_bench results as one: the shorter of each time.
+best_of() {
+  $PY -c "import json,sys; a,b=json.loads(sys.argv[1]),json.loads(sys.argv[2]); print(json.dumps({k:(min(a[k],b[k]) if k.endswith('_seconds') else a[k]) for k in a}))" "$1" "$2"
+}
 tok=$("$BUILD/bin/tokenize_bench" --export-texts "$work/texts.bin" --export-ids "$work/ids.bin")
-for _ in 1 2; do
-  tok=$($PY -c "import json,sys; a,b=json.loads(sys.argv[1]),json.loads(sys.argv[2]); print(json.dumps({k:(min(a[k],b[k]) if k.endswith('_seconds') else a[k]) for k in a}))" \
-    "$tok" "$("$BUILD/bin/tokenize_bench")")
-done
+for _ in 1 2; do tok=$(best_of "$tok" "$("$BUILD/bin/tokenize_bench")"); done
 # The same, with the 16-bit ids the job writes for GPT-2's uint16 .bin (the rows above keep the 32-bit
 # ids tiktoken returns, for a like-for-like comparison).
 tok16=$("$BUILD/bin/tokenize_bench" --ids16)
-for _ in 1 2; do
-  tok16=$($PY -c "import json,sys; a,b=json.loads(sys.argv[1]),json.loads(sys.argv[2]); print(json.dumps({k:(min(a[k],b[k]) if k.endswith('_seconds') else a[k]) for k in a}))" \
-    "$tok16" "$("$BUILD/bin/tokenize_bench" --ids16)")
-done
+for _ in 1 2; do tok16=$(best_of "$tok16" "$("$BUILD/bin/tokenize_bench" --ids16)"); done
 text_bytes=$(json "$tok" text_bytes)
 text_mb=$($PY -c "print($text_bytes/1e6)")
 

@@ -558,13 +558,12 @@ const std::vector<Gpt2Tokenizer::PrefillEntry>& Gpt2Tokenizer::PrefillEntries() 
       size_t pieces = 0;
       internal::Pretokenize(bytes, [&](std::string_view) { ++pieces; });
       if (pieces != 1) continue;
-      PrefillEntry& e = entries.emplace_back();
+      PrefillEntry& e = entries.emplace_back();  // value-initialized: ids past num are 0
       Impl::Pack(bytes.data(), bytes.size(), &e.k0, &e.k1);
       uint32_t ids[Impl::kShortKeyBytes];
       e.num = static_cast<uint16_t>(
           MergeShort(t, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), ids));
-      std::fill_n(e.ids, Impl::kShortKeyBytes, 0);
-      for (size_t i = 0; i < e.num; ++i) e.ids[i] = static_cast<uint16_t>(ids[i]);
+      std::copy(ids, ids + e.num, e.ids);  // ids fit 16 bits: the cache is on
     }
     t.prefill = std::move(entries);
   });
