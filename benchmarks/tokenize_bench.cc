@@ -34,7 +34,7 @@ int Run(const pileprep::Gpt2Tokenizer& tokenizer, const std::string& export_text
         const std::string& export_ids, int passes) {
   const pileprep::bench::Corpus& corpus = pileprep::bench::LoadCorpus();
   // Encode into one buffer for the whole pass, as the pipeline does into a batch's (EncodeTo: no
-  // zero-fill, no copy). The 16-bit form needs every id below 65,536.
+  // zero-fill of its room, no copy). The 16-bit form needs every id below 65,536.
   if (std::is_same_v<Id, uint16_t> && !tokenizer.ids_fit_16_bits()) std::abort();
   struct Ids {
     std::unique_ptr<Id[]> buffer;
@@ -42,7 +42,10 @@ int Run(const pileprep::Gpt2Tokenizer& tokenizer, const std::string& export_text
     void clear() { n = 0; }
     size_t size() const { return n; }
   };
-  Ids ids{std::make_unique_for_overwrite<Id[]>(pileprep::Gpt2Tokenizer::MaxIds(corpus.text_bytes))};
+  // Zero-filled, so every page is touched before any timing: otherwise the first pass would also fault
+  // in the buffer's fresh pages (10-20 MB for the sample corpus; a third of the cold pass on this VM),
+  // a cost of the benchmark's one big buffer that the pipeline, which reuses its batches', does not pay.
+  Ids ids{std::make_unique<Id[]>(pileprep::Gpt2Tokenizer::MaxIds(corpus.text_bytes))};
   struct Encoder {
     const pileprep::Gpt2Tokenizer* tokenizer;
     void Encode(const std::string& text, pileprep::Gpt2Tokenizer::Cache& cache, Ids* out) const {
