@@ -425,13 +425,14 @@ struct Gpt2Tokenizer::Cache::Impl {
   // little more than a lookup of each of its parts in the short tier (merge_split in
   // EncodeOrdinary), so the short tier gets the room: by default 2^20 short entries (32 MiB), and
   // 2^16 and 2^13 long and huge ones: 12.5 and 6.1 MiB, taking 14 and 8 MiB of 2 MB pages, and
-  // their tags 512 and 64 KiB; about 56 MiB per worker.
+  // their tags 512 and 64 KiB; with char_ids (528 KiB, any size of cache) about 56 MiB per worker.
   void Allocate() {
     fresh = false;
     short_sets.Reset(entries / 2);
     short_index.Init(entries / 2);
     long_tier.Init(entries / 16);
     huge_tier.Init(entries / 128);
+    char_ids.Reset(kCharIdsEntries);
     fresh = true;
   }
   // Whether the tiers are whole and empty, as Allocate left them: no tokenizer's pieces yet, and
@@ -442,6 +443,26 @@ struct Gpt2Tokenizer::Cache::Impl {
   BigTier<kLongKeyBytes, 64> long_tier;
   BigTier<kHugeKeyBytes, 256> huge_tier;
   TopBitsIndex short_index;  // a piece's set
+  // The ids of a character of 2 or 3 UTF-8 bytes on its own (its bytes merged with nothing around
+  // them), filled in on first use: a long piece that misses is split where no merge can join two
+  // bytes (merge_split in EncodeOrdinary), and in Cyrillic, Greek or CJK text most of its characters
+  // then stand alone, a split on either side. Their ids come from here, one load from a table that
+  // stays in cache, instead of a lookup in the short tier (a hashed key, a random line). Indexed by
+  // CharIdsIndex; num == 0: not filled in yet. 2,048 + 65,536 entries of 8 bytes: 528 KiB, on 4 KB
+  // pages (HugePageArray), of which the lookups touch only the lines of the scripts they meet.
+  struct CharIds {
+    uint16_t ids[3];  // a character of L bytes has at most L ids
+    uint16_t num;
+  };
+  static constexpr size_t kCharIdsEntries = 2048 + 65536;
+  internal::HugePageArray<CharIds> char_ids;
+  // The entry of the L bytes at b (L = 2: C0..DF then a continuation byte; L = 3: E0..EF then two),
+  // one per byte sequence.
+  static size_t CharIdsIndex(const unsigned char* b, size_t len) {
+    return len == 2 ? ((size_t{b[0]} & 0x1F) << 6) | (b[1] & 0x3F)
+                    : 2048 + (((size_t{b[0]} & 0x0F) << 12) | ((size_t{b[1]} & 0x3F) << 6) |
+                              (b[2] & 0x3F));
+  }
   // Scratch for merges, reused across calls.
   std::vector<uint32_t> ids, ranks, prev, next;
   std::vector<uint32_t> wide;  // a merge's ids on their way into the output
@@ -1013,20 +1034,38 @@ Id* Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c, Id* out
     const auto* b = reinterpret_cast<const unsigned char*>(piece.data());
     const size_t n = piece.size();
     struct Part {
-      uint32_t from, len, slot;
-      uint64_t k0, k1;
+      uint32_t from, len, slot;  // slot: the short tier's set, or kCharPart
+      uint64_t k0, k1;           // the packed key, or (kCharPart) the char_ids entry
     };
+    constexpr uint32_t kCharPart = UINT32_MAX;
     constexpr size_t kParts = 64;
     Part part[kParts];
     for (size_t from = 0; from < n;) {
       size_t count = 0;
       size_t j = from;
       for (; j < n && count < kParts; ++count) {
-        size_t e = j + 1;
-        while (e < n && t.Joinable(b[e - 1], b[e])) ++e;
         Part& q = part[count];
         q.from = static_cast<uint32_t>(j);
+        // A character of 2 or 3 bytes that merges with nothing around it (a split after it, as
+        // there is one before): its bytes are whole parts, and their ids, merged on their own,
+        // are the character's in Impl::char_ids.
+        const unsigned char lead = b[j];
+        if (lead >= 0xC0 && lead < 0xF0) {
+          const size_t len = lead >= 0xE0 ? 3 : 2;
+          if (j + len <= n && (b[j + 1] & 0xC0) == 0x80 && (len == 2 || (b[j + 2] & 0xC0) == 0x80) &&
+              (j + len == n || !t.Joinable(b[j + len - 1], b[j + len]))) {
+            q.len = static_cast<uint32_t>(len);
+            q.slot = kCharPart;
+            q.k0 = Impl::CharIdsIndex(b + j, len);
+            __builtin_prefetch(&c.char_ids[q.k0]);
+            j += len;
+            continue;
+          }
+        }
+        size_t e = j + 1;
+        while (e < n && t.Joinable(b[e - 1], b[e])) ++e;
         q.len = static_cast<uint32_t>(e - j);
+        q.slot = 0;  // not kCharPart
         if (q.len <= Impl::kShortKeyBytes) {
           Impl::Pack(piece.data() + j, q.len, &q.k0, &q.k1);
           q.slot = static_cast<uint32_t>(c.ShortIndex(q.k0, q.k1));
@@ -1040,7 +1079,19 @@ Id* Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c, Id* out
       }
       for (size_t k = 0; k < count; ++k) {
         const Part& q = part[k];
-        if (q.len > Impl::kShortKeyBytes) {
+        if (q.slot == kCharPart) {
+          Impl::CharIds& e = c.char_ids[q.k0];
+          if (__builtin_expect(e.num == 0, 0)) {  // the character's first time in this cache
+            uint32_t merged[3];
+            e.num = static_cast<uint16_t>(MergeShort(t, b + q.from, q.len, merged));
+            for (size_t i = 0; i < e.num; ++i) e.ids[i] = static_cast<uint16_t>(merged[i]);
+          }
+          // All three slots, whatever the count: no branch on it (within kIdOverhang).
+          out[out_n] = e.ids[0];
+          out[out_n + 1] = e.ids[1];
+          out[out_n + 2] = e.ids[2];
+          out_n += e.num;
+        } else if (q.len > Impl::kShortKeyBytes) {
           merge_into_ids(piece.substr(q.from, q.len));
         } else {
           out_n = short_piece(piece.data() + q.from, q.len, q.k0, q.k1, q.slot, out_n, false);

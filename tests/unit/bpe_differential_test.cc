@@ -12,6 +12,7 @@
 #include "testing/random_text.h"
 #include "testing/re2_pretokenizer.h"
 #include "testing/reference_bpe.h"
+#include "tokenizer/pretokenizer.h"
 
 namespace pileprep {
 namespace {
@@ -230,6 +231,78 @@ TEST_F(BpeDifferential, LongPiecesSplitWhereNoMergeJoinsStillMatch) {
       EXPECT_TRUE(narrow_ok) << "16-bit, round " << round << " case " << i << ": " << Head(texts[i]);
     }
   }
+}
+
+// A long piece that misses is split where no merge joins two bytes, and a character of 2 or 3
+// bytes with a split on either side takes its ids from a per-cache table by its bytes, filled on
+// first use (Cache::Impl::char_ids). Long pieces of any bytes from C0..FF and 80..BF: whole
+// characters of 2 and 3 bytes (surrogates and overlong forms included), lead bytes without their
+// continuation bytes, stray continuation bytes, characters cut short, 4-byte characters, next to
+// ASCII symbols. Each text's pieces are merged by the reference one by one; through a fresh cache,
+// again from it, and through the smallest cache.
+TEST_F(BpeDifferential, LoneCharactersOfLongPiecesTakeTheIdsOfTheirBytesWhateverTheBytes) {
+  RandomText gen(/*seed=*/16180);
+  auto cont = [&] { return static_cast<char>(0x80 + gen.Uniform(64)); };
+  std::vector<std::string> texts;
+  for (int i = 0; i < 3000; ++i) {
+    std::string text;
+    const size_t target = 16 + gen.Uniform(i % 10 == 0 ? 400 : 80);
+    while (text.size() < target) {
+      switch (gen.Uniform(8)) {
+        case 0:
+        case 1:  // two bytes: C0..DF (C0, C1: overlong), one continuation byte
+          text += static_cast<char>(0xC0 + gen.Uniform(32));
+          text += cont();
+          break;
+        case 2:
+        case 3:  // three bytes: E0..EF (ED A0..BF: surrogates), two continuation bytes
+          text += static_cast<char>(0xE0 + gen.Uniform(16));
+          text += cont();
+          text += cont();
+          break;
+        case 4:  // a lead byte on its own, or a three-byte character cut after two
+          text += static_cast<char>(0xC0 + gen.Uniform(64));
+          if (gen.Uniform(2) == 0) text += cont();
+          break;
+        case 5:  // a stray continuation byte
+          text += cont();
+          break;
+        case 6:  // four bytes
+          text += static_cast<char>(0xF0 + gen.Uniform(5));
+          for (int k = 0; k < 3; ++k) text += cont();
+          break;
+        default:  // an ASCII symbol, which can join some of the bytes around it
+          text += "!#%&*-.~"[gen.Uniform(8)];
+          break;
+      }
+    }
+    texts.push_back(text);
+  }
+  Gpt2Tokenizer::Options options;
+  options.endoftext_is_special = false;
+  options.cache_entries = 2;
+  auto tiny = Gpt2Tokenizer::FromFiles(kVocab, kMerges, options);
+  ASSERT_TRUE(tiny.ok()) << tiny.status();
+  Gpt2Tokenizer::Cache cache(*tokenizer_), tiny_cache(**tiny);
+  size_t long_pieces = 0;
+  int failures = 0;
+  for (int round = 0; round < 2; ++round) {
+    for (size_t i = 0; i < texts.size() && failures < 10; ++i) {
+      std::vector<uint32_t> want;
+      for (std::string_view piece : internal::PretokenizeToVector(texts[i])) {
+        const std::vector<uint32_t> ids = reference_->EncodePiece(piece);
+        want.insert(want.end(), ids.begin(), ids.end());
+        if (round == 0 && piece.size() > 15) ++long_pieces;
+      }
+      std::vector<uint32_t> small;
+      (*tiny)->Encode(texts[i], tiny_cache, &small);
+      const std::vector<uint32_t> got = FastText(texts[i], cache);
+      if (got != want || small != want) ++failures;
+      EXPECT_EQ(got, want) << "round " << round << " case " << i;
+      EXPECT_EQ(small, want) << "smallest cache, round " << round << " case " << i;
+    }
+  }
+  EXPECT_GE(long_pieces, 600u);  // the texts do reach the long tiers and merge_split (728)
 }
 
 // A short piece keeps up to 8 ids beside its key and the rest (up to 15) in a side array that must
