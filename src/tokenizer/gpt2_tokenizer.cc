@@ -445,9 +445,10 @@ struct Gpt2Tokenizer::Cache::Impl {
   TopBitsIndex short_index;  // a piece's set
   // The ids of a character of 2 or 3 UTF-8 bytes on its own (its bytes merged with nothing around
   // them), filled in on first use: a long piece that misses is split where no merge can join two
-  // bytes (merge_split in EncodeOrdinary), and in Cyrillic, Greek or CJK text most of its characters
-  // then stand alone, a split on either side. Their ids come from here, one load from a table that
-  // stays in cache, instead of a lookup in the short tier (a hashed key, a random line). Indexed by
+  // bytes (merge_split in EncodeOrdinary), and so is a short one with non-ASCII bytes (merge_short),
+  // and in Cyrillic, Greek or CJK text most of their characters then stand alone, a split on either
+  // side. Their ids come from here, one load from a table that stays in cache, instead of a lookup
+  // in the short tier (a hashed key, a random line) or a merge. Indexed by
   // CharIdsIndex; num == 0: not filled in yet. 2,048 + 65,536 entries of 8 bytes: 528 KiB, on 4 KB
   // pages (HugePageArray), of which the lookups touch only the lines of the scripts they meet.
   struct CharIds {
@@ -1005,6 +1006,51 @@ Id* Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c, Id* out
   // The ids of a piece of 1..15 bytes (packed as k0, k1; its set `slot`) to out[pos...], from the
   // short tier or merged (at most 15 ids: one per byte) and remembered there; returns the position
   // after them. `piece`: a pre-token, counted in the stats when it misses (not a part of one).
+  // The ids of a character of 2 or 3 bytes on its own (Impl::char_ids), merged on first use.
+  auto char_entry = [&](const unsigned char* b, size_t len, size_t index) -> const Impl::CharIds& {
+    Impl::CharIds& e = c.char_ids[index];
+    if (__builtin_expect(e.num == 0, 0)) {  // the character's first time in this cache
+      uint32_t merged[3];
+      e.num = static_cast<uint16_t>(MergeShort(t, b, len, merged));
+      for (size_t i = 0; i < e.num; ++i) e.ids[i] = static_cast<uint16_t>(merged[i]);
+    }
+    return e;
+  };
+  // Whether the 2 or 3 bytes at b[j] (lead byte C0..EF) are a whole character that merges with
+  // nothing after it (b[0..n) is a piece; a split before j is the caller's to know).
+  auto standalone_char = [&](const unsigned char* b, size_t n, size_t j, size_t len) {
+    return j + len <= n && (b[j + 1] & 0xC0) == 0x80 && (len == 2 || (b[j + 2] & 0xC0) == 0x80) &&
+           (j + len == n || !t.Joinable(b[j + len - 1], b[j + len]));
+  };
+  // The ids of a short piece that missed (packed as k0, k1), into merged[0..15). A piece with
+  // non-ASCII bytes is split where no merge joins two bytes, as merge_split splits long pieces: its
+  // characters that stand alone take their ids from char_ids, and the other parts are merged on
+  // their own, which costs less than merging the whole (a new CJK word of two to five characters is
+  // then a few loads). An ASCII piece is merged whole: Latin letters nearly all join, and the search
+  // for a split would mostly find none.
+  auto merge_short = [&](const unsigned char* b, size_t n, uint64_t k0, uint64_t k1,
+                         uint32_t* merged) -> size_t {
+    if (((k0 | k1) & 0x8080808080808080ull) == 0) return MergeShort(t, b, n, merged);
+    size_t count = 0;
+    for (size_t j = 0; j < n;) {
+      const unsigned char lead = b[j];
+      if (lead >= 0xC0 && lead < 0xF0) {
+        const size_t len = lead >= 0xE0 ? 3 : 2;
+        if (standalone_char(b, n, j, len)) {
+          const Impl::CharIds& e = char_entry(b + j, len, Impl::CharIdsIndex(b + j, len));
+          for (size_t i = 0; i < e.num; ++i) merged[count + i] = e.ids[i];
+          count += e.num;
+          j += len;
+          continue;
+        }
+      }
+      size_t e = j + 1;
+      while (e < n && t.Joinable(b[e - 1], b[e])) ++e;
+      count += MergeShort(t, b + j, e - j, merged + count);
+      j = e;
+    }
+    return count;
+  };
   auto short_piece = [&](const char* p, size_t n, uint64_t k0, uint64_t k1, size_t slot, size_t pos,
                          bool piece) __attribute__((always_inline)) {
     Impl::ShortSet& set = c.short_sets[slot];
@@ -1019,7 +1065,7 @@ Id* Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c, Id* out
     }
     if (piece) ++c.stats.merged;
     uint32_t merged[Impl::kShortKeyBytes];
-    const size_t produced = MergeShort(t, reinterpret_cast<const unsigned char*>(p), n, merged);
+    const size_t produced = merge_short(reinterpret_cast<const unsigned char*>(p), n, k0, k1, merged);
     std::copy(merged, merged + produced, out + pos);
     Impl::Insert(set, k0, k1, merged, produced);
     return pos + produced;
@@ -1052,8 +1098,7 @@ Id* Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c, Id* out
         const unsigned char lead = b[j];
         if (lead >= 0xC0 && lead < 0xF0) {
           const size_t len = lead >= 0xE0 ? 3 : 2;
-          if (j + len <= n && (b[j + 1] & 0xC0) == 0x80 && (len == 2 || (b[j + 2] & 0xC0) == 0x80) &&
-              (j + len == n || !t.Joinable(b[j + len - 1], b[j + len]))) {
+          if (standalone_char(b, n, j, len)) {
             q.len = static_cast<uint32_t>(len);
             q.slot = kCharPart;
             q.k0 = Impl::CharIdsIndex(b + j, len);
@@ -1080,12 +1125,7 @@ Id* Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c, Id* out
       for (size_t k = 0; k < count; ++k) {
         const Part& q = part[k];
         if (q.slot == kCharPart) {
-          Impl::CharIds& e = c.char_ids[q.k0];
-          if (__builtin_expect(e.num == 0, 0)) {  // the character's first time in this cache
-            uint32_t merged[3];
-            e.num = static_cast<uint16_t>(MergeShort(t, b + q.from, q.len, merged));
-            for (size_t i = 0; i < e.num; ++i) e.ids[i] = static_cast<uint16_t>(merged[i]);
-          }
+          const Impl::CharIds& e = char_entry(b + q.from, q.len, q.k0);
           // All three slots, whatever the count: no branch on it (within kIdOverhang).
           out[out_n] = e.ids[0];
           out[out_n + 1] = e.ids[1];

@@ -233,14 +233,14 @@ TEST_F(BpeDifferential, LongPiecesSplitWhereNoMergeJoinsStillMatch) {
   }
 }
 
-// A long piece that misses is split where no merge joins two bytes, and a character of 2 or 3
-// bytes with a split on either side takes its ids from a per-cache table by its bytes, filled on
-// first use (Cache::Impl::char_ids). Long pieces of any bytes from C0..FF and 80..BF: whole
-// characters of 2 and 3 bytes (surrogates and overlong forms included), lead bytes without their
-// continuation bytes, stray continuation bytes, characters cut short, 4-byte characters, next to
-// ASCII symbols. Each text's pieces are merged by the reference one by one; through a fresh cache,
-// again from it, and through the smallest cache.
-TEST_F(BpeDifferential, LoneCharactersOfLongPiecesTakeTheIdsOfTheirBytesWhateverTheBytes) {
+// A long piece that misses, and a short one with non-ASCII bytes, is split where no merge joins two
+// bytes, and a character of 2 or 3 bytes with a split on either side takes its ids from a per-cache
+// table by its bytes, filled on first use (Cache::Impl::char_ids). Texts of any bytes from C0..FF
+// and 80..BF: whole characters of 2 and 3 bytes (surrogates and overlong forms included), lead bytes
+// without their continuation bytes, stray continuation bytes, characters cut short, 4-byte
+// characters, next to ASCII symbols. Each text's pieces are merged by the reference one by one;
+// through a fresh cache, again from it, and through the smallest cache.
+TEST_F(BpeDifferential, SplitPiecesGiveTheirLoneCharactersTheIdsOfTheirBytesWhateverTheBytes) {
   RandomText gen(/*seed=*/16180);
   auto cont = [&] { return static_cast<char>(0x80 + gen.Uniform(64)); };
   std::vector<std::string> texts;
