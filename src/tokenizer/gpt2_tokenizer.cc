@@ -315,7 +315,7 @@ struct Gpt2Tokenizer::Tables {
 // Pieces of 16..64 bytes (non-Latin words, long identifiers) and of 65..256 bytes (indentation
 // runs, CJK phrases) are stored with a 64-bit hash and their bytes. Longer pieces are not stored
 // (rare and mostly unique); like a long piece that misses, they are split into parts that go
-// through the short tier (merge_split in EncodeOrdinary).
+// through the short tier or, a lone character, a table by its bytes (merge_split in EncodeOrdinary).
 struct Gpt2Tokenizer::Cache::Impl {
   static constexpr size_t kShortKeyBytes = 15;
   static constexpr size_t kLongKeyBytes = 64;
@@ -422,7 +422,7 @@ struct Gpt2Tokenizer::Cache::Impl {
   //
   // Long pieces are about a twentieth as frequent as short ones and their entries four times
   // larger; huge ones are rarer still and sixteen times larger. A long piece that misses costs
-  // little more than a lookup of each of its parts in the short tier (merge_split in
+  // little more than a lookup of each of its parts in the short tier or char_ids (merge_split in
   // EncodeOrdinary), so the short tier gets the room: by default 2^20 short entries (32 MiB), and
   // 2^16 and 2^13 long and huge ones: 12.5 and 6.1 MiB, taking 14 and 8 MiB of 2 MB pages, and
   // their tags 512 and 64 KiB; with char_ids (528 KiB, any size of cache) about 56 MiB per worker.
@@ -450,7 +450,8 @@ struct Gpt2Tokenizer::Cache::Impl {
   // side. Their ids come from here, one load from a table that stays in cache, instead of a lookup
   // in the short tier (a hashed key, a random line) or a merge. Indexed by
   // CharIdsIndex; num == 0: not filled in yet. 2,048 + 65,536 entries of 8 bytes: 528 KiB, on 4 KB
-  // pages (HugePageArray), of which the lookups touch only the lines of the scripts they meet.
+  // pages (HugePageArray), all faulted in with the cache; the lookups touch only the lines of the
+  // scripts they meet.
   struct CharIds {
     uint16_t ids[3];  // a character of L bytes has at most L ids
     uint16_t num;
@@ -960,8 +961,9 @@ Id* Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c, Id* out
   uint8_t long_at[kGroup];  // which of the group's pieces are of 16..64 bytes
   size_t long_count = 0;
   // Ids go straight to the caller's buffer: out[0..out_n). A text of n bytes has at most n ids (a
-  // token is at least one byte), and a short hit writes at most 7 slots past its last id (kIdOverhang),
-  // so the caller's MaxIds(n) slots always suffice, with no check per piece.
+  // token is at least one byte), and a short hit writes at most 7 slots past its last id, a lone
+  // character of a long piece at most 2 (kIdOverhang: 16), so the caller's MaxIds(n) slots always
+  // suffice, with no check per piece.
   size_t out_n = 0;
   // Merges a piece into out[out_n...] through the scratch (merges are rare: cache misses).
   auto merge_into_ids = [&](std::string_view piece) {
@@ -1003,26 +1005,30 @@ Id* Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c, Id* out
     return pos + num;
   };
 
-  // The ids of a piece of 1..15 bytes (packed as k0, k1; its set `slot`) to out[pos...], from the
-  // short tier or merged (at most 15 ids: one per byte) and remembered there; returns the position
-  // after them. `piece`: a pre-token, counted in the stats when it misses (not a part of one).
   // The ids of a character of 2 or 3 bytes on its own (Impl::char_ids), merged on first use.
-  auto char_entry = [&](const unsigned char* b, size_t len, size_t index) -> const Impl::CharIds& {
-    Impl::CharIds& e = c.char_ids[index];
-    if (__builtin_expect(e.num == 0, 0)) {  // the character's first time in this cache
+  auto char_entry = [&](const unsigned char* b, size_t len) -> const Impl::CharIds& {
+    Impl::CharIds& ch = c.char_ids[Impl::CharIdsIndex(b, len)];
+    if (__builtin_expect(ch.num == 0, 0)) {  // the character's first time in this cache
       uint32_t merged[3];
-      e.num = static_cast<uint16_t>(MergeShort(t, b, len, merged));
-      for (size_t i = 0; i < e.num; ++i) e.ids[i] = static_cast<uint16_t>(merged[i]);
+      ch.num = static_cast<uint16_t>(MergeShort(t, b, len, merged));
+      for (size_t i = 0; i < ch.num; ++i) ch.ids[i] = static_cast<uint16_t>(merged[i]);
     }
-    return e;
+    return ch;
   };
-  // Whether the 2 or 3 bytes at b[j] (lead byte C0..EF) are a whole character that merges with
-  // nothing after it (b[0..n) is a piece; a split before j is the caller's to know).
-  auto standalone_char = [&](const unsigned char* b, size_t n, size_t j, size_t len) {
-    return j + len <= n && (b[j + 1] & 0xC0) == 0x80 && (len == 2 || (b[j + 2] & 0xC0) == 0x80) &&
-           (j + len == n || !t.Joinable(b[j + len - 1], b[j + len]));
+  // The length (2 or 3) of the character at b[j] of the piece b[0..n) when it merges with nothing
+  // after it: a lead byte C0..DF or E0..EF, its continuation bytes, then the piece's end or a pair of
+  // bytes no merge joins. Else 0. A split before j is the caller's to know: with it, the character's
+  // bytes are one or more whole parts (Tables::joinable), whose ids are the character's merged alone.
+  auto lone_char = [&](const unsigned char* b, size_t n, size_t j) -> size_t {
+    const unsigned char lead = b[j];
+    if (lead < 0xC0 || lead >= 0xF0) return 0;
+    const size_t len = lead >= 0xE0 ? 3 : 2;
+    const bool whole = j + len <= n && (b[j + 1] & 0xC0) == 0x80 &&
+                       (len == 2 || (b[j + 2] & 0xC0) == 0x80) &&
+                       (j + len == n || !t.Joinable(b[j + len - 1], b[j + len]));
+    return whole ? len : 0;
   };
-  // The ids of a short piece that missed (packed as k0, k1), into merged[0..15). A piece with
+  // The ids of a short pre-token that missed (packed as k0, k1), into merged[0..15). One with
   // non-ASCII bytes is split where no merge joins two bytes, as merge_split splits long pieces: its
   // characters that stand alone take their ids from char_ids, and the other parts are merged on
   // their own, which costs less than merging the whole (a new CJK word of two to five characters is
@@ -1033,24 +1039,24 @@ Id* Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c, Id* out
     if (((k0 | k1) & 0x8080808080808080ull) == 0) return MergeShort(t, b, n, merged);
     size_t count = 0;
     for (size_t j = 0; j < n;) {
-      const unsigned char lead = b[j];
-      if (lead >= 0xC0 && lead < 0xF0) {
-        const size_t len = lead >= 0xE0 ? 3 : 2;
-        if (standalone_char(b, n, j, len)) {
-          const Impl::CharIds& e = char_entry(b + j, len, Impl::CharIdsIndex(b + j, len));
-          for (size_t i = 0; i < e.num; ++i) merged[count + i] = e.ids[i];
-          count += e.num;
-          j += len;
-          continue;
-        }
+      if (const size_t len = lone_char(b, n, j); len != 0) {
+        const Impl::CharIds& ch = char_entry(b + j, len);
+        for (size_t i = 0; i < ch.num; ++i) merged[count + i] = ch.ids[i];
+        count += ch.num;
+        j += len;
+        continue;
       }
-      size_t e = j + 1;
-      while (e < n && t.Joinable(b[e - 1], b[e])) ++e;
-      count += MergeShort(t, b + j, e - j, merged + count);
-      j = e;
+      size_t end = j + 1;
+      while (end < n && t.Joinable(b[end - 1], b[end])) ++end;
+      count += MergeShort(t, b + j, end - j, merged + count);
+      j = end;
     }
     return count;
   };
+  // The ids of a piece of 1..15 bytes (packed as k0, k1; its set `slot`) to out[pos...], from the
+  // short tier or merged (at most 15 ids: one per byte) and remembered there; returns the position
+  // after them. `piece`: a pre-token, counted in the stats when it misses, and split by merge_short;
+  // else a part of a long piece, which no split point divides: merged whole.
   auto short_piece = [&](const char* p, size_t n, uint64_t k0, uint64_t k1, size_t slot, size_t pos,
                          bool piece) __attribute__((always_inline)) {
     Impl::ShortSet& set = c.short_sets[slot];
@@ -1065,25 +1071,29 @@ Id* Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c, Id* out
     }
     if (piece) ++c.stats.merged;
     uint32_t merged[Impl::kShortKeyBytes];
-    const size_t produced = merge_short(reinterpret_cast<const unsigned char*>(p), n, k0, k1, merged);
+    const auto* bytes = reinterpret_cast<const unsigned char*>(p);
+    const size_t produced =
+        piece ? merge_short(bytes, n, k0, k1, merged) : MergeShort(t, bytes, n, merged);
     std::copy(merged, merged + produced, out + pos);
     Impl::Insert(set, k0, k1, merged, produced);
     return pos + produced;
   };
   // A piece of more than 15 bytes that no tier holds: split where no merge can join two bytes
-  // (Tables::joinable), each part of up to 15 bytes taken as a short piece, longer parts merged. The
-  // long pieces of multilingual text (Cyrillic and Greek words, CJK runs) fall apart into parts of
-  // one to a few characters, nearly all of them already in the short tier, so such a piece costs a
-  // few lookups instead of tens of merges. The parts' sets are prefetched together before the first
-  // is read.
+  // (Tables::joinable); a part that is one character of 2 or 3 bytes takes its ids from char_ids,
+  // another part of up to 15 bytes is taken as a short piece, a longer one merged. The long pieces
+  // of multilingual text (Cyrillic and Greek words, CJK runs) fall apart into parts of one to a few
+  // characters, nearly all of them lone characters or already in the short tier, so such a piece
+  // costs a few loads and lookups instead of tens of merges. The parts' lines are prefetched
+  // together before the first is read.
   auto merge_split = [&](std::string_view piece) {
     const auto* b = reinterpret_cast<const unsigned char*>(piece.data());
     const size_t n = piece.size();
     struct Part {
-      uint32_t from, len, slot;  // slot: the short tier's set, or kCharPart
-      uint64_t k0, k1;           // the packed key, or (kCharPart) the char_ids entry
+      uint32_t from, len;
+      bool lone_char;   // one character of 2 or 3 bytes: its ids from char_ids
+      uint32_t slot;    // else, up to 15 bytes: its set in the short tier
+      uint64_t k0, k1;  // and its packed key
     };
-    constexpr uint32_t kCharPart = UINT32_MAX;
     constexpr size_t kParts = 64;
     Part part[kParts];
     for (size_t from = 0; from < n;) {
@@ -1092,31 +1102,23 @@ Id* Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c, Id* out
       for (; j < n && count < kParts; ++count) {
         Part& q = part[count];
         q.from = static_cast<uint32_t>(j);
-        // A character of 2 or 3 bytes that merges with nothing around it (a split after it, as
-        // there is one before): its bytes are whole parts, and their ids, merged on their own,
-        // are the character's in Impl::char_ids.
-        const unsigned char lead = b[j];
-        if (lead >= 0xC0 && lead < 0xF0) {
-          const size_t len = lead >= 0xE0 ? 3 : 2;
-          if (standalone_char(b, n, j, len)) {
-            q.len = static_cast<uint32_t>(len);
-            q.slot = kCharPart;
-            q.k0 = Impl::CharIdsIndex(b + j, len);
-            __builtin_prefetch(&c.char_ids[q.k0]);
-            j += len;
-            continue;
-          }
+        q.lone_char = false;
+        if (const size_t len = lone_char(b, n, j); len != 0) {  // j starts a part: a split before
+          q.len = static_cast<uint32_t>(len);
+          q.lone_char = true;
+          __builtin_prefetch(&c.char_ids[Impl::CharIdsIndex(b + j, len)]);
+          j += len;
+          continue;
         }
-        size_t e = j + 1;
-        while (e < n && t.Joinable(b[e - 1], b[e])) ++e;
-        q.len = static_cast<uint32_t>(e - j);
-        q.slot = 0;  // not kCharPart
+        size_t end = j + 1;
+        while (end < n && t.Joinable(b[end - 1], b[end])) ++end;
+        q.len = static_cast<uint32_t>(end - j);
         if (q.len <= Impl::kShortKeyBytes) {
           Impl::Pack(piece.data() + j, q.len, &q.k0, &q.k1);
           q.slot = static_cast<uint32_t>(c.ShortIndex(q.k0, q.k1));
           __builtin_prefetch(&c.short_sets[q.slot]);
         }
-        j = e;
+        j = end;
       }
       if (count == 1 && part[0].len == n) {  // no split
         merge_into_ids(piece);
@@ -1124,13 +1126,13 @@ Id* Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c, Id* out
       }
       for (size_t k = 0; k < count; ++k) {
         const Part& q = part[k];
-        if (q.slot == kCharPart) {
-          const Impl::CharIds& e = char_entry(b + q.from, q.len, q.k0);
+        if (q.lone_char) {
+          const Impl::CharIds& ch = char_entry(b + q.from, q.len);
           // All three slots, whatever the count: no branch on it (within kIdOverhang).
-          out[out_n] = e.ids[0];
-          out[out_n + 1] = e.ids[1];
-          out[out_n + 2] = e.ids[2];
-          out_n += e.num;
+          out[out_n] = ch.ids[0];
+          out[out_n + 1] = ch.ids[1];
+          out[out_n + 2] = ch.ids[2];
+          out_n += ch.num;
         } else if (q.len > Impl::kShortKeyBytes) {
           merge_into_ids(piece.substr(q.from, q.len));
         } else {

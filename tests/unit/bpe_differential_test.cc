@@ -260,7 +260,8 @@ TEST_F(BpeDifferential, SplitPiecesGiveTheirLoneCharactersTheIdsOfTheirBytesWhat
           text += cont();
           text += cont();
           break;
-        case 4:  // a lead byte on its own, or a three-byte character cut after two
+        case 4:  // C0..FF and one continuation byte or none: a lead byte alone, a 2-byte
+                 // character, a longer one cut short, or bytes no UTF-8 has
           text += static_cast<char>(0xC0 + gen.Uniform(64));
           if (gen.Uniform(2) == 0) text += cont();
           break;
@@ -277,6 +278,14 @@ TEST_F(BpeDifferential, SplitPiecesGiveTheirLoneCharactersTheIdsOfTheirBytesWhat
       }
     }
     texts.push_back(text);
+  }
+  // Characters that a merge joins to the byte after them, so that they do not stand alone: C0 BF
+  // before BD ("¿½" is a token), and "о" (D0 BE) before D0 (GPT-2 merges "о" and a D0 across two
+  // Cyrillic letters), once in a short piece and repeated into a long one.
+  for (const std::string unit : {"\xC0\xBF\xBD", "\xD0\xBE\xD0\x82"}) {
+    std::string repeated;
+    for (int i = 0; i < 8; ++i) repeated += unit;
+    texts.insert(texts.begin(), {unit, repeated});
   }
   Gpt2Tokenizer::Options options;
   options.endoftext_is_special = false;

@@ -91,7 +91,9 @@ struct Pair {
 Pair Load(const std::string& dir) {
   Gpt2Tokenizer::Options options;
   options.endoftext_is_special = false;  // the reference has no special tokens
-  options.cache_entries = 4096;  // Encode() below makes a cache per text: keep it small to fault in
+  // Encode() below makes a cache per text: tiers small to fault in (its 528 KiB table of lone
+  // characters is the same at any size).
+  options.cache_entries = 4096;
   auto tok = Gpt2Tokenizer::FromFiles(dir + "/encoder.json", dir + "/vocab.bpe", options);
   EXPECT_TRUE(tok.ok()) << tok.status();
   auto ref = ReferenceBpe::Load(dir);
@@ -115,17 +117,26 @@ std::string RandomText(std::mt19937_64& rng, const std::string& alphabet, size_t
 
 // A cache holds one vocabulary's ids: used with a tokenizer of another vocabulary, it forgets
 // them first, and a cache made before any tokenizer (from Options) serves the first one it meets.
+// The text has short pieces, and "é" and "語" repeated into long pieces and a short one: their lone
+// characters' ids come from the cache's table of characters (one id in b, two and three in a).
 TEST(SyntheticVocab, CacheUsedWithAnotherTokenizerGivesThatTokenizersIds) {
   Vocab a = Bytes();
   a.merges = {{"a", "b"}};
   a.tokens.push_back("ab");  // 256
   Vocab b = Bytes();
-  b.merges = {{"x", "y"}, {"a", "b"}};
+  b.merges = {{"x", "y"}, {"a", "b"}, {"\xC3", "\xA9"}, {"\xE8", "\xAA"}, {"\xE8\xAA", "\x9E"}};
   b.tokens.push_back("xy");  // 256
   b.tokens.push_back("ab");  // 257
+  b.tokens.push_back("é");   // 258
+  b.tokens.push_back("\xE8\xAA");  // 259
+  b.tokens.push_back("語");  // 260
   Pair ta = Load(WriteVocab(a, "cache_a"));
   Pair tb = Load(WriteVocab(b, "cache_b"));
-  const std::string text = "ab xy ab abab";
+  std::string text = "ab xy ab abab ";
+  for (int i = 0; i < 12; ++i) text += "é";
+  text += " ";
+  for (int i = 0; i < 8; ++i) text += "語";
+  text += " é語é";
   const std::vector<uint32_t> want_a = Encode(*ta.tok, text), want_b = Encode(*tb.tok, text);
   ASSERT_NE(want_a, want_b);
   Gpt2Tokenizer::Options options;
