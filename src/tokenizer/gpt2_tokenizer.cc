@@ -1028,6 +1028,13 @@ Id* Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c, Id* out
                        (j + len == n || !t.Joinable(b[j + len - 1], b[j + len]));
     return whole ? len : 0;
   };
+  // Where the part of the piece b[0..n) that starts at b[j] ends: at the first pair of bytes after j
+  // that no merge joins (Tables::joinable), or at n. The one split rule of merge_short and merge_split.
+  auto part_end = [&](const unsigned char* b, size_t n, size_t j) {
+    size_t end = j + 1;
+    while (end < n && t.Joinable(b[end - 1], b[end])) ++end;
+    return end;
+  };
   // The ids of a short pre-token that missed (packed as k0, k1), into merged[0..15). One with
   // non-ASCII bytes is split where no merge joins two bytes, as merge_split splits long pieces: its
   // characters that stand alone take their ids from char_ids, and the other parts are merged on
@@ -1046,8 +1053,7 @@ Id* Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c, Id* out
         j += len;
         continue;
       }
-      size_t end = j + 1;
-      while (end < n && t.Joinable(b[end - 1], b[end])) ++end;
+      const size_t end = part_end(b, n, j);
       count += MergeShort(t, b + j, end - j, merged + count);
       j = end;
     }
@@ -1110,8 +1116,7 @@ Id* Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c, Id* out
           j += len;
           continue;
         }
-        size_t end = j + 1;
-        while (end < n && t.Joinable(b[end - 1], b[end])) ++end;
+        const size_t end = part_end(b, n, j);
         q.len = static_cast<uint32_t>(end - j);
         if (q.len <= Impl::kShortKeyBytes) {
           Impl::Pack(piece.data() + j, q.len, &q.k0, &q.k1);
