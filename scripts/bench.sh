@@ -128,17 +128,19 @@ best_job() {
 # ~0.25 ms otherwise: a 2-thread run straight after a 1-thread one faults its second 72 MiB cache in
 # from cold memory and took 1.24-1.39 s against 1.06-1.09 s after a 2-thread run (2026-12-01, 600 MB).
 # A 43 GB shard pays that once in minutes; a 600 MB job would pay it as 15-25% of its time.
-declare -A job_all  # every timed run's seconds, for the medians printed at the end
-for t in $threads_list; do job_s[$t]=1e9; job_rss[$t]=0; job_all[$t]=""; done
+declare -A job_all  # every timed run's seconds; job_s, the best of them, is taken from it below
+for t in $threads_list; do job_rss[$t]=0; job_all[$t]=""; done
 for rep in 1 2 3; do
   for t in $threads_list; do
     echo "== whole job (pileprep, $t threads, run $rep of 3, after an untimed one)" >&2
     job_run "$work/job.jsonl" "$work/pp" "$t"
     job_run "$work/job.jsonl" "$work/pp" "$t"
-    job_s[$t]=$($PY -c "print(min(${job_s[$t]}, $run_s))")
     job_all[$t]+="$run_s "
     job_rss[$t]=$((run_rss > job_rss[$t] ? run_rss : job_rss[$t]))
   done
+done
+for t in $threads_list; do
+  job_s[$t]=$($PY -c "import sys; print(min(map(float, sys.argv[1:])))" ${job_all[$t]})
 done
 cmp -s "$work/py.bin" "$work/pp_text_document.bin" && cmp -s "$work/py.idx" "$work/pp_text_document.idx" \
   || { echo "Python baseline output differs from pileprep's" >&2; exit 1; }
