@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Measures pileprep beside its peers on the same real text, in one run, and prints one table.
 #
-#   scripts/bench.sh            # tokenizer (1 thread), whole job (1 and 2 threads; all cores from .jsonl.zst),
-#                               # memory on ~100 MB / ~1 GB shards
+#   scripts/bench.sh            # tokenizer (1 thread), whole job (1 and 2 threads, and two separate 1-thread
+#                               # jobs at once; all cores from .jsonl.zst), memory on ~100 MB / ~1 GB shards
 #   scripts/bench.sh --scaling  # also the whole job at 1, 2, 4, ... up to all cores
 #   BENCH_SKIP_MEMORY=1         # skip the large-shard memory runs
 #   BENCH_JOB_MB=1200           # JSON lines per whole-job run (needs ~4x that free in $TMPDIR)
@@ -145,6 +145,39 @@ done
 cmp -s "$work/py.bin" "$work/pp_text_document.bin" && cmp -s "$work/py.idx" "$work/pp_text_document.idx" \
   || { echo "Python baseline output differs from pileprep's" >&2; exit 1; }
 
+# Two separate 1-thread jobs at once, each the whole job, as two processes: workers that share nothing
+# but the machine (its caches, memory and host). Their combined rate against one job alone is the most
+# any split of this work into two can gain here, and is what the 2-thread job's 1 -> 2 is read against.
+# The same order as above: best of three, each after an untimed pair. pair_run sets run_s (the later of
+# the two to finish).
+pair_run() {
+  rm -f "$work"/pa_text_document.* "$work"/pb_text_document.*
+  local t0 t1 pid
+  t0=$(date +%s%N)
+  ( "$BUILD/bin/pileprep" preprocess --input "$work/job.jsonl" --output-prefix "$work/pa" --append-eod \
+      --workers 1 -q 2>/dev/null && date +%s%N > "$work/pa.end" ) &
+  pid=$!
+  "$BUILD/bin/pileprep" preprocess --input "$work/job.jsonl" --output-prefix "$work/pb" --append-eod \
+    --workers 1 -q 2>/dev/null
+  t1=$(date +%s%N)
+  wait "$pid"
+  run_s=$($PY -c "print((max($t1, $(cat "$work/pa.end")) - $t0) / 1e9)")
+}
+pair_all=""
+if ((cores >= 2)); then
+  for rep in 1 2 3; do
+    echo "== two separate 1-thread jobs at once (pileprep, run $rep of 3, after an untimed pair)" >&2
+    pair_run
+    pair_run
+    pair_all+="$run_s "
+  done
+  cmp -s "$work/pa_text_document.bin" "$work/pp_text_document.bin" \
+    && cmp -s "$work/pb_text_document.bin" "$work/pp_text_document.bin" \
+    || { echo "a separate job's output differs" >&2; exit 1; }
+  rm -f "$work"/pa_text_document.* "$work"/pb_text_document.*
+  pair_s=$($PY -c "import sys; print(min(map(float, sys.argv[1:])))" $pair_all)
+fi
+
 # The same job from .jsonl.zst, as shards come: decoding runs in the pipeline's serial read stage.
 echo "== whole job from .jsonl.zst (pileprep, $cores threads)" >&2
 zstd -q -3 -T0 "$work/job.jsonl" -o "$work/job.jsonl.zst"
@@ -204,6 +237,7 @@ row "python baseline, whole job" 2 "$(json "$pyj" seconds)" "$(rss "$work/pyj.ti
 for t in $threads_list; do
   row "pileprep whole job" "$t" "${job_s[$t]}" "${job_rss[$t]} MB" "$job_text_bytes"
 done
+[[ -n $pair_all ]] && row "2 separate 1-thread jobs at once" 2 "$pair_s" "-" "$((2 * job_text_bytes))"
 row "pileprep whole job, .jsonl.zst" "$cores" "$zst_s" "$zst_rss MB" "$job_text_bytes"
 py_job=$(json "$pyj" seconds)
 echo
@@ -215,8 +249,12 @@ echo "whole job, $t2 threads vs Python baseline (2 workers): $($PY -c "print('%.
 echo "  the same with pileprep's median run: $($PY -c "print('%.1f' % ($py_job/$(median "${job_all[$t2]}")))")x"
 [[ -n ${job_s[2]:-} ]] && echo "scaling 1 -> 2 threads: $($PY -c "print('%.2f' % (${job_s[1]}/${job_s[2]}))")x" \
   "(medians: $($PY -c "print('%.2f' % ($(median "${job_all[1]}")/$(median "${job_all[2]}")))")x)"
+# Two jobs' text in the pair's time, against one job's in the best 1-thread time.
+[[ -n $pair_all ]] && echo "two separate 1-thread jobs at once vs one alone: $($PY -c "print('%.2f' % (2 * ${job_s[1]} / $pair_s))")x" \
+  "(medians: $($PY -c "print('%.2f' % (2 * $(median "${job_all[1]}") / $(median "$pair_all")))")x): what this machine gives two workers that share nothing"
 for t in $threads_list; do
   echo "  pileprep whole job's three timed runs at $t thread(s): $($PY -c "import sys; print(', '.join('%.3f s' % float(x) for x in sys.argv[1:]))" ${job_all[$t]})"
 done
+[[ -n $pair_all ]] && echo "  two separate 1-thread jobs' three timed pairs: $($PY -c "import sys; print(', '.join('%.3f s' % float(x) for x in sys.argv[1:]))" $pair_all)"
 [[ -n $mem_lines ]] && { echo; echo "Memory (peak RSS of the shard job, all cores):"; printf '%s' "$mem_lines"; }
 exit 0

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Whole-job scaling curve: `pileprep preprocess` on the same real text at 1, 2, 4, ... up to all cores
-# (plus the single-thread tokenizer figures), printing MB/s of text, per-core rate, speedup, peak RSS.
+# (plus the single-thread tokenizer figures), printing MB/s of text, per-core rate, speedup, peak RSS,
+# and beside each speedup that of as many separate 1-thread jobs run at once (the machine's ceiling).
 #
 #   scripts/scaling.sh [BIN_DIR]    # default build/bin; needs tokenize_bench (-DPILEPREP_BUILD_BENCHMARKS=ON)
 #
@@ -33,7 +34,10 @@ text_bytes=$((text_one * reps))
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $cores cores"
 echo "text: data/samples x $reps = $((json_bytes / 1000000)) MB of JSON lines, $((text_bytes / 1000000)) MB of text"
 echo "tokenizer, 1 thread, $((text_one / 1000000)) MB of text: $tok"
-printf '%8s %10s %12s %12s %9s %10s\n' threads seconds "MB/s text" "MB/s/core" speedup "peak RSS"
+# separate: t separate 1-thread jobs at once, each over the whole text (processes that share nothing but
+# the machine: its caches, memory bandwidth, host), as a speedup over one alone: the most any split of
+# this work into t workers could gain here, which the pipeline's own speedup is read against.
+printf '%8s %10s %12s %12s %9s %10s %9s\n' threads seconds "MB/s text" "MB/s/core" speedup "peak RSS" separate
 # Runs a command quietly; sets ns (wall time) and rss (peak, where /usr/bin/time exists, else "-").
 timed() {
   local start
@@ -59,8 +63,25 @@ for t in $list; do
     if [[ -z $best || $ns -lt $best ]]; then best=$ns; fi
   done
   [[ -z $base ]] && base=$best
-  awk -v t="$t" -v ns="$best" -v base="$base" -v tb="$text_bytes" -v rss="$rss" 'BEGIN {
-    s = ns / 1e9; printf "%8d %10.2f %12.1f %12.1f %9.2f %10s\n", t, s, tb / 1e6 / s, tb / 1e6 / s / t, base / ns, rss }'
+  sep=$base
+  if ((t > 1)); then
+    sep=""
+    for rep in 1 2; do
+      start=$(date +%s%N)
+      pids=()
+      for ((i = 0; i < t; i++)); do
+        "$BIN/pileprep" preprocess --input "$work/corpus.jsonl" --output-prefix "$work/sep$i" \
+          --append-eod --workers 1 -q >/dev/null 2>&1 &
+        pids+=($!)
+      done
+      for pid in "${pids[@]}"; do wait "$pid"; done
+      ns=$(( $(date +%s%N) - start ))
+      if [[ -z $sep || $ns -lt $sep ]]; then sep=$ns; fi
+    done
+    rm -f "$work"/sep*
+  fi
+  awk -v t="$t" -v ns="$best" -v base="$base" -v tb="$text_bytes" -v rss="$rss" -v sep="$sep" 'BEGIN {
+    s = ns / 1e9; printf "%8d %10.2f %12.1f %12.1f %9.2f %10s %9.2f\n", t, s, tb / 1e6 / s, tb / 1e6 / s / t, base / ns, rss, t * base / sep }'
 done
 
 if ! command -v zstd >/dev/null; then
