@@ -147,7 +147,9 @@ cmp -s "$work/py.bin" "$work/pp_text_document.bin" && cmp -s "$work/py.idx" "$wo
 
 # Two separate 1-thread jobs at once, each the whole job, as two processes: workers that share nothing
 # but the machine (its caches, memory and host). Their combined rate against one job alone is the most
-# any split of this work into two can gain here, and is what the 2-thread job's 1 -> 2 is read against.
+# any split of this work into two can gain here, and is what the 2-thread job's 1 -> 2 is read against
+# (less the start-up, ~0.15 s, which the two pay side by side and the 2-thread job once, before its
+# workers start: about 3-5% of its time here).
 # The same order as above: best of three, each after an untimed pair. pair_run sets run_s (the later of
 # the two to finish).
 pair_run() {

@@ -36,7 +36,10 @@ echo "text: data/samples x $reps = $((json_bytes / 1000000)) MB of JSON lines, $
 echo "tokenizer, 1 thread, $((text_one / 1000000)) MB of text: $tok"
 # separate: t separate 1-thread jobs at once, each over the whole text (processes that share nothing but
 # the machine: its caches, memory bandwidth, host), as a speedup over one alone: the most any split of
-# this work into t workers could gain here, which the pipeline's own speedup is read against.
+# this work into t workers could gain here, which the pipeline's own speedup is read against. Each
+# separate job pays its start-up (~0.15 s: the vocabulary, the cache faulted in) side by side with the
+# others, where a threaded job pays its once before the workers start: on a short text (SCALING_MB=100)
+# that alone opens a gap; at the default 300 MB it is a few percent.
 printf '%8s %10s %12s %12s %9s %10s %9s\n' threads seconds "MB/s text" "MB/s/core" speedup "peak RSS" separate
 # Runs a command quietly; sets ns (wall time) and rss (peak, where /usr/bin/time exists, else "-").
 timed() {
