@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Whole-job scaling curve: `pileprep preprocess` on the same real text at 1, 2, 4, ... up to all cores
 # (plus the single-thread tokenizer figures), printing MB/s of text, per-core rate, speedup, peak RSS,
-# and beside each speedup that of as many separate 1-thread jobs run at once (the machine's ceiling).
+# and beside each speedup that of as many separate 1-thread jobs run at once (the yardstick).
 #
 #   scripts/scaling.sh [BIN_DIR]    # default build/bin; needs tokenize_bench (-DPILEPREP_BUILD_BENCHMARKS=ON)
 #
@@ -35,11 +35,12 @@ echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //
 echo "text: data/samples x $reps = $((json_bytes / 1000000)) MB of JSON lines, $((text_bytes / 1000000)) MB of text"
 echo "tokenizer, 1 thread, $((text_one / 1000000)) MB of text: $tok"
 # separate: t separate 1-thread jobs at once, each over the whole text (processes that share nothing but
-# the machine: its caches, memory bandwidth, host), as a speedup over one alone: the most any split of
-# this work into t workers could gain here, which the pipeline's own speedup is read against. Each
-# separate job pays its start-up (~0.15 s: the vocabulary, the cache faulted in) side by side with the
-# others, where a threaded job pays its once before the workers start: on a short text (SCALING_MB=100)
-# that alone opens a gap; at the default 300 MB it is a few percent.
+# the machine: its caches, memory bandwidth, host), as a speedup over one alone: what t workers that share
+# nothing get here, the yardstick the pipeline's own speedup is read against. Each separate job pays its
+# start-up (~0.15 s on the 2-core VM: the vocabulary, the cache faulted in) side by side with the others,
+# where a threaded job pays its once before the workers start, so the gap it opens grows with the thread
+# count: on the 2-core VM a 1-thread job of the default 300 MB takes about 1 s, of which 0.15 s is start-up.
+# On many cores give SCALING_MB a few GB (t full-size outputs are written at once: check the free disk).
 printf '%8s %10s %12s %12s %9s %10s %9s\n' threads seconds "MB/s text" "MB/s/core" speedup "peak RSS" separate
 # Runs a command quietly; sets ns (wall time) and rss (peak, where /usr/bin/time exists, else "-").
 timed() {
@@ -77,9 +78,15 @@ for t in $list; do
           --append-eod --workers 1 -q >/dev/null 2>&1 &
         pids+=($!)
       done
-      for pid in "${pids[@]}"; do wait "$pid"; done
+      for pid in "${pids[@]}"; do wait "$pid" || { echo "a separate 1-thread job failed" >&2; exit 1; }; done
       ns=$(( $(date +%s%N) - start ))
       if [[ -z $sep || $ns -lt $sep ]]; then sep=$ns; fi
+    done
+    for ((i = 0; i < t; i++)); do
+      for ext in bin idx; do
+        cmp -s "$work/sep${i}_text_document.$ext" "$work/out_text_document.$ext" \
+          || { echo "separate job $i's .$ext differs from the threaded job's" >&2; exit 1; }
+      done
     done
     rm -f "$work"/sep*
   fi
