@@ -37,6 +37,10 @@ cores=$(nproc)
 PY=/usr/bin/python3
 json() { $PY -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])" "$1" "$2"; }
 rss() { awk '/Maximum resident/ {printf "%.0f", $6/1024}' "$1"; }   # MB from /usr/bin/time -v
+# A list of timed runs' seconds ("4.2 4.1 4.3 "): its shortest, its median, and the list for printing.
+shortest() { $PY -c "import sys; print(min(map(float, sys.argv[1:])))" $1; }
+median() { $PY -c "import statistics,sys; print(statistics.median(map(float, sys.argv[1:])))" $1; }
+listed() { $PY -c "import sys; print(', '.join('%.3f s' % float(x) for x in sys.argv[1:]))" $1; }
 
 echo "== tokenizer, 1 thread (pileprep)" >&2
 # Best of three runs for every figure (a cold pass happens once per run): this VM's speed wanders by
@@ -140,7 +144,7 @@ for rep in 1 2 3; do
   done
 done
 for t in $threads_list; do
-  job_s[$t]=$($PY -c "import sys; print(min(map(float, sys.argv[1:])))" ${job_all[$t]})
+  job_s[$t]=$(shortest "${job_all[$t]}")
 done
 cmp -s "$work/py.bin" "$work/pp_text_document.bin" && cmp -s "$work/py.idx" "$work/pp_text_document.idx" \
   || { echo "Python baseline output differs from pileprep's" >&2; exit 1; }
@@ -153,17 +157,16 @@ cmp -s "$work/py.bin" "$work/pp_text_document.bin" && cmp -s "$work/py.idx" "$wo
 # The same order as above: best of three, each after an untimed pair. pair_run sets run_s (the later of
 # the two to finish).
 pair_run() {
-  rm -f "$work"/pa_text_document.* "$work"/pb_text_document.* "$work/pa.end"
-  local t0 t1 pid
+  rm -f "$work"/pa_text_document.* "$work"/pb_text_document.*
+  local t0 pid
   t0=$(date +%s%N)
-  ( "$BUILD/bin/pileprep" preprocess --input "$work/job.jsonl" --output-prefix "$work/pa" --append-eod \
-      --workers 1 -q 2>/dev/null && date +%s%N > "$work/pa.end" ) &
+  "$BUILD/bin/pileprep" preprocess --input "$work/job.jsonl" --output-prefix "$work/pa" --append-eod \
+    --workers 1 -q 2>/dev/null &
   pid=$!
   "$BUILD/bin/pileprep" preprocess --input "$work/job.jsonl" --output-prefix "$work/pb" --append-eod \
     --workers 1 -q 2>/dev/null || { wait "$pid" || true; echo "a separate 1-thread job failed" >&2; exit 1; }
-  t1=$(date +%s%N)
   wait "$pid" || { echo "a separate 1-thread job failed" >&2; exit 1; }
-  run_s=$($PY -c "print((max($t1, $(cat "$work/pa.end")) - $t0) / 1e9)")
+  run_s=$($PY -c "print(($(date +%s%N) - $t0) / 1e9)")  # both have finished: the later one's time
 }
 pair_all=""
 if ((cores >= 2)); then
@@ -181,7 +184,7 @@ if ((cores >= 2)); then
     done
   done
   rm -f "$work"/pa_text_document.* "$work"/pb_text_document.*
-  pair_s=$($PY -c "import sys; print(min(map(float, sys.argv[1:])))" $pair_all)
+  pair_s=$(shortest "$pair_all")
 fi
 
 # The same job from .jsonl.zst, as shards come: decoding runs in the pipeline's serial read stage.
@@ -247,7 +250,6 @@ done
 row "pileprep whole job, .jsonl.zst" "$cores" "$zst_s" "$zst_rss MB" "$job_text_bytes"
 py_job=$(json "$pyj" seconds)
 echo
-median() { $PY -c "import statistics,sys; print(statistics.median(map(float, sys.argv[1:])))" $1; }
 t2=${job_s[2]:+2}; t2=${t2:-1}
 echo "whole job, $t2 threads vs Python baseline (2 workers): $($PY -c "print('%.1f' % ($py_job/${job_s[$t2]}))")x"
 # The ratio above divides pileprep's best run by the baseline's only one (minutes long, so it averages
@@ -259,8 +261,8 @@ echo "  the same with pileprep's median run: $($PY -c "print('%.1f' % ($py_job/$
 [[ -n $pair_all ]] && echo "two separate 1-thread jobs at once vs one alone: $($PY -c "print('%.2f' % (2 * ${job_s[1]} / $pair_s))")x" \
   "(medians: $($PY -c "print('%.2f' % (2 * $(median "${job_all[1]}") / $(median "$pair_all")))")x): what this machine gives two workers that share nothing"
 for t in $threads_list; do
-  echo "  pileprep whole job's three timed runs at $t thread(s): $($PY -c "import sys; print(', '.join('%.3f s' % float(x) for x in sys.argv[1:]))" ${job_all[$t]})"
+  echo "  pileprep whole job's three timed runs at $t thread(s): $(listed "${job_all[$t]}")"
 done
-[[ -n $pair_all ]] && echo "  two separate 1-thread jobs' three timed pairs: $($PY -c "import sys; print(', '.join('%.3f s' % float(x) for x in sys.argv[1:]))" $pair_all)"
+[[ -n $pair_all ]] && echo "  two separate 1-thread jobs' three timed pairs: $(listed "$pair_all")"
 [[ -n $mem_lines ]] && { echo; echo "Memory (peak RSS of the shard job, all cores):"; printf '%s' "$mem_lines"; }
 exit 0
