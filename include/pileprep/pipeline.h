@@ -8,7 +8,9 @@
 //
 // Stages, joined by an order-preserving oneTBB parallel_pipeline with a bounded number of batches in
 // flight (memory is a small multiple of threads x batch size, plus the largest document):
-//   1. serial, in order: read the source, decompress, cut the stream into batches of whole lines;
+//   1. serial, in order: read the source, decompress, cut the stream into batches of whole lines
+//      (zstd input is read and decoded on a thread of its own, two batches ahead, and the stage
+//      only hands its batches on: PipelineOptions::zstd_decode_thread);
 //   2. parallel: parse each line's JSON (JsonRecordParser) and tokenize it (Gpt2Tokenizer), one parser
 //      and one pre-token cache per worker thread;
 //   3. serial, in order: append documents (ids + EOD) to one IndexedDatasetWriter per JSON key, count bad
@@ -16,7 +18,9 @@
 // Output bytes never depend on the thread count or on how the source chunks its bytes.
 //
 // Thread model: RunPipeline blocks the calling thread and uses up to `options.threads` threads, in its
-// own oneTBB arena, so several pipelines can run at once. The tokenizer is shared read-only. Each of
+// own oneTBB arena, so several pipelines can run at once, and, for zstd input, one more thread that
+// reads and decodes (PipelineOptions::zstd_decode_thread); a .bin written with O_DIRECT is
+// written from a thread of its own. The tokenizer is shared read-only. Each of
 // the arena's thread slots gets its own JSON parser and pre-token cache when it first works, so
 // there are at most `options.threads` of them however TBB moves its threads between arenas. A
 // ProgressObserver is called from one thread at a time.
@@ -101,6 +105,10 @@ struct PipelineOptions {
   size_t max_bad_record_reports = 100;      // bad records kept with line numbers (all are counted)
   JsonlOptions jsonl;                       // keys and the bad-record limit
   ZstdDecoderOptions zstd;                  // window limit (source_name is filled in per source)
+  // zstd input is decoded on a thread of its own beside the workers (busy about a fifth of the time
+  // a worker is: decoding runs at ~1 GB/s of JSON lines), up to two batches ahead; false: in the
+  // serial read stage, by whichever worker runs it. The output is the same either way.
+  bool zstd_decode_thread = true;
   IndexedDatasetWriterOptions writer;       // dtype is chosen from the tokenizer's vocabulary size
   // Cancellation (e.g. set by a SIGINT/SIGTERM handler): when it becomes true the run stops at the
   // next batch boundary, removes its temporaries and returns Cancelled ("NAME: cancelled"). A read

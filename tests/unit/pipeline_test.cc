@@ -3,9 +3,11 @@
 #include "pileprep/pipeline.h"
 
 #include <sys/mman.h>
+#include <zstd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -91,6 +93,14 @@ class PipelineTest : public ::testing::Test {
                           })
                     .ok());
     EXPECT_TRUE(decoder.Finish().ok());
+    return out;
+  }
+
+  static std::string Compress(const std::string& plain) {
+    std::string out(ZSTD_compressBound(plain.size()), '\0');
+    const size_t n = ZSTD_compress(out.data(), out.size(), plain.data(), plain.size(), 3);
+    EXPECT_FALSE(ZSTD_isError(n));
+    out.resize(ZSTD_isError(n) ? 0 : n);
     return out;
   }
 
@@ -415,6 +425,130 @@ TEST_F(PipelineTest, CorruptZstdFailsWithOffsetAndPublishesNothing) {
   EXPECT_FALSE(status.ok());
   EXPECT_NE(status.message().find("memory.jsonl.zst: byte"), std::string::npos) << status;
   for (const auto& e : fs::directory_iterator(dir_)) ADD_FAILURE() << "left " << e.path();
+}
+
+// zstd input is decoded on a thread of its own by default (PipelineOptions::zstd_decode_thread) or in
+// the read stage: the same bytes and the same stats (bad records' line numbers, bytes read), for any
+// chunking, thread count and batch size.
+TEST_F(PipelineTest, ZstdDecodedOnItsOwnThreadOrInTheReadStageGivesTheSameBytesAndStats) {
+  const std::string sample = Decompress(ReadFile(PILEPREP_SOURCE_DIR "/data/samples/01.jsonl.zst"));
+  std::string plain;
+  size_t line = 0;
+  for (size_t pos = 0; pos < sample.size();) {
+    const size_t nl = std::min(sample.find('\n', pos), sample.size() - 1);
+    plain += (++line % 89 == 0) ? std::string("{\"txt\": 1}\n") : sample.substr(pos, nl + 1 - pos);
+    pos = nl + 1;
+  }
+  const std::string zst = Compress(plain);
+  PipelineOptions in_stage;
+  in_stage.zstd_decode_thread = false;
+  ShardStats want;
+  const std::string expected =
+      Run(zst, InputFormat::kZstd, 1 << 16, 2, 1 << 20, nullptr, &want, in_stage);
+  ASSERT_FALSE(expected.empty());
+  ASSERT_GT(want.bad_records, 10u);
+  EXPECT_EQ(want.bytes_in, zst.size());
+  EXPECT_EQ(want.bytes_decompressed, plain.size());
+  for (auto [chunk, threads, batch] :
+       {std::tuple{size_t{1} << 16, 1, size_t{1} << 20}, {size_t{4093}, 2, size_t{5000}},
+        {size_t{1} << 20, 3, size_t{1}}}) {
+    for (bool own_thread : {true, false}) {
+      PipelineOptions options;
+      options.zstd_decode_thread = own_thread;
+      ShardStats stats;
+      EXPECT_EQ(Run(zst, InputFormat::kZstd, chunk, threads, batch, nullptr, &stats, options),
+                expected)
+          << own_thread << " " << threads << " " << batch;
+      EXPECT_EQ(stats.bytes_in, want.bytes_in);
+      EXPECT_EQ(stats.bytes_decompressed, want.bytes_decompressed);
+      EXPECT_EQ(stats.lines, want.lines);
+      EXPECT_EQ(stats.documents, want.documents);
+      EXPECT_EQ(stats.tokens, want.tokens);
+      EXPECT_EQ(stats.bad_records, want.bad_records);
+      ASSERT_EQ(stats.bad_record_samples.size(), want.bad_record_samples.size());
+      for (size_t k = 0; k < stats.bad_record_samples.size(); ++k) {
+        EXPECT_EQ(stats.bad_record_samples[k].line, want.bad_record_samples[k].line);
+      }
+    }
+  }
+}
+
+// A source that fails, or raises the cancel flag, after handing out `good` bytes.
+class FailingSource : public ByteSource {
+ public:
+  FailingSource(std::string data, size_t good, std::atomic<bool>* cancel)
+      : inner_(std::move(data), 4096), good_(good), cancel_(cancel) {}
+  absl::StatusOr<size_t> Read(char* buffer, size_t capacity) override {
+    if (given_ >= good_) {
+      if (cancel_ == nullptr) return absl::UnavailableError("memory.jsonl.zst: connection reset");
+      cancel_->store(true);
+    }
+    absl::StatusOr<size_t> n = inner_.Read(buffer, capacity);
+    if (n.ok()) given_ += *n;
+    return n;
+  }
+  const std::string& name() const override { return inner_.name(); }
+
+ private:
+  MemorySource inner_;
+  size_t good_;
+  size_t given_ = 0;
+  std::atomic<bool>* cancel_;
+};
+
+// Whichever thread decodes: a read error, corrupt data, cancellation, or a failure in the write stage
+// while the decoder is ahead of it (too many bad records) fails the run with its own message and
+// publishes nothing, and the run returns (the decoding thread stops).
+TEST_F(PipelineTest, ZstdRunFailsTheSameWhicheverThreadDecodes) {
+  const std::string sample = Decompress(ReadFile(PILEPREP_SOURCE_DIR "/data/samples/01.jsonl.zst"));
+  const std::string zst = Compress(sample);
+  std::string bad_lines;
+  for (int i = 0; i < 20000; ++i) bad_lines += "{\"txt\": \"wrong key " + std::to_string(i) + "\"}\n";
+  const std::string bad_zst = Compress(bad_lines);
+  for (bool own_thread : {true, false}) {
+    SCOPED_TRACE(own_thread ? "own thread" : "read stage");
+    for (int threads : {1, 3}) {
+      PipelineOptions base;
+      base.zstd_decode_thread = own_thread;
+      base.threads = threads;
+      base.batch_bytes = 4096;
+      base.writer.sync = false;
+      auto run = [&](ByteSource& source, PipelineOptions options) {
+        const std::string prefix = (dir_ / "f").string() + std::to_string(run_++);
+        ShardStats stats;
+        absl::Status s =
+            RunPipeline(source, InputFormat::kZstd, *tokenizer_, {prefix}, options, &stats);
+        for (const auto& e : fs::directory_iterator(dir_)) ADD_FAILURE() << "left " << e.path();
+        return s;
+      };
+      FailingSource reset(zst, zst.size() / 3, nullptr);
+      absl::Status s = run(reset, base);
+      EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+      EXPECT_NE(s.message().find("connection reset"), std::string::npos) << s;
+
+      std::atomic<bool> cancel{false};
+      FailingSource cancelling(zst, zst.size() / 3, &cancel);
+      PipelineOptions with_cancel = base;
+      with_cancel.cancel = &cancel;
+      s = run(cancelling, with_cancel);
+      EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
+      EXPECT_EQ(s.message(), "memory.jsonl.zst: cancelled");
+
+      std::string corrupt = zst;
+      corrupt[corrupt.size() / 2] ^= 0x55;
+      MemorySource corrupt_source(corrupt, 1 << 16);
+      s = run(corrupt_source, base);
+      EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+      EXPECT_NE(s.message().find("memory.jsonl.zst: byte "), std::string::npos) << s;
+
+      PipelineOptions strict = base;
+      strict.jsonl.max_bad_records = 10;
+      MemorySource bad_source(bad_zst, 1 << 16);
+      s = run(bad_source, strict);
+      EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+      EXPECT_NE(s.message().find("more than 10 bad records"), std::string::npos) << s;
+    }
+  }
 }
 
 TEST_F(PipelineTest, ZeroTokensPublishNothing) {
