@@ -100,7 +100,7 @@ struct PipelineOptions {
   int threads = 0;                          // 0: all cores
   size_t batch_bytes = size_t{1} << 20;     // decompressed bytes per unit of parallel work
   size_t read_bytes = size_t{1} << 16;      // bytes read from the source per call
-  int max_batches_in_flight = 0;            // 0: 2 x threads + 2
+  int max_batches_in_flight = 0;            // 0: 2 x threads + 2 (and 3 with zstd_decode_thread)
   bool append_eod = true;                   // Megatron's --append-eod
   size_t max_bad_record_reports = 100;      // bad records kept with line numbers (all are counted)
   JsonlOptions jsonl;                       // keys and the bad-record limit
