@@ -78,7 +78,8 @@ struct FileSourceOptions {
   bool map = false;
   // How far ahead of what Read() has returned a regular file is asked into the page cache
   // (posix_fadvise WILLNEED, a step of half the window at a time), so that the serial read stage
-  // rarely waits on the disk: a read(2) that waits blocks the worker thread that runs the stage.
+  // rarely waits on the disk: a read(2) that waits blocks the thread that reads (for plain input
+  // the worker that runs the read stage).
   // Measured on a 1.2 GB job whose file the host kept partly evicting from the page cache (DAMON
   // pageout): 199 reads waited 0.42 s in all. 0: the kernel's own readahead only.
   size_t readahead_bytes = size_t{64} << 20;
@@ -100,7 +101,8 @@ struct PipelineOptions {
   int threads = 0;                          // 0: all cores
   size_t batch_bytes = size_t{1} << 20;     // decompressed bytes per unit of parallel work
   size_t read_bytes = size_t{1} << 16;      // bytes read from the source per call
-  int max_batches_in_flight = 0;            // 0: 2 x threads + 2 (and 3 with zstd_decode_thread)
+  int max_batches_in_flight = 0;            // 0: 2 x threads + 2; for zstd input with
+                                            // zstd_decode_thread, 3 more beside them
   bool append_eod = true;                   // Megatron's --append-eod
   size_t max_bad_record_reports = 100;      // bad records kept with line numbers (all are counted)
   JsonlOptions jsonl;                       // keys and the bad-record limit

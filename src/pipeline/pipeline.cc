@@ -13,8 +13,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <system_error>
 #include <thread>
@@ -459,6 +461,9 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
         break;
       }
       scan_from = batch->data.size();
+      // Another stage failed: stop reading now rather than at the end of the batch (a stalled
+      // source could take long to fill it).
+      if (failed.load(std::memory_order_relaxed)) return false;
       // Plain input is read straight into the batch; compressed input through the read buffer.
       const size_t at = batch->data.size();
       absl::StatusOr<size_t> n =
@@ -506,7 +511,7 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
   // with the worker that runs the stage, and the matches zstd copies from its window (the last 2 MB
   // of output for zstd -3) are then read from the other core's cache: on this project's 2-core VM
   // zstd took 2.1 s of CPU for 1.2 GB of JSON lines in a 2-thread job against 1.2 s on one thread,
-  // and the 2-thread job ran 8-10% faster with the decoder on its own thread (five alternating
+  // and the 2-thread job ran 7.6-10.5% faster with the decoder on its own thread (five alternating
   // rounds, 2026-12-03). Plain input is read in the read stage: read(2) is only a copy.
   // The thread's batches (one being filled, kAheadBatches ready) are in flight beyond
   // max_batches_in_flight: the shard job's peak RSS rose by 35-40 MB (to 243-268 MB on 111 MB and
@@ -515,7 +520,7 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
     std::mutex mu;
     std::condition_variable cv;
     std::deque<std::unique_ptr<Batch>> ready;
-    bool ended = false;  // the thread has handed on its last batch, or stopped on an error
+    bool ended = false;  // the thread is done: input ended, the run failed or was cancelled, or stop
     bool stop = false;   // the pipeline is over: stop reading
   } ahead;
   constexpr size_t kAheadBatches = 2;
@@ -523,27 +528,37 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
   if (decoder && options.zstd_decode_thread) {
     try {
       ahead_thread = std::thread([&] {
-        for (;;) {
-          if (failed.load(std::memory_order_relaxed)) break;
-          if (cancelled()) {
-            fail(absl::CancelledError(absl::StrCat(source.name(), ": cancelled")));
-            break;
+        // An exception must not leave the thread (std::terminate, temporaries left behind): it
+        // fails the run instead, as it would leave RunPipeline through TBB from the read stage.
+        try {
+          for (;;) {
+            if (failed.load(std::memory_order_relaxed)) break;
+            if (cancelled()) {
+              fail(absl::CancelledError(absl::StrCat(source.name(), ": cancelled")));
+              break;
+            }
+            std::unique_ptr<Batch> batch = pool.Take();
+            if (!fill_from_stream(*batch) || batch->data.size() == 0) break;
+            const bool last = input_done;
+            std::unique_lock<std::mutex> lock(ahead.mu);
+            ahead.cv.wait(lock, [&] { return ahead.stop || ahead.ready.size() < kAheadBatches; });
+            if (ahead.stop) break;
+            ahead.ready.push_back(std::move(batch));
+            ahead.cv.notify_all();
+            if (last) break;
           }
-          std::unique_ptr<Batch> batch = pool.Take();
-          if (!fill_from_stream(*batch) || batch->data.size() == 0) break;
-          const bool last = input_done;
-          std::unique_lock<std::mutex> lock(ahead.mu);
-          ahead.cv.wait(lock, [&] { return ahead.stop || ahead.ready.size() < kAheadBatches; });
-          if (ahead.stop) break;
-          ahead.ready.push_back(std::move(batch));
-          ahead.cv.notify_all();
-          if (last) break;
+        } catch (const std::bad_alloc&) {
+          fail(absl::ResourceExhaustedError(
+              absl::StrCat(source.name(), ": out of memory while reading and decoding")));
+        } catch (const std::exception& e) {
+          fail(absl::InternalError(
+              absl::StrCat(source.name(), ": while reading and decoding: ", e.what())));
         }
         std::lock_guard<std::mutex> lock(ahead.mu);
         ahead.ended = true;
         ahead.cv.notify_all();
       });
-    } catch (const std::system_error&) {
+    } catch (const std::exception&) {
       // No thread to be had: decode in the read stage instead, as with zstd_decode_thread off.
     }
   }
@@ -562,6 +577,10 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
     if (decode_ahead) {
       if (!failed.load(std::memory_order_relaxed) && cancelled()) {
         fail(absl::CancelledError(absl::StrCat(source.name(), ": cancelled")));
+      }
+      if (failed.load(std::memory_order_relaxed)) {
+        fc.stop();
+        return nullptr;
       }
       std::unique_ptr<Batch> batch;
       {

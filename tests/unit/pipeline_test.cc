@@ -3,16 +3,20 @@
 #include "pileprep/pipeline.h"
 
 #include <sys/mman.h>
-#include <zstd.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <tuple>
 
 #include "gtest/gtest.h"
 #include "testing/files.h"
@@ -470,6 +474,49 @@ TEST_F(PipelineTest, ZstdDecodedOnItsOwnThreadOrInTheReadStageGivesTheSameBytesA
         EXPECT_EQ(stats.bad_record_samples[k].line, want.bad_record_samples[k].line);
       }
     }
+  }
+}
+
+// A source that notes which threads read it.
+class ThreadNotingSource : public ByteSource {
+ public:
+  explicit ThreadNotingSource(std::string data) : inner_(std::move(data), 4096) {}
+  absl::StatusOr<size_t> Read(char* buffer, size_t capacity) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    readers_.insert(std::this_thread::get_id());
+    return inner_.Read(buffer, capacity);
+  }
+  const std::string& name() const override { return inner_.name(); }
+  std::set<std::thread::id> readers() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return readers_;
+  }
+
+ private:
+  MemorySource inner_;
+  std::mutex mu_;
+  std::set<std::thread::id> readers_;
+};
+
+// With one worker the pipeline runs on the caller's thread; zstd input is read and decoded on
+// another one, unless zstd_decode_thread is off. Plain input is always read in the read stage.
+TEST_F(PipelineTest, ZstdIsReadOnAThreadOfItsOwnUnlessAskedNot) {
+  const std::string sample = Decompress(ReadFile(PILEPREP_SOURCE_DIR "/data/samples/01.jsonl.zst"));
+  const std::string zst = Compress(sample);
+  const std::thread::id caller = std::this_thread::get_id();
+  for (auto [format, own_thread, want_caller] :
+       {std::tuple{InputFormat::kZstd, true, false}, {InputFormat::kZstd, false, true},
+        {InputFormat::kPlain, true, true}}) {
+    ThreadNotingSource source(format == InputFormat::kZstd ? zst : sample);
+    PipelineOptions options;
+    options.zstd_decode_thread = own_thread;
+    const std::string out = RunSource(source, format, 1, 1 << 16, nullptr, nullptr, options);
+    EXPECT_FALSE(out.empty());
+    const std::set<std::thread::id> readers = source.readers();
+    ASSERT_FALSE(readers.empty());
+    EXPECT_EQ(readers.size(), 1u);
+    EXPECT_EQ(readers.count(caller) == 1, want_caller)
+        << (format == InputFormat::kZstd ? "zstd" : "plain") << " " << own_thread;
   }
 }
 
