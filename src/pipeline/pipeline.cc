@@ -440,11 +440,13 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
   auto cancelled = [&] {
     return options.cancel != nullptr && options.cancel->load(std::memory_order_relaxed);
   };
+  auto fail_cancelled = [&] {
+    fail(absl::CancelledError(absl::StrCat(source.name(), ": cancelled")));
+  };
   // Fills `batch` with whole lines read (and decoded) from the source, carrying the bytes after
   // its last line end over to the next batch. False when the run failed (the error is set). A batch
   // left empty means the input has ended. Used by one thread at a time.
-  auto fill_from_stream = [&](Batch& b) -> bool {
-    Batch* batch = &b;
+  auto fill_from_stream = [&](Batch* batch) -> bool {
     batch->data.Reserve(batch_reserve);
     batch->data.Append(carry);
     carry.clear();
@@ -515,7 +517,7 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
   // rounds, 2026-12-03). Plain input is read in the read stage: read(2) is only a copy.
   // The thread's batches (one being filled, kAheadBatches ready) are in flight beyond
   // max_batches_in_flight: the shard job's peak RSS rose by 35-40 MB (to 243-268 MB on 111 MB and
-  // 1 GB shards). Counting them within the limit kept the memory but gave back half the speed.
+  // 1 GB shards). Counting them within the limit kept the memory but gave back most of the gain.
   struct Ahead {
     std::mutex mu;
     std::condition_variable cv;
@@ -534,11 +536,11 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
           for (;;) {
             if (failed.load(std::memory_order_relaxed)) break;
             if (cancelled()) {
-              fail(absl::CancelledError(absl::StrCat(source.name(), ": cancelled")));
+              fail_cancelled();
               break;
             }
             std::unique_ptr<Batch> batch = pool.Take();
-            if (!fill_from_stream(*batch) || batch->data.size() == 0) break;
+            if (!fill_from_stream(batch.get()) || batch->data.size() == 0) break;
             const bool last = input_done;
             std::unique_lock<std::mutex> lock(ahead.mu);
             ahead.cv.wait(lock, [&] { return ahead.stop || ahead.ready.size() < kAheadBatches; });
@@ -576,7 +578,7 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
   auto read_batch = [&](tbb::flow_control& fc) -> Batch* {
     if (decode_ahead) {
       if (!failed.load(std::memory_order_relaxed) && cancelled()) {
-        fail(absl::CancelledError(absl::StrCat(source.name(), ": cancelled")));
+        fail_cancelled();
       }
       if (failed.load(std::memory_order_relaxed)) {
         fc.stop();
@@ -599,7 +601,7 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
       return batch.release();
     }
     if (!input_done && !failed.load(std::memory_order_relaxed) && cancelled()) {
-      fail(absl::CancelledError(absl::StrCat(source.name(), ": cancelled")));
+      fail_cancelled();
     }
     if (input_done || failed.load(std::memory_order_relaxed)) {
       fc.stop();
@@ -647,7 +649,7 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
       }
       return batch.release();
     }
-    if (!fill_from_stream(*batch)) {
+    if (!fill_from_stream(batch.get())) {
       fc.stop();
       return nullptr;
     }
@@ -789,7 +791,7 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
   if (!failed.load() && cancelled()) {
     // Cancelled during the last batch: the outputs are complete, but the caller asked to stop and
     // will report the input as not done, so nothing may appear under the final names.
-    fail(absl::CancelledError(absl::StrCat(source.name(), ": cancelled")));
+    fail_cancelled();
   }
   if (failed.load()) {
     for (auto& w : writers) w->Abort();
