@@ -100,6 +100,32 @@ class PipelineTest : public ::testing::Test {
     return out;
   }
 
+  // `text`'s lines with every `every`th one replaced by `replacement` (a bad record).
+  static std::string ReplaceEveryNthLine(const std::string& text, size_t every,
+                                         const std::string& replacement) {
+    std::string out;
+    size_t line = 0;
+    for (size_t pos = 0; pos < text.size();) {
+      const size_t nl = std::min(text.find('\n', pos), text.size() - 1);
+      out += (++line % every == 0) ? replacement : text.substr(pos, nl + 1 - pos);
+      pos = nl + 1;
+    }
+    return out;
+  }
+
+  // The counts of two runs of the same input agree, bad records' line numbers included.
+  static void ExpectSameCounts(const ShardStats& got, const ShardStats& want) {
+    EXPECT_EQ(got.lines, want.lines);
+    EXPECT_EQ(got.documents, want.documents);
+    EXPECT_EQ(got.empty_documents, want.empty_documents);
+    EXPECT_EQ(got.tokens, want.tokens);
+    EXPECT_EQ(got.bad_records, want.bad_records);
+    ASSERT_EQ(got.bad_record_samples.size(), want.bad_record_samples.size());
+    for (size_t k = 0; k < got.bad_record_samples.size(); ++k) {
+      EXPECT_EQ(got.bad_record_samples[k].line, want.bad_record_samples[k].line);
+    }
+  }
+
   static std::string Compress(const std::string& plain) {
     std::string out(ZSTD_compressBound(plain.size()), '\0');
     const size_t n = ZSTD_compress(out.data(), out.size(), plain.data(), plain.size(), 3);
@@ -135,13 +161,7 @@ TEST_F(PipelineTest, ThreadCountAndBatchSizeNeverChangeBytes) {
 TEST_F(PipelineTest, MappedFileGivesTheBytesAndStatsOfTheStreamedOne) {
   const std::string sample = Decompress(ReadFile(PILEPREP_SOURCE_DIR "/data/samples/01.jsonl.zst"));
   ASSERT_GT(sample.size(), 100000u);
-  std::string plain;
-  size_t line = 0;
-  for (size_t pos = 0; pos < sample.size();) {
-    const size_t nl = std::min(sample.find('\n', pos), sample.size() - 1);
-    plain += (++line % 97 == 0) ? std::string("not json\n") : sample.substr(pos, nl + 1 - pos);
-    pos = nl + 1;
-  }
+  const std::string plain = ReplaceEveryNthLine(sample, 97, "not json\n");
   ShardStats streamed_stats;
   const std::string streamed =
       Run(plain, InputFormat::kPlain, 1 << 16, 2, 1 << 20, nullptr, &streamed_stats);
@@ -152,17 +172,9 @@ TEST_F(PipelineTest, MappedFileGivesTheBytesAndStatsOfTheStreamedOne) {
   for (auto [threads, batch] : {std::pair{1, size_t{1} << 20}, {3, size_t{5000}}, {2, size_t{1}}}) {
     ShardStats stats;
     EXPECT_EQ(RunFile(path, threads, batch, nullptr, &stats), streamed) << batch;
-    EXPECT_EQ(stats.lines, streamed_stats.lines);
-    EXPECT_EQ(stats.documents, streamed_stats.documents);
-    EXPECT_EQ(stats.empty_documents, streamed_stats.empty_documents);
-    EXPECT_EQ(stats.tokens, streamed_stats.tokens);
+    ExpectSameCounts(stats, streamed_stats);
     EXPECT_EQ(stats.bytes_in, plain.size());
     EXPECT_EQ(stats.bytes_decompressed, plain.size());
-    EXPECT_EQ(stats.bad_records, streamed_stats.bad_records);
-    ASSERT_EQ(stats.bad_record_samples.size(), streamed_stats.bad_record_samples.size());
-    for (size_t k = 0; k < stats.bad_record_samples.size(); ++k) {
-      EXPECT_EQ(stats.bad_record_samples[k].line, streamed_stats.bad_record_samples[k].line);
-    }
   }
 }
 
@@ -436,13 +448,7 @@ TEST_F(PipelineTest, CorruptZstdFailsWithOffsetAndPublishesNothing) {
 // chunking, thread count and batch size.
 TEST_F(PipelineTest, ZstdDecodedOnItsOwnThreadOrInTheReadStageGivesTheSameBytesAndStats) {
   const std::string sample = Decompress(ReadFile(PILEPREP_SOURCE_DIR "/data/samples/01.jsonl.zst"));
-  std::string plain;
-  size_t line = 0;
-  for (size_t pos = 0; pos < sample.size();) {
-    const size_t nl = std::min(sample.find('\n', pos), sample.size() - 1);
-    plain += (++line % 89 == 0) ? std::string("{\"txt\": 1}\n") : sample.substr(pos, nl + 1 - pos);
-    pos = nl + 1;
-  }
+  const std::string plain = ReplaceEveryNthLine(sample, 89, "{\"txt\": 1}\n");
   const std::string zst = Compress(plain);
   PipelineOptions in_stage;
   in_stage.zstd_decode_thread = false;
@@ -463,16 +469,9 @@ TEST_F(PipelineTest, ZstdDecodedOnItsOwnThreadOrInTheReadStageGivesTheSameBytesA
       EXPECT_EQ(Run(zst, InputFormat::kZstd, chunk, threads, batch, nullptr, &stats, options),
                 expected)
           << own_thread << " " << threads << " " << batch;
+      ExpectSameCounts(stats, want);
       EXPECT_EQ(stats.bytes_in, want.bytes_in);
       EXPECT_EQ(stats.bytes_decompressed, want.bytes_decompressed);
-      EXPECT_EQ(stats.lines, want.lines);
-      EXPECT_EQ(stats.documents, want.documents);
-      EXPECT_EQ(stats.tokens, want.tokens);
-      EXPECT_EQ(stats.bad_records, want.bad_records);
-      ASSERT_EQ(stats.bad_record_samples.size(), want.bad_record_samples.size());
-      for (size_t k = 0; k < stats.bad_record_samples.size(); ++k) {
-        EXPECT_EQ(stats.bad_record_samples[k].line, want.bad_record_samples[k].line);
-      }
     }
   }
 }
