@@ -132,6 +132,15 @@ inline bool Equal16Plus(const char* a, const char* b, size_t n) {
 #endif
 }
 
+// Whether a pre-token of 16 bytes or more is a run of CJK ideographs or kana (U+3000..U+9FFF, lead
+// bytes E3..E9), after its leading space if it has one. Chinese and Japanese are written without
+// spaces, so such a run is a clause or a sentence: nearly always new (see
+// Options::cache_long_cjk_runs).
+inline bool StartsCjkRun(const char* p) {
+  const auto lead = static_cast<unsigned char>(p[p[0] == ' ']);
+  return lead >= 0xE3 && lead <= 0xE9;
+}
+
 }  // namespace
 
 // Merges by pair of ids. Rank(a, b) returns the merge's order value: lower merges first; kNoRank when
@@ -954,9 +963,12 @@ Id* Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c, Id* out
     const char* p;
     uint32_t n;
     uint32_t slot;
-    uint64_t k0, k1;  // short pieces: packed key; long pieces: k0 = hash
+    uint64_t k0, k1;  // short pieces: packed key; long pieces: k0 = hash, or kUntiered
   };
   Pending group[kGroup];
+  // A long piece's k0 when it bypasses the long and huge tiers (a tiered piece's is odd).
+  constexpr uint64_t kUntiered = 0;
+  const bool cjk_in_tiers = options_.cache_long_cjk_runs;
   size_t count = 0;
   uint8_t long_at[kGroup];  // which of the group's pieces are of 16..64 bytes
   size_t long_count = 0;
@@ -1221,13 +1233,13 @@ Id* Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c, Id* out
         pos = short_piece(q.p, q.n, q.k0, q.k1, q.slot, pos, true);
       } else {
         out_n = pos;
-        if (q.n <= Impl::kLongKeyBytes) {
-          big_lookup(c.long_tier, q, std::string_view(q.p, q.n));
-        } else if (q.n <= Impl::kHugeKeyBytes) {
-          big_lookup(c.huge_tier, q, std::string_view(q.p, q.n));
-        } else {
+        if (q.n > Impl::kHugeKeyBytes || q.k0 == kUntiered) {
           ++c.stats.merged;
           merge_split(std::string_view(q.p, q.n));
+        } else if (q.n <= Impl::kLongKeyBytes) {
+          big_lookup(c.long_tier, q, std::string_view(q.p, q.n));
+        } else {
+          big_lookup(c.huge_tier, q, std::string_view(q.p, q.n));
         }
         pos = out_n;
       }
@@ -1246,6 +1258,8 @@ Id* Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c, Id* out
       Impl::Pack(q.p, q.n, &q.k0, &q.k1);
       q.slot = static_cast<uint32_t>(c.ShortIndex(q.k0, q.k1));
       __builtin_prefetch(&c.short_sets[q.slot]);
+    } else if (!cjk_in_tiers && q.n <= Impl::kHugeKeyBytes && StartsCjkRun(q.p)) {
+      q.k0 = kUntiered;  // resolve() splits and merges it, no tier
     } else if (q.n <= Impl::kLongKeyBytes) {
       q.k0 = Impl::HashBytes(piece) | 1;
       q.slot = static_cast<uint32_t>((q.k0 >> 17) & c.long_tier.mask);
