@@ -55,15 +55,16 @@ class Gpt2Tokenizer {
     // after an optional leading space) go through the cache's long and huge tiers like other long
     // pieces. By default they do not: such a run is a clause or a sentence (Chinese and Japanese are
     // written without spaces), nearly always new, so it missed anyway, and its entries evicted the
-    // long words of other scripts, which do come back; it is split where no merge joins two bytes and
-    // its characters' ids come from a small table (tens of nanoseconds a character), which is what a
-    // miss did. In the Debian corpus (scripts/debian_corpus.sh) the runs are 82% of the distinct
-    // long pieces and 26% of their occurrences in one half of the documents had been seen before
-    // (against 84-92% for long pieces of other scripts). Skipping the tiers (alternating rounds,
-    // 16-bit ids): the Debian corpus 4-6% faster on unseen text and 11-15% on a second pass; its
-    // 737 mostly Chinese or Japanese documents (11 MB) 4% and 6%; the sample corpus within 2%. Set
-    // it for text that repeats the same long runs within a few MB (about 25% slower without the
-    // tiers on 1 MB of Chinese text seen again). The ids never depend on it.
+    // long words of other scripts, which do come back. It is split where no merge joins two bytes,
+    // its characters' ids taken from a small table, which is what a miss did. In the Debian corpus
+    // (scripts/debian_corpus.sh) such runs are 83% of the distinct long pieces, and 26% of their
+    // occurrences in one half of the documents had been seen before, against 84-92% for the long
+    // pieces of other scripts. Skipping the tiers (in-process alternating rounds, 16-bit ids, paired
+    // medians): the Debian corpus 10-12% faster on unseen text and 11-21% on a second pass; its 737
+    // mostly Chinese or Japanese documents (11 MB) 10-13% faster unseen and 4-5% slower on a second
+    // pass; the sample corpus 2-3% faster unseen, 7-8% slower on a second pass; 1 MB of Chinese text
+    // seen again 37% slower. Set it for text that repeats the same long runs within a few MB. The ids
+    // never depend on it.
     bool cache_long_cjk_runs = false;
   };
 
