@@ -51,20 +51,21 @@ class Gpt2Tokenizer {
     // (~0.3 ms); where two-way sets are too few for all of them (a small cache_entries), the lower
     // ids stay. The ids never depend on it.
     bool prefill_cache_with_vocabulary = true;
-    // Whether pieces of 16 to 256 bytes that are runs of CJK ideographs or kana (U+3000..U+9FFF,
-    // after an optional leading space) go through the cache's long and huge tiers like other long
-    // pieces. By default they do not: such a run is a clause or a sentence (Chinese and Japanese are
-    // written without spaces), nearly always new, so it missed anyway, and its entries evicted the
-    // long words of other scripts, which do come back. It is split where no merge joins two bytes,
-    // its characters' ids taken from a small table, which is what a miss did. In the Debian corpus
-    // (scripts/debian_corpus.sh) such runs are 83% of the distinct long pieces, and 26% of their
-    // occurrences in one half of the documents had been seen before, against 84-92% for the long
-    // pieces of other scripts. Skipping the tiers (in-process alternating rounds, 16-bit ids, paired
-    // medians): the Debian corpus 10-12% faster on unseen text and 11-21% on a second pass; its 737
-    // mostly Chinese or Japanese documents (11 MB) 10-13% faster unseen and 4-5% slower on a second
-    // pass; the sample corpus 2-3% faster unseen, 7-8% slower on a second pass; 1 MB of Chinese text
-    // seen again 37% slower. Set it for text that repeats the same long runs within a few MB. The ids
-    // never depend on it.
+    // Whether pieces of 16 to 256 bytes that are CJK runs (whose first character, after an optional
+    // leading space, is in U+3000..U+9FFF: kana, ideographs, CJK punctuation and symbols) go
+    // through the cache's long and huge tiers like other long pieces. By default they do not: such
+    // a run is a clause or a sentence (Chinese and Japanese are written without spaces), nearly
+    // always new, so it missed anyway, and its entries evicted the long words of other scripts,
+    // which do come back. It is split where no merge joins two bytes, its characters' ids taken
+    // from a small table, which is what a miss did. In the Debian corpus (scripts/debian_corpus.sh)
+    // such runs are 83% of the distinct long pieces, and 26% of their occurrences in one half of
+    // the documents had been seen before, against 84-92% for the other long pieces of 16-64 bytes
+    // (8% and 49-99% for those of 65-256). Skipping the tiers (in-process alternating rounds,
+    // 16-bit ids, paired medians): the Debian corpus 10-12% faster on unseen text and 11-21% on a
+    // second pass; its 737 mostly Chinese or Japanese documents (11 MB) 10-13% faster unseen and
+    // 4-5% slower on a second pass; the sample corpus 2-3% faster unseen, 7-8% slower on a second
+    // pass; 1 MB of Chinese text seen again 37% slower. Set it for text that repeats the same long
+    // runs within a few MB. The ids never depend on it.
     bool cache_long_cjk_runs = false;
   };
 
@@ -95,8 +96,9 @@ class Gpt2Tokenizer {
     Cache& operator=(const Cache&) = delete;
 
     // Counts since construction: pre-tokens looked up, and those merged because the cache did not
-    // hold them (first seen, evicted, longer than 256 bytes, or every piece where the vocabulary has
-    // more than 65,536 entries and the cache is off). 1 - merged / pieces is the hit rate.
+    // hold them (first seen, evicted, longer than 256 bytes, a CJK run of 16 bytes or more unless
+    // Options::cache_long_cjk_runs, or every piece where the vocabulary has more than 65,536
+    // entries and the cache is off). 1 - merged / pieces is the hit rate.
     struct Stats {
       uint64_t pieces = 0;
       uint64_t merged = 0;

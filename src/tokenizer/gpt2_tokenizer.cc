@@ -132,10 +132,12 @@ inline bool Equal16Plus(const char* a, const char* b, size_t n) {
 #endif
 }
 
-// Whether a pre-token of 16 bytes or more is a run of CJK ideographs or kana (U+3000..U+9FFF, lead
-// bytes E3..E9), after its leading space if it has one. Chinese and Japanese are written without
-// spaces, so such a run is a clause or a sentence: nearly always new (see
-// Options::cache_long_cjk_runs).
+// Whether a pre-token of 16 bytes or more starts, after its leading space if it has one, with a
+// character in U+3000..U+9FFF (lead bytes E3..E9: CJK punctuation and symbols, kana, Bopomofo,
+// Hangul compatibility jamo, ideographs). Chinese and Japanese are written without spaces, so a
+// letter run of those scripts is a clause or a sentence: nearly always new (see
+// Options::cache_long_cjk_runs). Only the first character is looked at: a run is one script in
+// practice, and a mixed piece merges the same either way.
 inline bool StartsCjkRun(const char* p) {
   const auto lead = static_cast<unsigned char>(p[p[0] == ' ']);
   return lead >= 0xE3 && lead <= 0xE9;
@@ -322,9 +324,10 @@ struct Gpt2Tokenizer::Tables {
 // the second way, so that it too is read from one line. A piece of 15 bytes has at most 15 ids, so
 // every short piece is cached, Cyrillic and CJK words included.
 // Pieces of 16..64 bytes (non-Latin words, long identifiers) and of 65..256 bytes (indentation
-// runs, CJK phrases) are stored with a 64-bit hash and their bytes. Longer pieces are not stored
-// (rare and mostly unique); like a long piece that misses, they are split into parts that go
-// through the short tier or, a lone character, a table by its bytes (merge_split in EncodeOrdinary).
+// runs, long words) are stored with a 64-bit hash and their bytes. Longer pieces are not stored
+// (rare and mostly unique), nor are CJK runs (StartsCjkRun: clauses, mostly unique); like a long
+// piece that misses, they are split into parts that go through the short tier or, a lone
+// character, a table by its bytes (merge_split in EncodeOrdinary).
 struct Gpt2Tokenizer::Cache::Impl {
   static constexpr size_t kShortKeyBytes = 15;
   static constexpr size_t kLongKeyBytes = 64;
@@ -966,7 +969,8 @@ Id* Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c, Id* out
     uint64_t k0, k1;  // short pieces: packed key; long pieces: k0 = hash, or kUntiered
   };
   Pending group[kGroup];
-  // A long piece's k0 when it bypasses the long and huge tiers (a tiered piece's is odd).
+  // A long piece's k0 when it goes through neither the long nor the huge tier: a CJK run, or a
+  // piece of more than 256 bytes (a tiered piece's k0 is odd).
   constexpr uint64_t kUntiered = 0;
   const bool cjk_in_tiers = options_.cache_long_cjk_runs;
   size_t count = 0;
@@ -1233,7 +1237,7 @@ Id* Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c, Id* out
         pos = short_piece(q.p, q.n, q.k0, q.k1, q.slot, pos, true);
       } else {
         out_n = pos;
-        if (q.n > Impl::kHugeKeyBytes || q.k0 == kUntiered) {
+        if (q.k0 == kUntiered) {
           ++c.stats.merged;
           merge_split(std::string_view(q.p, q.n));
         } else if (q.n <= Impl::kLongKeyBytes) {
@@ -1269,6 +1273,8 @@ Id* Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c, Id* out
       q.k0 = Impl::HashBytes(piece) | 1;
       q.slot = static_cast<uint32_t>((q.k0 >> 17) & c.huge_tier.mask);
       __builtin_prefetch(&c.huge_tier.tags[q.slot]);
+    } else {
+      q.k0 = kUntiered;  // longer than any tier
     }
     if (count == kGroup) resolve();
   });

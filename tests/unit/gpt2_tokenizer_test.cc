@@ -328,14 +328,16 @@ TEST(Gpt2Tokenizer, CacheCountsEveryTier) {
 
 // A run of CJK ideographs or kana of 16 bytes or more (a clause, in text written without spaces: nearly
 // always new) is split and merged every time instead of taking a place in the long or huge tier; a
-// long word of another script is still cached; Options::cache_long_cjk_runs puts the runs back in
-// the tiers. The ids are the same either way, and equal the ones of a cache of two entries, whose
+// long word of another script, Hangul (lead bytes just above the range) and symbols (just below) are
+// still cached; Options::cache_long_cjk_runs puts the runs back in the tiers. The ids are the same either way, and equal the ones of a cache of two entries, whose
 // pieces are merged nearly every time.
 TEST(Gpt2Tokenizer, LongCjkRunsSkipTheLongTiersUnlessAsked) {
   const std::string run = "日本語のテキストです";            // 30 bytes: the long tier
   const std::string spaced = " 中文文本的一个句子";           // a space and 27 bytes
   const std::string huge_run = run + run + run;                // 90 bytes: the huge tier
   const std::string cyrillic = " интернационализация";         // 39 bytes
+  const std::string hangul = "대한민국의수도는서울";           // 30 bytes, lead bytes EA..ED
+  const std::string arrows = "→→→→→→";                         // 18 bytes, lead byte E2
   auto merges_of_twice = [](Gpt2Tokenizer& tok, const std::string& piece) {
     Gpt2Tokenizer::Cache cache(tok);
     std::vector<uint32_t> first, second;
@@ -345,20 +347,23 @@ TEST(Gpt2Tokenizer, LongCjkRunsSkipTheLongTiersUnlessAsked) {
     EXPECT_EQ(cache.stats().pieces, 2u) << piece;
     return cache.stats().merged;
   };
-  auto skipping = Load({.prefill_cache_with_vocabulary = false});
-  auto caching = Load({.prefill_cache_with_vocabulary = false, .cache_long_cjk_runs = true});
+  auto skipping = Load({.cache_entries = 1024, .prefill_cache_with_vocabulary = false});
+  auto caching = Load(
+      {.cache_entries = 1024, .prefill_cache_with_vocabulary = false, .cache_long_cjk_runs = true});
   for (const std::string& piece : {run, spaced, huge_run}) {
     EXPECT_EQ(merges_of_twice(*skipping, piece), 2u) << piece;
     EXPECT_EQ(merges_of_twice(*caching, piece), 1u) << piece;
   }
-  EXPECT_EQ(merges_of_twice(*skipping, cyrillic), 1u);
-  EXPECT_EQ(merges_of_twice(*caching, cyrillic), 1u);
+  for (const std::string& piece : {cyrillic, hangul, arrows}) {
+    EXPECT_EQ(merges_of_twice(*skipping, piece), 1u) << piece;
+    EXPECT_EQ(merges_of_twice(*caching, piece), 1u) << piece;
+  }
   // A short run (up to 15 bytes) is a short piece like any other: cached.
   EXPECT_EQ(merges_of_twice(*skipping, "日本語の"), 1u);
 
   auto tiny = Load({.cache_entries = 2});
   const std::string text = "日本語のテキストです。" + spaced + " and" + cyrillic + " " + huge_run +
-                           "」「中文文本的一个句子" + run;
+                           "」「中文文本的一个句子" + run + " " + hangul + arrows;
   Gpt2Tokenizer::Cache a(*skipping), b(*caching), c(*tiny);
   for (int round = 0; round < 2; ++round) {
     std::vector<uint32_t> x, y, z;

@@ -274,6 +274,20 @@ TEST_F(PipelineTest, CallersCachesAreFilledKeptAndReusedWithTheSameOutput) {
   EXPECT_EQ(Run(sample, InputFormat::kPlain, 1 << 16, 3, 1 << 16, nullptr, nullptr, options), want);
   EXPECT_EQ(caches.size(), 3u);
   EXPECT_EQ(caches[0].get(), ahead);
+
+  // With the default options a kept cache helps too: a second run merges the long CJK runs again
+  // (about an eighth of what the first merged, in this sample), little else.
+  auto plain = Gpt2Tokenizer::FromDefaultFiles({});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  tokenizer_ = std::move(plain).value();
+  std::vector<std::unique_ptr<Gpt2Tokenizer::Cache>> kept;
+  options.caches = &kept;
+  EXPECT_EQ(Run(sample, InputFormat::kPlain, 1 << 16, 1, 1 << 16, nullptr, nullptr, options), want);
+  ASSERT_EQ(kept.size(), 1u);
+  const uint64_t first = kept[0]->stats().merged;
+  EXPECT_EQ(Run(sample, InputFormat::kPlain, 1 << 16, 1, 1 << 16, nullptr, nullptr, options), want);
+  EXPECT_GT(first, 0u);
+  EXPECT_LT(kept[0]->stats().merged - first, first / 5);
 }
 
 // Read with read(2), a file is read to the size it had when opened: a file truncated meanwhile
