@@ -2,6 +2,7 @@
 // (tiktoken's native core, a Python baseline) on the very same texts.
 //
 //   tokenize_bench [--export-texts F] [--export-ids F] [--passes N] [--ids16] [--cache-entries N]
+//                  [--cache-long-cjk-runs]
 //
 // Texts come from bench_corpus (data/samples or $PILEPREP_BENCH_CORPUS). Prints one JSON line:
 // {"text_bytes":..,"tokens":..,"cold_seconds":..,"warm_seconds":..,"unseen_seconds":..,"cold_merged":..,
@@ -13,6 +14,8 @@
 // --export-texts writes each text as u32 length + UTF-8; --export-ids writes each text's ids as
 // u32 count + u32 ids, so a peer can prove it produced the same ids. --ids16 times the 16-bit form of
 // Encode, which the pipeline uses for a uint16 .bin (GPT-2), instead of the 32-bit one.
+// --cache-entries and --cache-long-cjk-runs set the Gpt2Tokenizer::Options of the same names, to time
+// the cache's choices against each other (alternate the runs: this VM's speed wanders).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -140,6 +143,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--export-ids") && has_value) export_ids = argv[++i];
     else if (!std::strcmp(argv[i], "--passes") && has_value) passes = std::max(2, std::atoi(argv[++i]));
     else if (!std::strcmp(argv[i], "--cache-entries") && has_value) options.cache_entries = std::strtoull(argv[++i], nullptr, 10);
+    else if (!std::strcmp(argv[i], "--cache-long-cjk-runs")) options.cache_long_cjk_runs = true;
     else {
       std::fprintf(stderr, "unknown argument %s\n", argv[i]);
       return 2;
