@@ -65,7 +65,8 @@ class Gpt2Tokenizer {
     // second pass; its 737 mostly Chinese or Japanese documents (11 MB) 10-13% faster unseen and
     // 4-5% slower on a second pass; the sample corpus 2-3% faster unseen, 7-8% slower on a second
     // pass; 1 MB of Chinese text seen again 37% slower. Set it for text that repeats the same long
-    // runs within a few MB. The ids never depend on it.
+    // runs within a few MB. (benchmarks/tokenize_bench --cache-long-cjk-runs times the two.) The
+    // ids never depend on it.
     bool cache_long_cjk_runs = false;
   };
 
