@@ -61,7 +61,7 @@ class Gpt2Tokenizer {
     // such runs are 83% of the distinct long pieces, and 26% of their occurrences in one half of
     // the documents had been seen before, against 84-92% for the other long pieces of 16-64 bytes
     // (8% and 49-99% for those of 65-256). Skipping the tiers (in-process alternating rounds,
-    // 16-bit ids, paired medians): the Debian corpus 10-12% faster on unseen text and 11-21% on a
+    // 16-bit ids, paired medians): the Debian corpus 10-12% faster on unseen text and 11-30% on a
     // second pass; its 737 mostly Chinese or Japanese documents (11 MB) 10-13% faster unseen and
     // 4-5% slower on a second pass; the sample corpus 2-3% faster unseen, 7-8% slower on a second
     // pass; 1 MB of Chinese text seen again 37% slower. Set it for text that repeats the same long
