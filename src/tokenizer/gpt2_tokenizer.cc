@@ -1262,7 +1262,7 @@ Id* Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c, Id* out
       Impl::Pack(q.p, q.n, &q.k0, &q.k1);
       q.slot = static_cast<uint32_t>(c.ShortIndex(q.k0, q.k1));
       __builtin_prefetch(&c.short_sets[q.slot]);
-    } else if (!cjk_in_tiers && q.n <= Impl::kHugeKeyBytes && StartsCjkRun(q.p)) {
+    } else if (!cjk_in_tiers && StartsCjkRun(q.p)) {
       q.k0 = kUntiered;  // resolve() splits and merges it, no tier
     } else if (q.n <= Impl::kLongKeyBytes) {
       q.k0 = Impl::HashBytes(piece) | 1;
