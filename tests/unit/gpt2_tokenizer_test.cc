@@ -22,6 +22,26 @@ std::unique_ptr<Gpt2Tokenizer> Load(Gpt2Tokenizer::Options options = {}) {
   return std::move(tok).value();
 }
 
+// Encodes `text` `rounds` times with each tokenizer, each through a cache of its own kept from round
+// to round: in every round every tokenizer's ids equal the first one's, which decode to the text.
+void ExpectSameIdsThroughKeptCaches(const std::string& text,
+                                    const std::vector<const Gpt2Tokenizer*>& tokenizers, int rounds) {
+  std::vector<std::unique_ptr<Gpt2Tokenizer::Cache>> caches;
+  for (const Gpt2Tokenizer* tok : tokenizers) {
+    caches.push_back(std::make_unique<Gpt2Tokenizer::Cache>(*tok));
+  }
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<uint32_t> want;
+    tokenizers[0]->Encode(text, *caches[0], &want);
+    EXPECT_EQ(tokenizers[0]->Decode(want), text) << round;
+    for (size_t i = 1; i < tokenizers.size(); ++i) {
+      std::vector<uint32_t> ids;
+      tokenizers[i]->Encode(text, *caches[i], &ids);
+      EXPECT_EQ(ids, want) << "tokenizer " << i << ", round " << round;
+    }
+  }
+}
+
 std::vector<uint32_t> Encode(const Gpt2Tokenizer& tok, std::string_view text) {
   Gpt2Tokenizer::Cache cache(tok);
   std::vector<uint32_t> ids;
@@ -101,16 +121,7 @@ TEST(Gpt2Tokenizer, CacheNeverChangesResults) {
   const std::string text =
       "The quick brown fox jumps over the lazy dog. The quick brown fox! 12345 ünïcödé "
       "日本語のテキスト and emoji 🦊🦊 again the quick brown fox";
-  Gpt2Tokenizer::Cache c1(*tok), c2(*big), c3(*two_sets);
-  for (int round = 0; round < 3; ++round) {
-    std::vector<uint32_t> a, b, c;
-    tok->Encode(text, c1, &a);
-    big->Encode(text, c2, &b);
-    two_sets->Encode(text, c3, &c);
-    EXPECT_EQ(a, b);
-    EXPECT_EQ(c, b);
-    EXPECT_EQ(tok->Decode(a), text);
-  }
+  ExpectSameIdsThroughKeptCaches(text, {big.get(), tok.get(), two_sets.get()}, 3);
 }
 
 // A short piece of more than 8 ids takes both ways of its set (its ids past the 8th in the second):
@@ -326,11 +337,12 @@ TEST(Gpt2Tokenizer, CacheCountsEveryTier) {
   EXPECT_EQ(fresh.stats().merged, 1u);
 }
 
-// A run of CJK ideographs or kana of 16 bytes or more (a clause, in text written without spaces: nearly
-// always new) is split and merged every time instead of taking a place in the long or huge tier; a
-// long word of another script, Hangul (lead bytes just above the range) and symbols (just below) are
-// still cached; Options::cache_long_cjk_runs puts the runs back in the tiers. The ids are the same either way, and equal the ones of a cache of two entries, whose
-// pieces are merged nearly every time.
+// A run of CJK ideographs or kana of 16 bytes or more (a clause, in text written without spaces:
+// nearly always new) is split and merged every time instead of taking a place in the long or huge
+// tier; a long word of another script, Hangul (lead bytes just above the range) and symbols (just
+// below) are still cached; Options::cache_long_cjk_runs puts the runs back in the tiers. The ids are
+// the same either way, and equal the ones of a cache of two entries, whose pieces are merged nearly
+// every time.
 TEST(Gpt2Tokenizer, LongCjkRunsSkipTheLongTiersUnlessAsked) {
   const std::string run = "日本語のテキストです";            // 30 bytes: the long tier
   const std::string spaced = " 中文文本的一个句子";           // a space and 27 bytes
@@ -364,16 +376,7 @@ TEST(Gpt2Tokenizer, LongCjkRunsSkipTheLongTiersUnlessAsked) {
   auto tiny = Load({.cache_entries = 2});
   const std::string text = "日本語のテキストです。" + spaced + " and" + cyrillic + " " + huge_run +
                            "」「中文文本的一个句子" + run + " " + hangul + arrows;
-  Gpt2Tokenizer::Cache a(*skipping), b(*caching), c(*tiny);
-  for (int round = 0; round < 2; ++round) {
-    std::vector<uint32_t> x, y, z;
-    skipping->Encode(text, a, &x);
-    caching->Encode(text, b, &y);
-    tiny->Encode(text, c, &z);
-    EXPECT_EQ(x, z);
-    EXPECT_EQ(y, z);
-    EXPECT_EQ(skipping->Decode(x), text);
-  }
+  ExpectSameIdsThroughKeptCaches(text, {tiny.get(), skipping.get(), caching.get()}, 2);
 }
 
 TEST(Gpt2Tokenizer, CacheKeepsPiecesThatShareTheirFirstBytes) {
