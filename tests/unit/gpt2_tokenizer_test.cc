@@ -22,10 +22,12 @@ std::unique_ptr<Gpt2Tokenizer> Load(Gpt2Tokenizer::Options options = {}) {
   return std::move(tok).value();
 }
 
-// Encodes `text` `rounds` times with each tokenizer, each through a cache of its own kept from round
-// to round: in every round every tokenizer's ids equal the first one's, which decode to the text.
+// Encodes `text` `rounds` times with each tokenizer, each through a cache of its own kept from
+// round to round: in every round every tokenizer's ids equal the first one's, which decode to the
+// text.
 void ExpectSameIdsThroughKeptCaches(const std::string& text,
-                                    const std::vector<const Gpt2Tokenizer*>& tokenizers, int rounds) {
+                                    const std::vector<const Gpt2Tokenizer*>& tokenizers,
+                                    int rounds) {
   std::vector<std::unique_ptr<Gpt2Tokenizer::Cache>> caches;
   for (const Gpt2Tokenizer* tok : tokenizers) {
     caches.push_back(std::make_unique<Gpt2Tokenizer::Cache>(*tok));
@@ -340,9 +342,9 @@ TEST(Gpt2Tokenizer, CacheCountsEveryTier) {
 // A run of CJK ideographs or kana of 16 bytes or more (a clause, in text written without spaces:
 // nearly always new) is split and merged every time instead of taking a place in the long or huge
 // tier; a long word of another script, Hangul (lead bytes just above the range) and symbols (just
-// below) are still cached; Options::cache_long_cjk_runs puts the runs back in the tiers. The ids are
-// the same either way, and equal the ones of a cache of two entries, whose pieces are merged nearly
-// every time.
+// below) are still cached; Options::cache_long_cjk_runs puts the runs back in the tiers. The ids
+// are the same either way, and equal the ones of a cache of two entries, whose pieces are merged
+// nearly every time.
 TEST(Gpt2Tokenizer, LongCjkRunsSkipTheLongTiersUnlessAsked) {
   const std::string run = "日本語のテキストです";            // 30 bytes: the long tier
   const std::string spaced = " 中文文本的一个句子";           // a space and 27 bytes
