@@ -241,11 +241,9 @@ TEST(HttpSource, DestroyingMidDownloadCancelsQuickly) {
 TEST(HttpSource, CacheFileAppearsOnlyWhenComplete) {
   auto server = FaultServer::Start(kSamples, {"--plan", "01.jsonl.zst=drop:100000"});
   ASSERT_TRUE(server.ok());
-  const std::string dir = ::testing::TempDir() + "/fetch_cache";
-  std::filesystem::create_directories(dir);
+  const testing::ScopedTempDir dir("fetch_cache");
   FetchOptions o = FastOptions();
-  o.cache_path = dir + "/01.jsonl.zst";
-  std::filesystem::remove(o.cache_path);
+  o.cache_path = dir.path() + "/01.jsonl.zst";
   auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), o);
   ASSERT_TRUE(source.ok());
   auto bytes = Drain(**source);

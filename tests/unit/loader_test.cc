@@ -1,8 +1,5 @@
 #include "pileprep/loader.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -13,19 +10,15 @@
 #include "gtest/gtest.h"
 #include "pileprep/indexed_dataset.h"
 #include "pileprep/indexed_dataset_view.h"
+#include "testing/files.h"
 
 namespace pileprep {
 namespace {
 
+using ::pileprep::testing::ScopedTempDir;
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
-
-std::string TempDir(const std::string& name) {
-  std::string dir = ::testing::TempDir() + "loader_test_" + std::to_string(getpid()) + "_" + name;
-  mkdir(dir.c_str(), 0777);
-  return dir;
-}
 
 // loader.md's dataset: sizes [5, 3, 7, 4, 6], token value = 100 · sequence + position.
 std::string WriteVectorDataset(const std::string& dir) {
@@ -129,7 +122,8 @@ TEST(GptIndices, RefusesBadOptionsAndEmptySplits) {
 }
 
 TEST(GptDataset, SampleZeroOfVectorDataset) {
-  std::string prefix = WriteVectorDataset(TempDir("sample0"));
+  ScopedTempDir tmp("loader_test_sample0");
+  std::string prefix = WriteVectorDataset(tmp.path());
   GptDatasetOptions o;
   o.sequence_length = 4;
   o.num_samples = 5;
@@ -149,7 +143,8 @@ TEST(GptDataset, SampleZeroOfVectorDataset) {
 }
 
 TEST(GptDataset, CacheRoundTripsAndSurvivesCorruption) {
-  std::string dir = TempDir("cache");
+  ScopedTempDir tmp("loader_test_cache");
+  const std::string& dir = tmp.path();
   std::string prefix = WriteVectorDataset(dir);
   GptDatasetOptions o;
   o.sequence_length = 4;
@@ -212,7 +207,8 @@ TEST(Blending, ParsesDataPaths) {
 }
 
 TEST(GptDataset, WeightedBlendUsesBothDatasets) {
-  std::string dir = TempDir("blend");
+  ScopedTempDir tmp("loader_test_blend");
+  const std::string& dir = tmp.path();
   std::string a = WriteVectorDataset(dir);
   GptDatasetOptions o;
   o.sequence_length = 4;
@@ -265,7 +261,8 @@ TEST(Split, CurrentAndLegacyRounding) {
 }
 
 TEST(GptDataset, SplitSelectsSequenceRange) {
-  std::string prefix = WriteVectorDataset(TempDir("split"));
+  ScopedTempDir tmp("loader_test_split");
+  std::string prefix = WriteVectorDataset(tmp.path());
   GptDatasetOptions o;
   o.sequence_length = 2;
   o.split = "60,20,20";
@@ -302,7 +299,8 @@ TEST(IndexedDatasetView, ReadsGoldenMegatronFiles) {
 }
 
 TEST(IndexedDatasetView, ReadsWhatPilePrepWrites) {
-  std::string dir = TempDir("roundtrip");
+  ScopedTempDir tmp("loader_test_roundtrip");
+  const std::string& dir = tmp.path();
   for (TokenDType dtype : {TokenDType::kUint16, TokenDType::kInt32}) {
     std::string prefix = dir + "/rt" + std::to_string(static_cast<int>(dtype));
     IndexedDatasetWriterOptions wo;
@@ -347,7 +345,8 @@ void WriteBytes(const std::string& path, const std::string& bytes) {
 // Copies hand_uint16 to `dir/name`, lets `edit` change the .idx (and .bin) bytes, opens it.
 absl::Status OpenEdited(const std::string& name,
                         void (*edit)(std::string* idx, std::string* bin)) {
-  std::string dir = TempDir("bad");
+  ScopedTempDir tmp("loader_test_bad");
+  const std::string& dir = tmp.path();
   std::string src = std::string(PILEPREP_TEST_DATA_DIR) + "/format/hand_uint16";
   std::string idx = ReadBytes(src + ".idx"), bin = ReadBytes(src + ".bin");
   edit(&idx, &bin);

@@ -4,7 +4,6 @@
 // vocabulary of 2^16 tokens or more (the hash-map table, no pre-token cache).
 #include <algorithm>
 #include <cstdint>
-#include <filesystem>
 #include <random>
 #include <set>
 #include <string>
@@ -21,6 +20,7 @@ namespace {
 
 using ::pileprep::testing::ReferenceBpe;
 using ::pileprep::testing::ReadFile;
+using ::pileprep::testing::ScopedTempDir;
 using ::pileprep::testing::WriteFile;
 
 // GPT-2's bytes_to_unicode(): the byte alphabet of encoder.json and vocab.bpe, as UTF-8.
@@ -67,10 +67,11 @@ Vocab Bytes() {
   return v;
 }
 
-// Writes encoder.json and vocab.bpe (with <|endoftext|> last) into a fresh directory.
-std::string WriteVocab(const Vocab& v, const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "/synthetic_vocab_" + name;
-  std::filesystem::create_directories(dir);
+// Writes encoder.json and vocab.bpe (with <|endoftext|> last) into a fresh directory, removed when
+// the returned object goes.
+ScopedTempDir WriteVocab(const Vocab& v, const std::string& name) {
+  ScopedTempDir tmp("synthetic_vocab_" + name);
+  const std::string& dir = tmp.path();
   std::string json = "{";
   for (size_t id = 0; id < v.tokens.size(); ++id) {
     json += JsonString(Alphabet(v.tokens[id])) + ": " + std::to_string(id) + ", ";
@@ -80,7 +81,7 @@ std::string WriteVocab(const Vocab& v, const std::string& name) {
   std::string merges = "#version: 0.2\n";
   for (const auto& [a, b] : v.merges) merges += Alphabet(a) + " " + Alphabet(b) + "\n";
   WriteFile(dir + "/vocab.bpe", merges);
-  return dir;
+  return tmp;
 }
 
 struct Pair {
@@ -130,8 +131,8 @@ TEST(SyntheticVocab, CacheUsedWithAnotherTokenizerGivesThatTokenizersIds) {
   b.tokens.push_back("é");   // 258
   b.tokens.push_back("\xE8\xAA");  // 259
   b.tokens.push_back("語");  // 260
-  Pair ta = Load(WriteVocab(a, "cache_a"));
-  Pair tb = Load(WriteVocab(b, "cache_b"));
+  Pair ta = Load(WriteVocab(a, "cache_a").path());
+  Pair tb = Load(WriteVocab(b, "cache_b").path());
   std::string text = "ab xy ab abab ";
   for (int i = 0; i < 12; ++i) text += "é";
   text += " ";
@@ -155,7 +156,7 @@ TEST(SyntheticVocab, RepeatedMergeLineTakesItsLaterRankLikeEncoderPy) {
   v.tokens.push_back("bc");
   v.tokens.push_back("abc");
   v.merges = {{"a", "b"}, {"b", "c"}, {"ab", "c"}, {"a", "b"}};  // "a b" again: rank 3, not 0
-  auto [tok, ref] = Load(WriteVocab(v, "repeat"));
+  auto [tok, ref] = Load(WriteVocab(v, "repeat").path());
   // With "a b" at rank 0, "abc" would merge to "ab" + "c" and then "abc"; at rank 3 "b c" (rank 1)
   // goes first and "a" + "bc" is final.
   EXPECT_EQ(ref.Encode("abc"), (std::vector<uint32_t>{'a', 257}));
@@ -177,7 +178,8 @@ TEST(SyntheticVocab, MergeListedAgainAfterOneThatUsesItsResultMatchesEncoderPy) 
   v.tokens.push_back("aaa");  // 257
   v.tokens.push_back("ab");   // 258
   v.merges = {{"a", "a"}, {"aa", "a"}, {"a", "b"}, {"a", "a"}};  // "a a" again: rank 3
-  auto [tok, ref] = Load(WriteVocab(v, "relisted"));
+  const ScopedTempDir vocab = WriteVocab(v, "relisted");
+  auto [tok, ref] = Load(vocab.path());
   EXPECT_EQ(ref.Encode("aaaa"), (std::vector<uint32_t>{256, 256}));
   EXPECT_EQ(Encode(*tok, "aaaa"), ref.Encode("aaaa"));
   std::mt19937_64 rng(13);
@@ -188,7 +190,7 @@ TEST(SyntheticVocab, MergeListedAgainAfterOneThatUsesItsResultMatchesEncoderPy) 
   Gpt2Tokenizer::Options options;
   options.endoftext_is_special = false;
   options.cache_entries = 2;
-  const std::string dir = ::testing::TempDir() + "/synthetic_vocab_relisted";
+  const std::string& dir = vocab.path();
   auto tiny = Gpt2Tokenizer::FromFiles(dir + "/encoder.json", dir + "/vocab.bpe", options);
   ASSERT_TRUE(tiny.ok()) << tiny.status();
   Gpt2Tokenizer::Cache cache(**tiny);
@@ -201,8 +203,8 @@ TEST(SyntheticVocab, MergeListedAgainAfterOneThatUsesItsResultMatchesEncoderPy) 
 }
 
 TEST(SyntheticVocab, VocabularyThatReusesAnIdIsRefused) {
-  const std::string dir = ::testing::TempDir() + "/synthetic_vocab_reused_id";
-  WriteVocab(Bytes(), "reused_id");
+  const ScopedTempDir vocab = WriteVocab(Bytes(), "reused_id");
+  const std::string& dir = vocab.path();
   std::string json = ReadFile(dir + "/encoder.json");
   json.insert(1, "\"zz\": 7, ");  // id 7 is a byte's
   WriteFile(dir + "/encoder.json", json);
@@ -218,7 +220,7 @@ TEST(SyntheticVocab, TinyMergeTableInOneBucketMatchesReference) {
   v.tokens.push_back("the");
   v.tokens.push_back(" the");
   v.merges = {{"t", "h"}, {"th", "e"}, {" ", "the"}};
-  auto [tok, ref] = Load(WriteVocab(v, "tiny"));
+  auto [tok, ref] = Load(WriteVocab(v, "tiny").path());
   std::mt19937_64 rng(12);
   for (int i = 0; i < 2000; ++i) {
     const std::string text = RandomText(rng, "the th e t h  x", 60);
@@ -252,7 +254,7 @@ TEST(SyntheticVocab, PairTablesOfEverySizeMatchReference) {
       v.tokens.push_back(merges[i].first + merges[i].second);
       v.merges.push_back(merges[i]);
     }
-    auto [tok, ref] = Load(WriteVocab(v, "size" + std::to_string(count)));
+    auto [tok, ref] = Load(WriteVocab(v, "size" + std::to_string(count)).path());
     // Text from the first merges' own characters, so that most adjacent pairs are looked up.
     std::string alphabet;
     for (size_t i = 0; i < std::min<size_t>(count, 40); ++i) alphabet += merges[i].first + merges[i].second;
@@ -288,7 +290,7 @@ TEST(SyntheticVocab, VocabularyOfTwoToTheSixteenOrMoreMatchesReference) {
     v.merges.emplace_back(ab, c);
   }
   ASSERT_GE(v.tokens.size() + 1, size_t{65536});
-  auto [tok, ref] = Load(WriteVocab(v, "wide"));
+  auto [tok, ref] = Load(WriteVocab(v, "wide").path());
   EXPECT_EQ(tok->vocab_size(), v.tokens.size() + 1);
   // Ids past 65,535: the 16-bit form refuses and appends nothing.
   EXPECT_FALSE(tok->ids_fit_16_bits());
