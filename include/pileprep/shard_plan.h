@@ -74,8 +74,10 @@ Environment CurrentEnvironment();
 // Otherwise the first family with both variables set, in this order:
 //   NGC_ARRAY_INDEX / NGC_ARRAY_SIZE (BCP), RANK / WORLD_SIZE (torchrun, BCP PyTorch arrays),
 //   OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE (MPI), then SLURM_ARRAY_TASK_ID (a Slurm array task,
-//   when SLURM_NTASKS is unset or 1), then SLURM_PROCID / SLURM_NTASKS (one Slurm step over nodes).
-// With none of them: rank 0 of 1. InvalidArgument, naming the flag or variable, for a value that is not
+//   when SLURM_STEP_NUM_TASKS is unset or 1), then SLURM_PROCID / SLURM_STEP_NUM_TASKS (one srun step
+//   over nodes). SLURM_NTASKS alone (a batch script run without srun: the allocation's task count,
+//   with SLURM_PROCID 0 in the one process there is) does not split: rank 0 of 1, and decided_by
+//   says so. With none of them: rank 0 of 1. InvalidArgument, naming the flag or variable, for a value that is not
 // a whole number, a size below 1 or a rank outside [0, size).
 absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environment& env);
 

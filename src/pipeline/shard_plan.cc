@@ -123,7 +123,11 @@ constexpr Family kFamilies[] = {
     {"RANK", "WORLD_SIZE"},
     {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
     {"SLURM_ARRAY_TASK_ID", nullptr},
-    {"SLURM_PROCID", "SLURM_NTASKS"},
+    // The step's size, not SLURM_NTASKS: Slurm sets SLURM_NTASKS (and SLURM_PROCID=0) for the whole
+    // allocation in the batch script too, where pileprep run without srun is a single process;
+    // split by them, it took its 1/N of the files, the other N-1 shares made by nobody, and exited 0.
+    // Only an srun step's tasks get SLURM_STEP_NUM_TASKS (Slurm's env_array_for_step).
+    {"SLURM_PROCID", "SLURM_STEP_NUM_TASKS"},
 };
 
 const std::string* Lookup(const Environment& env, const char* name) {
@@ -145,7 +149,7 @@ absl::StatusOr<int> EnvInt(const Environment& env, const char* name) {
 
 bool SlurmArrayApplies(const Environment& env) {
   if (Lookup(env, "SLURM_ARRAY_TASK_ID") == nullptr) return false;
-  const std::string* ntasks = Lookup(env, "SLURM_NTASKS");
+  const std::string* ntasks = Lookup(env, "SLURM_STEP_NUM_TASKS");
   return ntasks == nullptr || *ntasks == "1";
 }
 
@@ -199,7 +203,7 @@ absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environ
     }
     return absl::InvalidArgumentError(absl::StrCat(
         "--rank ", flags.rank, " needs --nodes N, or one of NGC_ARRAY_SIZE, WORLD_SIZE, "
-        "OMPI_COMM_WORLD_SIZE, SLURM_NTASKS in the environment"));
+        "OMPI_COMM_WORLD_SIZE, SLURM_STEP_NUM_TASKS in the environment"));
   }
   for (const Family& f : kFamilies) {
     if (f.size == nullptr) {
@@ -213,6 +217,13 @@ absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environ
     PILEPREP_ASSIGN_OR_RETURN(a.size, EnvInt(env, f.size));
     a.decided_by = absl::StrCat(f.rank, "=", a.rank, " ", f.size, "=", a.size);
     return check(a);
+  }
+  if (const std::string* ntasks = Lookup(env, "SLURM_NTASKS"); ntasks != nullptr && *ntasks != "1") {
+    a.decided_by = absl::StrCat("SLURM_NTASKS=", *ntasks,
+                                " but no SLURM_STEP_NUM_TASKS: a Slurm batch script, not an srun "
+                                "step, so one process: every file here (launch it with srun to "
+                                "split the files over the tasks)");
+    return a;
   }
   a.decided_by = "no rank flags or variables: one node";
   return a;

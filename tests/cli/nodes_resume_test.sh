@@ -17,7 +17,7 @@ fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 # No rank variables from the environment this test runs in.
 unset NGC_ARRAY_INDEX NGC_ARRAY_SIZE RANK WORLD_SIZE OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE \
-  SLURM_PROCID SLURM_NTASKS SLURM_ARRAY_TASK_ID
+  SLURM_PROCID SLURM_NTASKS SLURM_STEP_NUM_TASKS SLURM_ARRAY_TASK_ID
 
 mkdir -p "$work/src"
 cp "$root/data/samples/00.jsonl.zst" "$work/src/00.jsonl.zst"
@@ -59,10 +59,17 @@ run_family() {  # name rank_var size_var [extra flags]
 run_family ngc NGC_ARRAY_INDEX NGC_ARRAY_SIZE
 run_family torchrun RANK WORLD_SIZE
 run_family mpi OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE
-run_family slurm SLURM_PROCID SLURM_NTASKS
+SLURM_NTASKS=4 run_family slurm SLURM_PROCID SLURM_STEP_NUM_TASKS   # srun's tasks
 run_family nodes-flag-rank-env NGC_ARRAY_INDEX "" --nodes 4   # pileprep --nodes $NGC_ARRAY_SIZE
 grep -q '"decided_by": "NGC_ARRAY_INDEX=2 NGC_ARRAY_SIZE=4"' "$work/n-ngc/pileprep-summary-rank2.json" ||
   bad "summary does not say which variables decided the rank"
+# A Slurm batch script that runs pileprep without srun: one process, SLURM_PROCID=0 and the
+# allocation's SLURM_NTASKS=4. It must take every file, not a quarter of them.
+SLURM_PROCID=0 SLURM_NTASKS=4 "$PILEPREP" --url "$work/src" --files 0-6 --output-dir "$work/n-batch" \
+  --dry-run >"$work/plan-batch" 2>&1 || bad "batch-script dry run failed"
+grep -q "rank 0 of 1: 00 01 02 03 04 05 06" "$work/plan-batch" &&
+  grep -q "no SLURM_STEP_NUM_TASKS.*srun" "$work/plan-batch" ||
+  bad "a batch script without srun does not take every file: $(cat "$work/plan-batch")"
 # Flags, overriding misleading variables.
 for r in 0 1 2 3; do
   RANK=0 WORLD_SIZE=1 "$PILEPREP" --url "$work/src" --files 0-6 --output-dir "$work/n-flags" --nodes 4 --rank $r \

@@ -7,6 +7,7 @@ namespace pileprep {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 
 TEST(ParseFileNumbers, AcceptsListsAndInclusiveRanges) {
   EXPECT_THAT(*ParseFileNumbers("0,3,5-7"), ElementsAre(0, 3, 5, 6, 7));
@@ -64,7 +65,9 @@ TEST(ResolveRank, EachFamilyOfVariables) {
       {{{"RANK", "3"}, {"WORLD_SIZE", "4"}}, 3, 4, "RANK=3 WORLD_SIZE=4"},
       {{{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "4"}}, 1, 4,
        "OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=4"},
-      {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}}, 0, 4, "SLURM_PROCID=0 SLURM_NTASKS=4"},
+      // An srun step's task: srun sets SLURM_STEP_NUM_TASKS (and SLURM_NTASKS) in each.
+      {{{"SLURM_PROCID", "3"}, {"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_NTASKS", "4"}}, 3, 4,
+       "SLURM_PROCID=3 SLURM_STEP_NUM_TASKS=4"},
       // BCP sets both NGC_ARRAY_* and RANK/WORLD_SIZE: NGC's come first.
       {{{"NGC_ARRAY_INDEX", "1"}, {"NGC_ARRAY_SIZE", "2"}, {"RANK", "9"}, {"WORLD_SIZE", "16"}}, 1, 2,
        "NGC_ARRAY_INDEX=1 NGC_ARRAY_SIZE=2"},
@@ -95,7 +98,7 @@ TEST(ResolveRank, FlagsWinOverTheEnvironment) {
   EXPECT_EQ(nodes_only->rank, 2);
   EXPECT_EQ(nodes_only->size, 4);
   EXPECT_EQ(nodes_only->decided_by, "--nodes 4, NGC_ARRAY_INDEX=2");
-  auto rank_only = ResolveRank({.rank = 1}, {{"SLURM_NTASKS", "2"}});
+  auto rank_only = ResolveRank({.rank = 1}, {{"SLURM_STEP_NUM_TASKS", "2"}});
   ASSERT_TRUE(rank_only.ok());
   EXPECT_EQ(rank_only->size, 2);
   EXPECT_FALSE(ResolveRank({.nodes = 4}, {}).ok());
@@ -109,11 +112,40 @@ TEST(ResolveRank, SlurmArrayTaskProcessesOneFile) {
   EXPECT_EQ(a->decided_by, "SLURM_ARRAY_TASK_ID=5");
   EXPECT_THAT(*FilesForAssignment({0, 1, 2, 3, 4, 5, 6}, *a), ElementsAre(5));
   EXPECT_FALSE(FilesForAssignment({0, 1}, *a).ok());
-  // An array of multi-task steps splits by SLURM_PROCID instead.
-  auto b = ResolveRank({}, {{"SLURM_ARRAY_TASK_ID", "5"}, {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}});
+  // The batch script of `sbatch --array 0-29 --ntasks-per-node 8`: SLURM_NTASKS is the allocation's,
+  // no step: still the array task's file (split by SLURM_PROCID=0 of 8 instead, all 30 tasks made
+  // files 0-2 and none made 3-29).
+  auto batch = ResolveRank(
+      {}, {{"SLURM_ARRAY_TASK_ID", "17"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "8"}});
+  ASSERT_TRUE(batch.ok());
+  EXPECT_EQ(batch->array_task, 17);
+  // An array of multi-task srun steps splits by SLURM_PROCID instead.
+  auto b = ResolveRank({}, {{"SLURM_ARRAY_TASK_ID", "5"},
+                            {"SLURM_PROCID", "1"},
+                            {"SLURM_STEP_NUM_TASKS", "2"},
+                            {"SLURM_NTASKS", "2"}});
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(b->array_task, -1);
   EXPECT_EQ(b->rank, 1);
+  EXPECT_EQ(b->size, 2);
+}
+
+// `sbatch -N 4 --ntasks-per-node 1 job.sh` whose script runs pileprep itself, without srun: one
+// process, with SLURM_PROCID=0 and SLURM_NTASKS=4 (the allocation's). It takes every file and says
+// why, instead of a quarter of them, the rest made by no one.
+TEST(ResolveRank, SlurmBatchScriptWithoutSrunIsOneProcessThatTakesEveryFile) {
+  auto a = ResolveRank({}, {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"SLURM_JOB_ID", "77"}});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->rank, 0);
+  EXPECT_EQ(a->size, 1);
+  EXPECT_EQ(a->array_task, -1);
+  EXPECT_THAT(a->decided_by, HasSubstr("SLURM_NTASKS=4 but no SLURM_STEP_NUM_TASKS"));
+  EXPECT_THAT(a->decided_by, HasSubstr("srun"));
+  EXPECT_EQ(FilesForAssignment({0, 1, 2, 3, 4, 5, 6}, *a)->size(), 7u);
+  // A single-task batch script is the plain single-node case.
+  auto one = ResolveRank({}, {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}});
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->decided_by, "no rank flags or variables: one node");
 }
 
 TEST(ResolveRank, RejectsNonsenseNamingTheVariable) {
