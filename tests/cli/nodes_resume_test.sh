@@ -12,7 +12,8 @@ server_pid=
 # output goes to a file: an orphan holding CTest's pipe would keep CTest waiting after a failure.
 stop_server() { [[ -n "$server_pid" ]] && kill -KILL "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null; server_pid=; }
 pid=  # a pileprep run in the background, killed on the way out too
-trap 'stop_server; [[ -n "$pid" ]] && kill -KILL "$pid" 2>/dev/null; rm -rf "$work"' EXIT
+holder=  # a lock holder (below), killed on the way out too
+trap 'stop_server; [[ -n "$pid" ]] && kill -KILL "$pid" 2>/dev/null; [[ -n "$holder" ]] && kill -- -"$holder" 2>/dev/null; rm -rf "$work"' EXIT
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 # No rank variables from the environment this test runs in.
@@ -133,6 +134,29 @@ cmp -s "$work/ref/my-gpt3_03_text_document.bin" "$work/r/my-gpt3_03_text_documen
 if ls "$work/r" | grep -q pileprep-tmp; then bad "resume left temporaries"; fi
 "$PILEPREP" --url "$work/src" --files 0-6 --output-dir "$work/r" --threads 2 --force 2>"$work/err" || bad "--force failed"
 grep -q skipped "$work/err" && bad "--force skipped something"
+
+# Another process holding a shard (flock(1) stands in for a second pileprep run on the same directory):
+# that shard is FAILED and left alone, temporaries included; the others are made; exit 1. Once it
+# is let go, a rerun makes it, and no lock file stays.
+mkdir -p "$work/l"
+touch "$work/l/my-gpt3_01_text_document.bin.pileprep-tmp"
+# In a session of its own, so that the holder and the sleep that inherits its lock go together.
+setsid flock -n "$work/l/my-gpt3_01.pileprep-lock" -c "touch '$work/l-held'; sleep 60" </dev/null >/dev/null 2>&1 &
+holder=$!
+for _ in $(seq 100); do [[ -e "$work/l-held" ]] && break; sleep 0.05; done
+"$PILEPREP" --url "$work/src" --files 0-2 --output-dir "$work/l" --threads 2 >"$work/out" 2>"$work/err"
+[[ $? -eq 1 ]] || bad "a shard held by another process: want exit 1"
+grep -q "01.jsonl.zst: another pileprep process is making it" "$work/err" || { bad "held shard not reported"; cat "$work/err"; }
+[[ -e "$work/l/my-gpt3_01_text_document.bin.pileprep-tmp" ]] || bad "the holder's temporary was removed"
+[[ -e "$work/l/my-gpt3_01_text_document.bin" ]] && bad "a held shard was made"
+for n in 00 02; do
+  cmp -s "$work/ref/my-gpt3_${n}_text_document.bin" "$work/l/my-gpt3_${n}_text_document.bin" || bad "lock: shard $n not made"
+done
+kill -- -"$holder" 2>/dev/null; wait "$holder" 2>/dev/null; holder=
+"$PILEPREP" --url "$work/src" --files 0-2 --output-dir "$work/l" --threads 2 -q >/dev/null 2>"$work/err" ||
+  { bad "rerun after the holder left failed"; cat "$work/err"; }
+cmp -s "$work/ref/my-gpt3_01_text_document.bin" "$work/l/my-gpt3_01_text_document.bin" || bad "lock: shard 01 not made on rerun"
+if ls "$work/l" | grep -q -E 'pileprep-(lock|tmp)'; then bad "lock files or temporaries left: $(ls "$work/l")"; fi
 
 # After an interruption: whatever is under a final name is complete (its .idx is the reference's).
 check_final_names() {  # dir what

@@ -11,11 +11,13 @@
 #include "common.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -25,6 +27,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -65,6 +68,77 @@ std::string CachePath(const JobConfig& job, int n) {
   if (job.keep_downloads.empty()) return "";
   return (std::filesystem::path(job.keep_downloads) / ShardFileName(n)).string();
 }
+
+// One process at a time per shard. Two runs on the same output directory (a requeued job whose old
+// allocation still runs, two launchers' rank variables both set, a rerun started by hand) would
+// otherwise delete and truncate each other's temporaries, and one could rename the other's half
+// .bin beside its own .idx. Each shard of this run is locked (flock on
+// {output-dir}/{prefix}_NN.pileprep-lock, which names the holder) before its temporaries are
+// touched, and held to the end of the run; a shard another process holds is reported FAILED,
+// untouched. The holder removes the file while it still holds the lock, and a locker checks that
+// the path still names the file it locked, so two processes never both hold a lock on the path.
+// A file system without flock (Lustre mounted -o noflock) runs unlocked, saying so.
+class ShardLock {
+ public:
+  static std::string PathFor(const JobConfig& job, int n) {
+    return (std::filesystem::path(job.output_dir) /
+            absl::StrFormat("%s_%02d.pileprep-lock", job.output_prefix, n))
+        .string();
+  }
+
+  // The lock, or nullptr with *held_by set (the holder's "pid P on HOST") when another process has
+  // it, or nullptr with *unsupported set when the file system cannot lock.
+  static std::unique_ptr<ShardLock> TryAcquire(const std::string& path, std::string* held_by,
+                                               std::string* unsupported) {
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+      if (fd < 0) {
+        *unsupported = absl::StrCat(path, ": ", std::strerror(errno));
+        return nullptr;
+      }
+      if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        const int err = errno;
+        if (err == EWOULDBLOCK) {
+          char buf[256];
+          const ssize_t got = ::pread(fd, buf, sizeof(buf) - 1, 0);
+          std::string who(buf, got > 0 ? static_cast<size_t>(got) : 0);
+          while (!who.empty() && (who.back() == '\n' || who.back() == '\0')) who.pop_back();
+          *held_by = who.empty() ? "another process" : who;
+        } else {
+          *unsupported = absl::StrCat(path, ": flock: ", std::strerror(err));
+        }
+        ::close(fd);
+        return nullptr;
+      }
+      struct stat locked, named;
+      if (::fstat(fd, &locked) == 0 && ::stat(path.c_str(), &named) == 0 &&
+          locked.st_dev == named.st_dev && locked.st_ino == named.st_ino) {
+        char host[256] = "";
+        ::gethostname(host, sizeof(host) - 1);
+        const std::string me = absl::StrCat("pid ", ::getpid(), " on ", host, "\n");
+        if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) < 0) {
+          // Only the holder's name is lost; the lock holds.
+        }
+        return std::unique_ptr<ShardLock>(new ShardLock(fd, path));
+      }
+      ::close(fd);  // its holder removed it between our open and flock: lock the new one
+    }
+    *unsupported = absl::StrCat(path, ": the lock file kept being replaced");
+    return nullptr;
+  }
+
+  ~ShardLock() {
+    ::unlink(path_.c_str());  // while still held: see above
+    ::close(fd_);
+  }
+  ShardLock(const ShardLock&) = delete;
+  ShardLock& operator=(const ShardLock&) = delete;
+
+ private:
+  ShardLock(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  int fd_;
+  std::string path_;
+};
 
 // Temporaries a killed run may have left for shard n: they are never valid input to anything.
 void RemoveStaleTemporaries(const JobConfig& job, const Common& c, int n) {
@@ -398,13 +472,35 @@ int RunShardJob(int argc, char** argv, int first) {
   }
 
   // Resume: a killed run's temporaries go; complete, valid outputs stay and are not made again.
+  // Each shard is locked first (ShardLock), and stays locked until this function returns.
   std::vector<ShardOutcome> outcomes(mine->size());
+  std::vector<std::unique_ptr<ShardLock>> locks(mine->size());
   std::vector<size_t> todo;
+  int busy = 0;  // shards another process holds
+  bool said_unlocked = false;
   for (size_t i = 0; i < mine->size(); ++i) {
     const int n = (*mine)[i];
-    RemoveStaleTemporaries(job, c, n);
     outcomes[i].name = ShardFileName(n);
     outcomes[i].source = RedactUrl(ShardInput(job.source, n));
+    std::string held_by, unsupported;
+    locks[i] = ShardLock::TryAcquire(ShardLock::PathFor(job, n), &held_by, &unsupported);
+    if (locks[i] == nullptr && !held_by.empty()) {
+      outcomes[i].status = "FAILED";
+      outcomes[i].error = absl::StrCat(
+          outcomes[i].name, ": another pileprep process is making it (", held_by, ", lock ",
+          ShardLock::PathFor(job, n), "); left alone. Check for a second job or launcher on ",
+          job.output_dir, ", and rerun once it has stopped");
+      PrintError(outcomes[i].error);
+      ++busy;
+      continue;
+    }
+    if (locks[i] == nullptr && !said_unlocked) {
+      said_unlocked = true;
+      std::fprintf(stderr, "pileprep: running without shard locks (%s): make sure no other run "
+                           "writes to %s at the same time\n",
+                   unsupported.c_str(), job.output_dir.c_str());
+    }
+    RemoveStaleTemporaries(job, c, n);
     if (!job.force && !Cancelled() && AlreadyComplete(job, c, **tokenizer, n, &outcomes[i])) {
       if (!c.console.quiet) {
         std::fprintf(stderr, "%s: outputs already complete and valid; skipped (--force redoes it)\n",
@@ -520,7 +616,7 @@ int RunShardJob(int argc, char** argv, int first) {
     }
     for (std::thread& runner : runners) runner.join();
   }
-  int failed = 0;
+  int failed = busy;
   for (size_t i : todo) failed += outcomes[i].status != "done";
   const int cancel_exit = CancelExitCode();
 
