@@ -159,7 +159,8 @@ class ProgressObserver {
 // each gets {prefix}.bin/.idx, published only when the whole input succeeded and holds tokens.
 // Errors name the source and the line or byte offset: container damage (zstd), read errors, too many bad
 // records (options.jsonl.max_bad_records), write errors; Cancelled when options.cancel was set. On
-// error nothing is published (a dataset of several keys is published all or none); `stats` still
+// error nothing is published (a dataset of several keys is published all or none: a key with no
+// tokens at all beside keys that have some is FailedPrecondition, naming its prefix); `stats` still
 // tells how far the run got (bad records seen, bytes read).
 absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Tokenizer& tokenizer,
                          const std::vector<std::string>& output_prefixes,

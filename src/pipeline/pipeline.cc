@@ -797,21 +797,38 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
     for (auto& w : writers) w->Abort();
     return error;
   }
-  bool published = false;
+  // Several keys are published all or none: a failure, or a key with no tokens at all (which
+  // publishes nothing: no reader can open an empty dataset) beside keys that have some, withdraws
+  // the datasets already renamed into place. Otherwise the shard would read as made while a key's
+  // outputs were missing, and a --force run would leave an older input's dataset for that key.
+  std::vector<bool> renamed(writers.size(), false);
+  auto withdraw = [&] {
+    for (size_t j = 0; j < writers.size(); ++j) {
+      if (!renamed[j]) continue;  // an empty key's older outputs are left as a failure leaves them
+      internal::RemoveFileIfExists(writers[j]->idx_path()).IgnoreError();
+      internal::RemoveFileIfExists(writers[j]->bin_path()).IgnoreError();
+    }
+  };
+  size_t published = 0;
+  std::string empty_key_prefix;
   for (size_t k = 0; k < writers.size(); ++k) {
     absl::StatusOr<IndexedDatasetWriter::Result> r = writers[k]->Finish();
     if (!r.ok()) {
-      // Several keys are published all or none: withdraw the datasets already renamed into place.
-      for (size_t j = 0; j < k; ++j) {
-        internal::RemoveFileIfExists(writers[j]->idx_path()).IgnoreError();
-        internal::RemoveFileIfExists(writers[j]->bin_path()).IgnoreError();
-      }
+      withdraw();
       for (size_t j = k + 1; j < writers.size(); ++j) writers[j]->Abort();
       return r.status();
     }
-    published = published || r->published;
+    renamed[k] = r->published;
+    published += r->published;
+    if (!r->published && empty_key_prefix.empty()) empty_key_prefix = output_prefixes[k];
   }
-  stats.published = published;
+  if (published > 0 && published < writers.size()) {
+    withdraw();
+    return absl::FailedPreconditionError(absl::StrCat(
+        empty_key_prefix, ": no tokens in any document of its key, while the other keys have "
+        "some; the keys of a shard are published all or none, so nothing was published"));
+  }
+  stats.published = published > 0;
   return absl::OkStatus();
 }
 

@@ -651,5 +651,28 @@ TEST_F(PipelineTest, MultipleKeysWriteOneDatasetEach) {
   EXPECT_EQ(ib->document_indices, (std::vector<int64_t>{0, 1, 1}));
 }
 
+// A key whose every text is empty publishes nothing (no reader can open an empty dataset); beside
+// keys that do publish, the shard would look made with a key's outputs missing. All or none: the
+// other keys' datasets are withdrawn and the run fails, naming the empty key's prefix.
+TEST_F(PipelineTest, KeyWithNoTokensBesideOthersPublishesNoKey) {
+  const std::string plain = "{\"a\": \"one\", \"b\": \"\"}\n{\"a\": \"x\", \"b\": \"\"}\n";
+  MemorySource source(plain, 1000);
+  PipelineOptions options;
+  options.jsonl.json_keys = {"a", "b"};
+  options.writer.sync = false;
+  ShardStats stats;
+  const std::string pa = (dir_ / "e_a").string(), pb = (dir_ / "e_b").string();
+  const absl::Status s =
+      RunPipeline(source, InputFormat::kPlain, *tokenizer_, {pa, pb}, options, &stats);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find(pb + ": no tokens in any document of its key"), std::string::npos)
+      << s;
+  EXPECT_FALSE(stats.published);
+  for (const std::string& p : {pa, pb}) {
+    EXPECT_FALSE(fs::exists(p + ".bin")) << p;
+    EXPECT_FALSE(fs::exists(p + ".idx")) << p;
+  }
+}
+
 }  // namespace
 }  // namespace pileprep
