@@ -776,13 +776,24 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
   };
 
   tbb::task_arena arena(threads);
-  arena.execute([&] {
-    tbb::parallel_pipeline(
-        static_cast<size_t>(in_flight),
-        tbb::make_filter<void, Batch*>(tbb::filter_mode::serial_in_order, read_batch) &
-            tbb::make_filter<Batch*, Batch*>(tbb::filter_mode::parallel, process_batch) &
-            tbb::make_filter<Batch*, void>(tbb::filter_mode::serial_in_order, write_batch));
-  });
+  // An exception in a stage (std::bad_alloc when a buffer cannot grow: under ulimit -v, or with
+  // overcommit off) stops the pipeline and comes back here, where it becomes this input's error
+  // like any other: the writers abort and the caller goes on to its next input. Escaping, it
+  // ended the whole process (std::terminate: no summary, the remaining shards never tried).
+  try {
+    arena.execute([&] {
+      tbb::parallel_pipeline(
+          static_cast<size_t>(in_flight),
+          tbb::make_filter<void, Batch*>(tbb::filter_mode::serial_in_order, read_batch) &
+              tbb::make_filter<Batch*, Batch*>(tbb::filter_mode::parallel, process_batch) &
+              tbb::make_filter<Batch*, void>(tbb::filter_mode::serial_in_order, write_batch));
+    });
+  } catch (const std::bad_alloc&) {
+    fail(absl::ResourceExhaustedError(
+        absl::StrCat(source.name(), ": out of memory: a buffer could not be allocated")));
+  } catch (const std::exception& e) {
+    fail(absl::InternalError(absl::StrCat(source.name(), ": ", e.what())));
+  }
   std::move(join_ahead).Invoke();
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   // After the pipeline the read stage's totals are final (on failure too: how far the run got).

@@ -7,11 +7,14 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <new>
 #include <set>
 #include <sstream>
 #include <string>
@@ -649,6 +652,48 @@ TEST_F(PipelineTest, MultipleKeysWriteOneDatasetEach) {
   EXPECT_EQ(ia->sequence_lengths, (std::vector<int32_t>{2, 2}));  // "one" EOD, "x" EOD
   EXPECT_EQ(ib->sequence_lengths, (std::vector<int32_t>{3}));     // "two words" EOD
   EXPECT_EQ(ib->document_indices, (std::vector<int64_t>{0, 1, 1}));
+}
+
+// A source that hands out its bytes a little at a time, then throws std::bad_alloc, as a stage
+// does when a buffer cannot grow (ulimit -v, overcommit off).
+class ThrowingSource : public ByteSource {
+ public:
+  explicit ThrowingSource(std::string bytes) : bytes_(std::move(bytes)) {}
+  absl::StatusOr<size_t> Read(char* buffer, size_t capacity) override {
+    if (pos_ >= bytes_.size() / 2) throw std::bad_alloc();
+    const size_t n = std::min<size_t>({capacity, 100, bytes_.size() - pos_});
+    std::memcpy(buffer, bytes_.data() + pos_, n);
+    pos_ += n;
+    return n;
+  }
+  const std::string& name() const override { return name_; }
+
+ private:
+  std::string bytes_;
+  size_t pos_ = 0;
+  std::string name_ = "throwing.jsonl";
+};
+
+TEST_F(PipelineTest, OutOfMemoryInAStageIsTheInputsErrorNotACrash) {
+  std::string plain;
+  for (int i = 0; i < 200; ++i) plain += "{\"text\": \"document number " + std::to_string(i) + "\"}\n";
+  PipelineOptions options;
+  options.writer.sync = false;
+  for (int threads : {1, 2}) {
+    options.threads = threads;
+    ThrowingSource source(plain);
+    ShardStats stats;
+    const std::string prefix = (dir_ / ("oom" + std::to_string(threads))).string();
+    const absl::Status s =
+        RunPipeline(source, InputFormat::kPlain, *tokenizer_, {prefix}, options, &stats);
+    EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+    EXPECT_EQ(s.message(), "throwing.jsonl: out of memory: a buffer could not be allocated");
+    EXPECT_FALSE(stats.published);
+    for (const auto& entry : fs::directory_iterator(dir_)) {
+      EXPECT_EQ(entry.path().string().rfind(prefix, 0), std::string::npos)
+          << "left behind: " << entry.path();
+    }
+  }
 }
 
 // A key whose every text is empty publishes nothing (no reader can open an empty dataset); beside
