@@ -113,6 +113,19 @@ n_before=$(wc -l <"$work/log")
   bad "keep-downloads rerun: failed"
 [[ $(wc -l <"$work/log") -eq $n_before ]] || bad "rerun downloaded again despite the cache"
 same_outputs "keep-downloads" "$work/f" 00 01
+# A kept download that turns out damaged (cut short, as a close-delimited answer can be) fails its
+# shard and is removed, so that the next run downloads it again instead of failing on it forever.
+truncate -s 300000 "$work/cache/01.jsonl.zst"
+"$PILEPREP" --url "$url" --files 1 --output-dir "$work/f" --keep-downloads "$work/cache" --force \
+  >/dev/null 2>"$work/err"
+[[ $? -eq 1 ]] || bad "damaged kept download: want exit 1"
+grep -q "removed the kept download .*01.jsonl.zst: its bytes are damaged" "$work/err" ||
+  { bad "damaged kept download not removed"; cat "$work/err"; }
+[[ -e "$work/cache/01.jsonl.zst" ]] && bad "damaged kept download still there"
+"$PILEPREP" --url "$url" --files 1 --output-dir "$work/f" --keep-downloads "$work/cache" --force \
+  --retry-wait 0.05 -q 2>/dev/null || bad "rerun after a damaged kept download failed"
+cmp -s "$work/src/01.jsonl.zst" "$work/cache/01.jsonl.zst" || bad "kept download not fetched again"
+same_outputs "keep-downloads again" "$work/f" 01
 stop_server
 
 # 6. Secrets stay out of the logs.

@@ -592,7 +592,17 @@ int RunShardJob(int argc, char** argv, int first) {
     }
     outcome.source = cur.input;
     std::lock_guard<std::mutex> lock(report_mu);  // a shard's report stays in one piece
+    // A kept download whose bytes turn out damaged (a close-delimited answer cut short passes for
+    // complete when the server sent no length) must not be read again by every rerun: it goes, and
+    // the next run downloads the shard afresh.
+    const std::string cache = CachePath(job, n);
+    const bool drop_cache = absl::IsDataLoss(status) && !cache.empty() && ::unlink(cache.c_str()) == 0;
     ReportOutcome(outcome.name, cur.input, std::move(status), prefixes, shard_c, &outcome);
+    if (drop_cache) {
+      std::fprintf(stderr, "removed the kept download %s: its bytes are damaged; the next run "
+                           "downloads it again\n",
+                   cache.c_str());
+    }
   };
   if (shards_at_once == 1) {
     OpenedSource next;
