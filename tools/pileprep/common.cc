@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "format/file_util.h"
 #include "oneapi/tbb/info.h"
 #include "pileprep/gpt2_tokenizer.h"
 #include "pileprep/pipeline.h"
@@ -168,10 +169,24 @@ std::string StripPairSuffix(const std::string& arg) {
 
 absl::Status EnsureDirectory(const std::string& dir) {
   std::error_code ec;
+  // The parents whose entries creating `dir` adds: made durable below, before any output is
+  // published in it (a publish fsyncs only the directory it renames in).
+  std::vector<std::filesystem::path> parents;
+  std::filesystem::path p = std::filesystem::absolute(dir, ec).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();  // "a/b/" -> "a/b"
+  while (!ec && p.has_relative_path() && !std::filesystem::exists(p, ec)) {
+    parents.push_back(p.parent_path());
+    p = p.parent_path();
+  }
   std::filesystem::create_directories(dir, ec);
   if (ec) {
     return absl::PermissionDeniedError(
         absl::StrCat("--output-dir ", dir, ": cannot create: ", ec.message()));
+  }
+  for (const std::filesystem::path& parent : parents) {
+    if (auto s = internal::SyncDirectory(parent.string()); !s.ok()) {
+      return absl::PermissionDeniedError(absl::StrCat("--output-dir ", dir, ": ", s.message()));
+    }
   }
   if (::access(dir.c_str(), W_OK) != 0) {
     return absl::PermissionDeniedError(

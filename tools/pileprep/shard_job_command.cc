@@ -34,6 +34,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "format/file_util.h"
 #include "oneapi/tbb/info.h"
 #include "pileprep/fetch.h"
 #include "pileprep/gpt2_tokenizer.h"
@@ -253,7 +254,7 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& dat
     ::unlink(tmp.c_str());
     return absl::DataLossError(absl::StrCat(path, ": ", std::strerror(err)));
   }
-  return absl::OkStatus();
+  return internal::SyncDirectory(internal::DirName(path));  // the rename itself, durable
 }
 
 void PrintPlan(const std::vector<int>& files, const RankAssignment& a, const JobConfig& job,
