@@ -21,6 +21,7 @@
 #include <system_error>
 #include <thread>
 #include <type_traits>
+#include <unordered_set>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/status/status.h"
@@ -324,6 +325,39 @@ class BatchPool {
   std::vector<std::unique_ptr<Batch>> free_;
 };
 
+// The batches handed to TBB as raw pointers, from the read stage to the write stage. A stage that
+// throws cancels the pipeline, and TBB does not destroy the items it holds then: they are deleted
+// with this registry. (Two locks per batch of megabytes.)
+class InFlight {
+ public:
+  InFlight() = default;
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+  ~InFlight() {
+    for (Batch* b : held_) delete b;
+  }
+  Batch* Hand(std::unique_ptr<Batch> b) {
+    std::lock_guard<std::mutex> lock(mu_);
+    held_.insert(b.get());
+    return b.release();
+  }
+  std::unique_ptr<Batch> Take(Batch* raw) {
+    if (raw == nullptr) return nullptr;
+    std::lock_guard<std::mutex> lock(mu_);
+    held_.erase(raw);
+    return std::unique_ptr<Batch>(raw);
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_set<Batch*> held_;
+};
+
+absl::Status OutOfMemory(const ByteSource& source) {
+  return absl::ResourceExhaustedError(
+      absl::StrCat(source.name(), ": out of memory: a buffer could not be allocated"));
+}
+
 // A worker's JSON parser and pre-token cache: its own, or one the caller keeps
 // (PipelineOptions::caches).
 struct Worker {
@@ -369,10 +403,12 @@ InputFormat InputFormatForPath(const std::string& path) {
                                                                           : InputFormat::kPlain;
 }
 
-absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Tokenizer& tokenizer,
-                         const std::vector<std::string>& output_prefixes,
-                         const PipelineOptions& options, ShardStats* stats_out,
-                         ProgressObserver* observer) {
+namespace {
+
+absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2Tokenizer& tokenizer,
+                             const std::vector<std::string>& output_prefixes,
+                             const PipelineOptions& options, ShardStats* stats_out,
+                             ProgressObserver* observer) {
   const auto start = std::chrono::steady_clock::now();
   ShardStats& stats = *stats_out;
   stats = ShardStats{};
@@ -424,6 +460,7 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
       std::max(options.batch_bytes + options.read_bytes * 16, 2 * JsonRecordParser::kPadding) -
       JsonRecordParser::kPadding;
   BatchPool pool(batch_reserve);
+  InFlight in_tbb;  // after the pool: deleted first, whatever TBB left of a cancelled run
   bool input_done = false;
   uint64_t bytes_in = 0;            // read stage's totals (see Batch::bytes_in_total)
   uint64_t bytes_decompressed = 0;
@@ -598,7 +635,7 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
         fc.stop();
         return nullptr;
       }
-      return batch.release();
+      return in_tbb.Hand(std::move(batch));
     }
     if (!input_done && !failed.load(std::memory_order_relaxed) && cancelled()) {
       fail_cancelled();
@@ -647,7 +684,7 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
       } else {
         batch->bytes = all.substr(from, to - from);
       }
-      return batch.release();
+      return in_tbb.Hand(std::move(batch));
     }
     if (!fill_from_stream(batch.get())) {
       fc.stop();
@@ -657,7 +694,7 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
       fc.stop();
       return nullptr;
     }
-    return batch.release();
+    return in_tbb.Hand(std::move(batch));
   };
 
   auto process_batch = [&](Batch* batch) -> Batch* {
@@ -713,7 +750,7 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
   };
 
   auto write_batch = [&](Batch* raw) {
-    std::unique_ptr<Batch> batch(raw);
+    std::unique_ptr<Batch> batch = in_tbb.Take(raw);
     absl::Cleanup recycle = [&] { pool.Give(std::move(batch)); };
     if (batch == nullptr || failed.load(std::memory_order_relaxed)) return;
     stats.bytes_in = batch->bytes_in_total;
@@ -789,8 +826,7 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
               tbb::make_filter<Batch*, void>(tbb::filter_mode::serial_in_order, write_batch));
     });
   } catch (const std::bad_alloc&) {
-    fail(absl::ResourceExhaustedError(
-        absl::StrCat(source.name(), ": out of memory: a buffer could not be allocated")));
+    fail(OutOfMemory(source));
   } catch (const std::exception& e) {
     fail(absl::InternalError(absl::StrCat(source.name(), ": ", e.what())));
   }
@@ -823,7 +859,13 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
   size_t published = 0;
   std::string empty_key_prefix;
   for (size_t k = 0; k < writers.size(); ++k) {
-    absl::StatusOr<IndexedDatasetWriter::Result> r = writers[k]->Finish();
+    absl::StatusOr<IndexedDatasetWriter::Result> r = [&]() {
+      try {
+        return writers[k]->Finish();  // assembles the .idx: buffers
+      } catch (const std::bad_alloc&) {
+        return absl::StatusOr<IndexedDatasetWriter::Result>(OutOfMemory(source));
+      }
+    }();
     if (!r.ok()) {
       withdraw();
       for (size_t j = k + 1; j < writers.size(); ++j) writers[j]->Abort();
@@ -841,6 +883,26 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
   }
   stats.published = published > 0;
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Tokenizer& tokenizer,
+                         const std::vector<std::string>& output_prefixes,
+                         const PipelineOptions& options, ShardStats* stats_out,
+                         ProgressObserver* observer) {
+  // What throws outside the stages (a worker's pre-token cache, a writer's buffers) is the input's
+  // error too; the writers' destructors remove their temporaries on the way out.
+  try {
+    return RunPipelineImpl(source, format, tokenizer, output_prefixes, options, stats_out,
+                           observer);
+  } catch (const std::bad_alloc&) {
+    stats_out->published = false;
+    return OutOfMemory(source);
+  } catch (const std::exception& e) {
+    stats_out->published = false;
+    return absl::InternalError(absl::StrCat(source.name(), ": ", e.what()));
+  }
 }
 
 }  // namespace pileprep
