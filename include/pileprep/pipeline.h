@@ -155,13 +155,13 @@ class ProgressObserver {
   virtual void OnProgress(const ShardStats& so_far, int64_t source_size_hint) = 0;
 };
 
-// Processes one input. `output_prefixes` holds one prefix per JSON key (options.jsonl.json_keys order);
-// each gets {prefix}.bin/.idx, published only when the whole input succeeded and holds tokens.
-// Errors name the source and the line or byte offset: container damage (zstd), read errors, too many bad
-// records (options.jsonl.max_bad_records), write errors; Cancelled when options.cancel was set. On
-// error nothing is published (a dataset of several keys is published all or none: a key with no
-// tokens at all beside keys that have some is FailedPrecondition, naming its prefix); `stats` still
-// tells how far the run got (bad records seen, bytes read).
+// Processes one input. `output_prefixes` holds one prefix per JSON key (options.jsonl.json_keys
+// order); each gets {prefix}.bin/.idx, published only when the whole input succeeded and holds
+// tokens. Errors name the source and the line or byte offset: container damage (zstd), read errors,
+// too many bad records (options.jsonl.max_bad_records), write errors; Cancelled when options.cancel
+// was set. On error nothing is published (a dataset of several keys is published all or none: a key
+// with no tokens at all beside keys that have some is FailedPrecondition, naming its prefix);
+// `stats` still tells how far the run got (bad records seen, bytes read).
 absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Tokenizer& tokenizer,
                          const std::vector<std::string>& output_prefixes,
                          const PipelineOptions& options, ShardStats* stats,

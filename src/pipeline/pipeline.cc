@@ -878,7 +878,8 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
   if (published > 0 && published < writers.size()) {
     withdraw();
     return absl::FailedPreconditionError(absl::StrCat(
-        empty_key_prefix, ": no tokens in any document of its key, while the other keys have "
+        empty_key_prefix,
+        ": no tokens in any document of its key, while the other keys have "
         "some; the keys of a shard are published all or none, so nothing was published"));
   }
   stats.published = published > 0;

@@ -125,8 +125,8 @@ constexpr Family kFamilies[] = {
     {"SLURM_ARRAY_TASK_ID", nullptr},
     // The step's size, not SLURM_NTASKS: Slurm sets SLURM_NTASKS (and SLURM_PROCID=0) for the whole
     // allocation in the batch script too, where pileprep run without srun is a single process;
-    // split by them, it took its 1/N of the files, the other N-1 shares made by nobody, and exited 0.
-    // Only an srun step's tasks get SLURM_STEP_NUM_TASKS (Slurm's env_array_for_step).
+    // split by them, it took its 1/N of the files, the other N-1 shares made by nobody, and exited
+    // 0. Only an srun step's tasks get SLURM_STEP_NUM_TASKS (Slurm's env_array_for_step).
     {"SLURM_PROCID", "SLURM_STEP_NUM_TASKS"},
 };
 
@@ -201,9 +201,10 @@ absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environ
           "--nodes ", flags.nodes, " needs --rank R, or one of NGC_ARRAY_INDEX, RANK, "
           "OMPI_COMM_WORLD_RANK, SLURM_PROCID in the environment"));
     }
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--rank ", flags.rank, " needs --nodes N, or one of NGC_ARRAY_SIZE, WORLD_SIZE, "
-        "OMPI_COMM_WORLD_SIZE, SLURM_STEP_NUM_TASKS in the environment"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rank ", flags.rank,
+                     " needs --nodes N, or one of NGC_ARRAY_SIZE, WORLD_SIZE, "
+                     "OMPI_COMM_WORLD_SIZE, SLURM_STEP_NUM_TASKS in the environment"));
   }
   for (const Family& f : kFamilies) {
     if (f.size == nullptr) {
@@ -218,7 +219,8 @@ absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environ
     a.decided_by = absl::StrCat(f.rank, "=", a.rank, " ", f.size, "=", a.size);
     return check(a);
   }
-  if (const std::string* ntasks = Lookup(env, "SLURM_NTASKS"); ntasks != nullptr && *ntasks != "1") {
+  if (const std::string* ntasks = Lookup(env, "SLURM_NTASKS");
+      ntasks != nullptr && *ntasks != "1") {
     a.decided_by = absl::StrCat("SLURM_NTASKS=", *ntasks,
                                 " but no SLURM_STEP_NUM_TASKS: a Slurm batch script, not an srun "
                                 "step, so one process: every file here (launch it with srun to "

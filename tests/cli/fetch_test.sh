@@ -126,6 +126,17 @@ grep -q "removed the kept download .*01.jsonl.zst: its bytes are damaged" "$work
   --retry-wait 0.05 -q 2>/dev/null || bad "rerun after a damaged kept download failed"
 cmp -s "$work/src/01.jsonl.zst" "$work/cache/01.jsonl.zst" || bad "kept download not fetched again"
 same_outputs "keep-downloads again" "$work/f" 01
+# Not for failures that are not the bytes' (a wrong --json-keys: every record lacks the key, and
+# --max-bad-records 0 fails the shard), and never a local source directory's own files.
+"$PILEPREP" --url "$url" --files 1 --output-dir "$work/f" --keep-downloads "$work/cache" --force \
+  --json-keys nosuchkey --max-bad-records 0 -q >/dev/null 2>&1 && bad "wrong --json-keys did not fail"
+cmp -s "$work/src/01.jsonl.zst" "$work/cache/01.jsonl.zst" || bad "a bad-records failure removed a good kept download"
+mkdir -p "$work/local"
+cp "$work/src/00.jsonl.zst" "$work/local/00.jsonl.zst"
+truncate -s 300000 "$work/local/00.jsonl.zst"
+"$PILEPREP" --url "$work/local" --files 0 --output-dir "$work/lo" --keep-downloads "$work/local" -q \
+  >/dev/null 2>&1 && bad "a damaged local shard did not fail"
+[[ -e "$work/local/00.jsonl.zst" ]] || bad "a local source file was removed as a damaged kept download"
 stop_server
 
 # 6. Secrets stay out of the logs.

@@ -676,7 +676,8 @@ class ThrowingSource : public ByteSource {
 
 TEST_F(PipelineTest, OutOfMemoryInAStageIsTheInputsErrorNotACrash) {
   std::string plain;
-  for (int i = 0; i < 200; ++i) plain += "{\"text\": \"document number " + std::to_string(i) + "\"}\n";
+  for (int i = 0; i < 200; ++i)
+    plain += "{\"text\": \"document number " + std::to_string(i) + "\"}\n";
   PipelineOptions options;
   options.writer.sync = false;
   for (int threads : {1, 2}) {

@@ -61,15 +61,24 @@ TEST(ResolveRank, EachFamilyOfVariables) {
     std::string decided_by;
   };
   const Case cases[] = {
-      {{{"NGC_ARRAY_INDEX", "2"}, {"NGC_ARRAY_SIZE", "4"}}, 2, 4, "NGC_ARRAY_INDEX=2 NGC_ARRAY_SIZE=4"},
+      {{{"NGC_ARRAY_INDEX", "2"}, {"NGC_ARRAY_SIZE", "4"}},
+       2,
+       4,
+       "NGC_ARRAY_INDEX=2 NGC_ARRAY_SIZE=4"},
       {{{"RANK", "3"}, {"WORLD_SIZE", "4"}}, 3, 4, "RANK=3 WORLD_SIZE=4"},
-      {{{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "4"}}, 1, 4,
+      {{{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "4"}},
+       1,
+       4,
        "OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=4"},
       // An srun step's task: srun sets SLURM_STEP_NUM_TASKS (and SLURM_NTASKS) in each.
-      {{{"SLURM_PROCID", "3"}, {"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_NTASKS", "4"}}, 3, 4,
+      {{{"SLURM_PROCID", "3"}, {"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_NTASKS", "4"}},
+       3,
+       4,
        "SLURM_PROCID=3 SLURM_STEP_NUM_TASKS=4"},
       // BCP sets both NGC_ARRAY_* and RANK/WORLD_SIZE: NGC's come first.
-      {{{"NGC_ARRAY_INDEX", "1"}, {"NGC_ARRAY_SIZE", "2"}, {"RANK", "9"}, {"WORLD_SIZE", "16"}}, 1, 2,
+      {{{"NGC_ARRAY_INDEX", "1"}, {"NGC_ARRAY_SIZE", "2"}, {"RANK", "9"}, {"WORLD_SIZE", "16"}},
+       1,
+       2,
        "NGC_ARRAY_INDEX=1 NGC_ARRAY_SIZE=2"},
       // Half a family does not count.
       {{{"RANK", "3"}}, 0, 1, "no rank flags or variables: one node"},
@@ -112,9 +121,9 @@ TEST(ResolveRank, SlurmArrayTaskProcessesOneFile) {
   EXPECT_EQ(a->decided_by, "SLURM_ARRAY_TASK_ID=5");
   EXPECT_THAT(*FilesForAssignment({0, 1, 2, 3, 4, 5, 6}, *a), ElementsAre(5));
   EXPECT_FALSE(FilesForAssignment({0, 1}, *a).ok());
-  // The batch script of `sbatch --array 0-29 --ntasks-per-node 8`: SLURM_NTASKS is the allocation's,
-  // no step: still the array task's file (split by SLURM_PROCID=0 of 8 instead, all 30 tasks made
-  // files 0-2 and none made 3-29).
+  // The batch script of `sbatch --array 0-29 --ntasks-per-node 8`: SLURM_NTASKS is the
+  // allocation's, no step: still the array task's file (split by SLURM_PROCID=0 of 8 instead, all
+  // 30 tasks made files 0-2 and none made 3-29).
   auto batch = ResolveRank(
       {}, {{"SLURM_ARRAY_TASK_ID", "17"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "8"}});
   ASSERT_TRUE(batch.ok());

@@ -18,8 +18,8 @@
 namespace pileprep {
 namespace {
 
-using ::pileprep::testing::ReferenceBpe;
 using ::pileprep::testing::ReadFile;
+using ::pileprep::testing::ReferenceBpe;
 using ::pileprep::testing::ScopedTempDir;
 using ::pileprep::testing::WriteFile;
 

@@ -184,9 +184,9 @@ absl::Status EnsureDirectory(const std::string& dir) {
         absl::StrCat("--output-dir ", dir, ": cannot create: ", ec.message()));
   }
   for (const std::filesystem::path& parent : parents) {
-    if (auto s = internal::SyncDirectory(parent.string()); !s.ok()) {
-      return absl::PermissionDeniedError(absl::StrCat("--output-dir ", dir, ": ", s.message()));
-    }
+    // Best effort: a parent this process may enter but not read (mode 0711) cannot be opened to
+    // sync, which is no reason to refuse the run.
+    internal::SyncDirectory(parent.string()).IgnoreError();
   }
   if (::access(dir.c_str(), W_OK) != 0) {
     return absl::PermissionDeniedError(

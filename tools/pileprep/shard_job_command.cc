@@ -12,6 +12,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -30,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -75,10 +77,13 @@ std::string CachePath(const JobConfig& job, int n) {
 // otherwise delete and truncate each other's temporaries, and one could rename the other's half
 // .bin beside its own .idx. Each shard of this run is locked (flock on
 // {output-dir}/{prefix}_NN.pileprep-lock, which names the holder) before its temporaries are
-// touched, and held to the end of the run; a shard another process holds is reported FAILED,
-// untouched. The holder removes the file while it still holds the lock, and a locker checks that
-// the path still names the file it locked, so two processes never both hold a lock on the path.
-// A file system without flock (Lustre mounted -o noflock) runs unlocked, saying so.
+// touched, and held until the run is done with it; a shard another process holds is reported
+// FAILED, untouched. The holder removes the file while it still holds the lock, and a locker
+// checks that the path still names the file it locked, so two processes never both hold a lock on
+// the path.
+// A file system without flock (Lustre mounted -o noflock) runs unlocked, saying so; where flock
+// is local to a node (Lustre -o localflock, BeeGFS by default) only one node's runs exclude each
+// other.
 class ShardLock {
  public:
   static std::string PathFor(const JobConfig& job, int n) {
@@ -92,39 +97,54 @@ class ShardLock {
   static std::unique_ptr<ShardLock> TryAcquire(const std::string& path, std::string* held_by,
                                                std::string* unsupported) {
     for (int attempt = 0; attempt < 100; ++attempt) {
-      const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+      bool created = true;
+      int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      if (fd < 0 && errno == EEXIST) {
+        created = false;
+        fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+        // Another user's lock file (mode 0644 in a shared directory): flock works on a read-only
+        // descriptor too; only the holder's name is not written.
+        if (fd < 0 && errno == EACCES) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0 && errno == ENOENT) continue;  // removed by its holder meanwhile
+      }
       if (fd < 0) {
         *unsupported = absl::StrCat(path, ": ", std::strerror(errno));
         return nullptr;
       }
-      if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        const int err = errno;
-        if (err == EWOULDBLOCK) {
-          char buf[256];
-          const ssize_t got = ::pread(fd, buf, sizeof(buf) - 1, 0);
-          std::string who(buf, got > 0 ? static_cast<size_t>(got) : 0);
-          while (!who.empty() && (who.back() == '\n' || who.back() == '\0')) who.pop_back();
-          *held_by = who.empty() ? "another process" : who;
-        } else {
-          *unsupported = absl::StrCat(path, ": flock: ", std::strerror(err));
-        }
-        ::close(fd);
-        return nullptr;
-      }
-      struct stat locked, named;
-      if (::fstat(fd, &locked) == 0 && ::stat(path.c_str(), &named) == 0 &&
-          locked.st_dev == named.st_dev && locked.st_ino == named.st_ino) {
+      const bool locked = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+      const int err = errno;
+      // Whether the path still names the file this descriptor holds: its holder removes it
+      // while it still holds the lock, so a lock taken on a removed file means nothing.
+      struct stat held, named;
+      const bool current = ::fstat(fd, &held) == 0 && ::stat(path.c_str(), &named) == 0 &&
+                           held.st_dev == named.st_dev && held.st_ino == named.st_ino;
+      if (locked && current) {
         char host[256] = "";
         ::gethostname(host, sizeof(host) - 1);
         const std::string me = absl::StrCat("pid ", ::getpid(), " on ", host, "\n");
         if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) < 0) {
-          // Only the holder's name is lost; the lock holds.
+          // Only the holder's name is lost (a read-only descriptor); the lock holds.
         }
         return std::unique_ptr<ShardLock>(new ShardLock(fd, path));
       }
-      ::close(fd);  // its holder removed it between our open and flock: lock the new one
+      if (!locked && err == EWOULDBLOCK && current) {
+        char buf[256];
+        const ssize_t got = ::pread(fd, buf, sizeof(buf) - 1, 0);
+        std::string who(buf, got > 0 ? static_cast<size_t>(got) : 0);
+        while (!who.empty() && (who.back() == '\n' || who.back() == '\0')) who.pop_back();
+        *held_by = who.empty() ? "another process" : who;
+        ::close(fd);
+        return nullptr;
+      }
+      if (!locked && err != EWOULDBLOCK) {
+        *unsupported = absl::StrCat(path, ": flock: ", std::strerror(err));
+        if (created) ::unlink(path.c_str());  // no lock file left behind by an unlocked run
+        ::close(fd);
+        return nullptr;
+      }
+      ::close(fd);  // the file was replaced under us (its holder finished): try the new one
     }
-    *unsupported = absl::StrCat(path, ": the lock file kept being replaced");
+    *held_by = "processes that keep replacing the lock file";
     return nullptr;
   }
 
@@ -254,7 +274,11 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& dat
     ::unlink(tmp.c_str());
     return absl::DataLossError(absl::StrCat(path, ": ", std::strerror(err)));
   }
-  return internal::SyncDirectory(internal::DirName(path));  // the rename itself, durable
+  if (absl::Status synced = internal::SyncDirectory(internal::DirName(path)); !synced.ok()) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": written, but its directory was not synced: ", synced.message()));
+  }
+  return absl::OkStatus();
 }
 
 void PrintPlan(const std::vector<int>& files, const RankAssignment& a, const JobConfig& job,
@@ -473,7 +497,13 @@ int RunShardJob(int argc, char** argv, int first) {
   }
 
   // Resume: a killed run's temporaries go; complete, valid outputs stay and are not made again.
-  // Each shard is locked first (ShardLock), and stays locked until this function returns.
+  // Each shard is locked first (ShardLock), and stays locked until this run is done with it: a
+  // rank with many files holds as many descriptors, so the soft limit goes up to the hard one.
+  if (struct rlimit nofile;
+      ::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &nofile);
+  }
   std::vector<ShardOutcome> outcomes(mine->size());
   std::vector<std::unique_ptr<ShardLock>> locks(mine->size());
   std::vector<size_t> todo;
@@ -497,12 +527,14 @@ int RunShardJob(int argc, char** argv, int first) {
     }
     if (locks[i] == nullptr && !said_unlocked) {
       said_unlocked = true;
-      std::fprintf(stderr, "pileprep: running without shard locks (%s): make sure no other run "
-                           "writes to %s at the same time\n",
+      std::fprintf(stderr,
+                   "pileprep: running without shard locks (%s): make sure no other run "
+                   "writes to %s at the same time\n",
                    unsupported.c_str(), job.output_dir.c_str());
     }
     RemoveStaleTemporaries(job, c, n);
     if (!job.force && !Cancelled() && AlreadyComplete(job, c, **tokenizer, n, &outcomes[i])) {
+      locks[i].reset();  // complete: nothing more to guard, and one descriptor fewer
       if (!c.console.quiet) {
         std::fprintf(stderr, "%s: outputs already complete and valid; skipped (--force redoes it)\n",
                      outcomes[i].name.c_str());
@@ -592,16 +624,28 @@ int RunShardJob(int argc, char** argv, int first) {
       break;
     }
     outcome.source = cur.input;
-    std::lock_guard<std::mutex> lock(report_mu);  // a shard's report stays in one piece
     // A kept download whose bytes turn out damaged (a close-delimited answer cut short passes for
     // complete when the server sent no length) must not be read again by every rerun: it goes, and
-    // the next run downloads the shard afresh.
+    // the next run downloads the shard afresh. Only for the decoder's verdict on bytes that came
+    // from the cache or were downloaded into it: not for bad records, read errors, or a local
+    // source directory that is also the --keep-downloads one.
     const std::string cache = CachePath(job, n);
-    const bool drop_cache = absl::IsDataLoss(status) && !cache.empty() && ::unlink(cache.c_str()) == 0;
-    ReportOutcome(outcome.name, cur.input, std::move(status), prefixes, shard_c, &outcome);
+    const bool cache_bytes = !cache.empty() && job.source.kind != SourceKind::kLocalDirectory &&
+                             (cur.http != nullptr || cur.input == cache);
+    const bool damaged = (absl::IsDataLoss(status) || absl::IsInvalidArgument(status)) &&
+                         (absl::StrContains(status.message(), ": zstd: ") ||
+                          absl::StrContains(status.message(), ": not a zstd stream"));
+    const std::string input = cur.input;
+    cur =
+        OpenedSource{};  // a download stops here: it cannot rename its cache file after the unlink
+    const bool drop_cache = cache_bytes && damaged && ::unlink(cache.c_str()) == 0;
+    std::lock_guard<std::mutex> lock(report_mu);  // a shard's report stays in one piece
+    ReportOutcome(outcome.name, input, std::move(status), prefixes, shard_c, &outcome);
+    locks[i].reset();  // published or not, this run is done with the shard
     if (drop_cache) {
-      std::fprintf(stderr, "removed the kept download %s: its bytes are damaged; the next run "
-                           "downloads it again\n",
+      std::fprintf(stderr,
+                   "removed the kept download %s: its bytes are damaged; the next run "
+                   "downloads it again\n",
                    cache.c_str());
     }
   };
@@ -653,7 +697,7 @@ int RunShardJob(int argc, char** argv, int first) {
       (std::filesystem::path(job.output_dir) / absl::StrCat("pileprep-summary-rank", summary_rank, ".json"))
           .string();
   if (auto s = WriteFileAtomically(summary_path, SummaryJson(info, outcomes)); !s.ok()) {
-    PrintError(absl::StrCat("summary not written: ", s.message()));
+    PrintError(absl::StrCat("summary: ", s.message()));
     if (cancel_exit != 0) return cancel_exit;
     if (failed == 0) return kExitFailed;
   }
