@@ -200,7 +200,10 @@ class GptDataset {
   int64_t sample_tokens() const { return sample_tokens_; }
 
   // Sample i's text as int64 tokens (Megatron's "text"; tokens = text[:-1], labels = text[1:]).
-  // Errors: OutOfRange.
+  // sample_tokens() of them, except the last sample of a split kept with
+  // drop_last_partial_sequence = false, which may be shorter: Megatron pads that one with its pad
+  // id before building the sample dict (the Python module's TorchGPTDataset does too); GetSample
+  // returns the real tokens only. Errors: OutOfRange.
   absl::Status GetSample(int64_t i, std::vector<int64_t>* text) const;
   // Where sample i's tokens are (zero-copy access through dataset(k)). Returns k, the dataset.
   absl::StatusOr<int> GetSampleParts(int64_t i, std::vector<SamplePart>* parts) const;

@@ -9,6 +9,8 @@
 `TorchGPTDataset` (when torch is importable) wraps a GPTDataset as a torch Dataset that returns
 Megatron's dict: tokens, labels, loss_mask, position_ids (and attention_mask on request).
 """
+import numpy
+
 from ._pileprep import (  # noqa: F401
     GPTDataset,
     IndexedDataset,
@@ -31,22 +33,33 @@ except ImportError:  # the loader itself needs only numpy
     _torch = None
 
 
-def _megatron_sample(text, add_extra_token, eod_token, eod_mask_loss, pad_token, create_attention_mask,
-                     torch):
-    """GPTDataset.__getitem__'s tensors for one sample (default position ids and attention mask)."""
-    text = torch.from_numpy(text)
+def _megatron_sample(text, seq_length, add_extra_token, eod_token, eod_mask_loss, pad_token,
+                     create_attention_mask, torch):
+    """GPTDataset.__getitem__'s tensors for one sample (default position ids and attention mask).
+
+    As Megatron does it: a sample shorter than seq_length (+1 with the extra token), the last one of a
+    validation split kept with drop_last_partial_validation_sequence=False, is padded with pad_token;
+    positions whose label is pad_token are masked out of the loss; and pad_token becomes 0 in tokens
+    and labels, so that the embedding can look it up and the loss never sees a negative target.
+    """
+    want = seq_length + (1 if add_extra_token else 0)
+    if len(text) < want:
+        text = numpy.concatenate([numpy.asarray(text, dtype=numpy.int64),
+                                  numpy.full(want - len(text), pad_token, dtype=numpy.int64)])
+    text = torch.from_numpy(numpy.asarray(text, dtype=numpy.int64))
     if add_extra_token:
         tokens = text[:-1].contiguous()
         labels = text[1:].contiguous()
-        loss_mask = torch.ones(tokens.shape[0], dtype=torch.float)
     else:
         tokens = text
         labels = torch.roll(text, shifts=-1, dims=0)
         labels[-1] = pad_token
-        loss_mask = torch.ones(tokens.shape[0], dtype=torch.float)
-        loss_mask[-1] = 0.0
+    loss_mask = torch.ones(tokens.shape[0], dtype=torch.float)
     if eod_mask_loss and eod_token is not None:
         loss_mask[tokens == eod_token] = 0.0
+    loss_mask[labels == pad_token] = 0.0
+    tokens[tokens == pad_token] = 0
+    labels[labels == pad_token] = 0
     sample = {
         "tokens": tokens,
         "labels": labels,
@@ -80,7 +93,8 @@ if _torch is not None:
             return len(self.dataset)
 
         def __getitem__(self, i):
-            return _megatron_sample(self.dataset[i], self.dataset.add_extra_token, self.eod_token,
+            return _megatron_sample(self.dataset[i], self.dataset.seq_length,
+                                    self.dataset.add_extra_token, self.eod_token,
                                     self.eod_mask_loss, self.pad_token, self.create_attention_mask,
                                     _torch)
 

@@ -566,6 +566,83 @@ def test_cache(pileprep, writer, tmp):
     check(not c.loaded_from_cache, "cache: another split is another key")
 
 
+class _FakeTensor(numpy.ndarray):
+    """numpy standing in for torch tensors in _megatron_sample (torch is not a test dependency)."""
+
+    def contiguous(self):
+        return self
+
+    def unsqueeze(self, dim):
+        return numpy.expand_dims(self, dim).view(_FakeTensor)
+
+
+class _FakeTorch:
+    float = numpy.float32
+    long = numpy.int64
+
+    @staticmethod
+    def from_numpy(a):
+        return numpy.array(a).view(_FakeTensor)
+
+    @staticmethod
+    def roll(t, shifts, dims):
+        return numpy.roll(t, shifts, axis=dims).view(_FakeTensor)
+
+    @staticmethod
+    def ones(shape, dtype=None):
+        return numpy.ones(shape, dtype=dtype).view(_FakeTensor)
+
+    @staticmethod
+    def arange(n, dtype=None):
+        return numpy.arange(n, dtype=dtype).view(_FakeTensor)
+
+    @staticmethod
+    def tril(t):
+        return numpy.tril(t).view(_FakeTensor)
+
+
+def ref_megatron_sample(text, seq, extra, eod, eod_mask_loss, pad):
+    """Megatron-core GPTDataset: _query_document_sample_shuffle_indices' padding, then __getitem__."""
+    text = numpy.asarray(text, dtype=numpy.int64)
+    if len(text) < seq + extra:
+        text = numpy.concatenate([text, numpy.full(seq + extra - len(text), pad, dtype=numpy.int64)])
+    if extra:
+        tokens, labels = text[:-1].copy(), text[1:].copy()
+    else:
+        tokens, labels = text.copy(), numpy.roll(text, -1)
+        labels[-1] = pad
+    loss_mask = numpy.ones(len(tokens), dtype=numpy.float32)
+    if eod_mask_loss:
+        loss_mask[tokens == eod] = 0.0
+    loss_mask[labels == pad] = 0.0
+    tokens[tokens == pad] = 0
+    labels[labels == pad] = 0
+    return tokens, labels, loss_mask
+
+
+def test_sample_dict(pileprep):
+    """The torch adapter's sample dict, with numpy standing in for torch: short samples padded,
+    pad labels masked out of the loss and mapped to 0, as Megatron does."""
+    import pileprep as package
+    build = package._megatron_sample
+    rnd = random.Random(7)
+    for trial in range(200):
+        seq = rnd.randint(1, 12)
+        extra = rnd.randint(0, 1)
+        n = rnd.randint(1, seq + extra)  # the last sample of a split may be short
+        text = numpy.array([rnd.choice([5, 7, 50256, 11]) for _ in range(n)], dtype=numpy.int64)
+        pad = rnd.choice([-1, 0, 7])
+        eod_mask = rnd.random() < 0.5
+        got = build(text, seq, bool(extra), 50256, eod_mask, pad, rnd.random() < 0.3, _FakeTorch)
+        exp = ref_megatron_sample(text, seq, extra, 50256, eod_mask, pad)
+        what = f"sample dict trial {trial} (seq {seq}, extra {extra}, {n} tokens, pad {pad})"
+        check(len(got["tokens"]) == seq, what + ": length")
+        same(numpy.asarray(got["tokens"]), exp[0], what + ": tokens")
+        same(numpy.asarray(got["labels"]), exp[1], what + ": labels")
+        same(numpy.asarray(got["loss_mask"]), exp[2], what + ": loss_mask")
+        check(int(numpy.asarray(got["labels"]).min()) >= 0, what + ": a negative label")
+
+
 def test_readme_examples(pileprep):
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
         readme = f.read()
@@ -612,6 +689,7 @@ def main():
         if args.cli:
             test_readers_agree(pileprep, writer, tmp, args.cli, seed)
         test_readme_examples(pileprep)
+        test_sample_dict(pileprep)
     if hasattr(pileprep, "TorchGPTDataset"):
         print("torch adapter present")
     else:
