@@ -90,12 +90,22 @@ absl::StatusOr<EpochPlan> PlanEpochs(absl::Span<const int32_t> sizes,
         " tokens: too few for any sample"));
   }
   if (!o.num_samples) return plan;
-  const int64_t requested = *o.num_samples * o.sequence_length + extra;
-  int64_t tokens = plan.tokens_per_epoch;
-  while (tokens < requested) {
-    tokens += plan.tokens_per_epoch;
-    ++plan.num_epochs;
+  int64_t requested = 0;
+  if (__builtin_mul_overflow(*o.num_samples, int64_t{o.sequence_length}, &requested) ||
+      __builtin_add_overflow(requested, int64_t{extra}, &requested)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        *o.num_samples, " samples of ", o.sequence_length, " tokens: more than 2^63 tokens"));
   }
+  // The smallest e >= 1 with e * tokens_per_epoch >= requested (Megatron adds epochs one at a
+  // time; the same e in one division, whatever the ratio).
+  const int64_t epochs = std::max<int64_t>(
+      1, requested / plan.tokens_per_epoch + (requested % plan.tokens_per_epoch != 0));
+  if (epochs > std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        *o.num_samples, " samples need ", epochs, " epochs of the split's ",
+        plan.tokens_per_epoch, " tokens: too many"));
+  }
+  plan.num_epochs = static_cast<int>(epochs);
   if (plan.num_epochs > 1) {
     const int64_t seq = o.sequence_length;
     plan.samples_sans_final_epoch =
@@ -309,7 +319,8 @@ bool LoadCached(const std::string& dir, const std::string& key, absl::Span<const
   for (int64_t r = 0; r < rows; ++r) {
     int64_t pos = sample->values[2 * r];
     int64_t off = sample->values[2 * r + 1];
-    if (pos < 0 || pos >= docs || off < -1 ||
+    // -1 only in the last row, which no sample starts from.
+    if (pos < 0 || pos >= docs || off < (r + 1 == rows ? -1 : 0) ||
         off > sizes[static_cast<size_t>(doc->values[static_cast<size_t>(pos)])]) {
       return false;
     }
@@ -544,6 +555,10 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Open(const Blend& blend,
   if (blend.prefixes.empty()) return absl::InvalidArgumentError("data path: no prefix given");
   if (!blend.weights.empty() && blend.weights.size() != blend.prefixes.size()) {
     return absl::InvalidArgumentError("blend: one weight per prefix expected");
+  }
+  if (blend.prefixes.size() >= 32767) {  // dataset_index is int16, as Megatron's (which asserts)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "blend: ", blend.prefixes.size(), " datasets; at most 32766 (Megatron's limit)"));
   }
   if (options.split_index < 0 || options.split_index > 2) {
     return absl::InvalidArgumentError(

@@ -124,11 +124,15 @@ absl::StatusOr<NpyArray> DecodeNpy(const std::string& bytes, const std::string& 
     auto r = std::from_chars(p, end, v);
     if (r.ec != std::errc() || v < 0) return bad("bad shape");
     out.shape.push_back(v);
-    count *= v;
+    if (__builtin_mul_overflow(count, v, &count)) return bad("shape too large");
     p = r.ptr;
   }
   size_t data = start + header_len;
-  if (bytes.size() != data + item * static_cast<size_t>(count)) return bad("size does not match shape");
+  // Checked without overflow: a hostile shape must not pass as a small file.
+  if (bytes.size() < data || static_cast<uint64_t>(count) > (bytes.size() - data) / item ||
+      bytes.size() != data + item * static_cast<size_t>(count)) {
+    return bad("size does not match shape");
+  }
   out.values.resize(static_cast<size_t>(count));
   const char* q = bytes.data() + data;
   for (int64_t i = 0; i < count; ++i, q += item) {

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -10,12 +11,15 @@
 #include "gtest/gtest.h"
 #include "pileprep/indexed_dataset.h"
 #include "pileprep/indexed_dataset_view.h"
+#include "loader/npy.h"
 #include "testing/files.h"
 
 namespace pileprep {
 namespace {
 
+using ::pileprep::testing::ReadFile;
 using ::pileprep::testing::ScopedTempDir;
+using ::pileprep::testing::WriteFile;
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
@@ -175,6 +179,50 @@ TEST(GptDataset, CacheRoundTripsAndSurvivesCorruption) {
   ASSERT_TRUE(third.ok());
   EXPECT_FALSE((*third)->loaded_from_cache());
   EXPECT_EQ((*third)->indices().shuffle_index, (*first)->indices().shuffle_index);
+
+  // A sample index whose first row has offset -1 (only the last row may) is a miss too: a sample
+  // starting there would read before its sequence.
+  for (const auto& entry : std::filesystem::directory_iterator(o.cache_dir)) {
+    const std::string path = entry.path().string();
+    if (path.find("-sample_index.npy") == std::string::npos) continue;
+    auto rows = internal::DecodeNpy(ReadFile(path), path);
+    ASSERT_TRUE(rows.ok()) << rows.status();
+    rows->values[1] = -1;
+    WriteFile(path, internal::EncodeNpy(rows->descr, rows->shape, rows->values.data(),
+                                        rows->values.size()));
+  }
+  auto fourth = GptDataset::Open(prefix, o);
+  ASSERT_TRUE(fourth.ok());
+  EXPECT_FALSE((*fourth)->loaded_from_cache());
+  EXPECT_EQ((*fourth)->indices().sample_index, (*first)->indices().sample_index);
+}
+
+// Numbers that would overflow: more samples than 2^63 tokens, or than 2^31 epochs of the split, and
+// a blend of more datasets than Megatron's int16 dataset index holds.
+TEST(GptIndices, RefusesCountsThatWouldOverflow) {
+  GptIndexOptions o;
+  o.sequence_length = 4096;
+  o.num_samples = int64_t{1} << 62;
+  EXPECT_EQ(BuildGptIndices(kSizes, kAll, o).status().code(), absl::StatusCode::kInvalidArgument);
+  o.sequence_length = 1;
+  o.num_samples = int64_t{1} << 40;  // 25 tokens per epoch: 2^40 / 25 epochs
+  EXPECT_EQ(BuildGptIndices(kSizes, kAll, o).status().code(), absl::StatusCode::kInvalidArgument);
+  Blend many;
+  many.prefixes.assign(32767, "x");
+  GptDatasetOptions d;
+  d.sequence_length = 4;
+  auto ds = GptDataset::Open(many, d);
+  EXPECT_EQ(ds.status().code(), absl::StatusCode::kInvalidArgument) << ds.status();
+}
+
+// A hostile .npy shape whose element count overflows is refused, not taken for a small file.
+TEST(Npy, ShapeThatOverflowsIsRefused) {
+  const int32_t two[2] = {1, 2};
+  std::string bytes = internal::EncodeNpy("<i4", {2}, two, 2);
+  const size_t at = bytes.find("(2,)");
+  ASSERT_NE(at, std::string::npos);
+  bytes.replace(at, 4, "(4611686018427387905, 2)");  // (2^62 + 1) * 2 wraps to 2
+  EXPECT_FALSE(internal::DecodeNpy(bytes, "hostile.npy").ok());
 }
 
 TEST(Blending, VectorWeighted) {
