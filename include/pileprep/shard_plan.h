@@ -77,8 +77,7 @@ Environment CurrentEnvironment();
 //   task, when SLURM_STEP_NUM_TASKS is unset or 1), then SLURM_PROCID / SLURM_STEP_NUM_TASKS (one
 //   srun step over nodes). SLURM_NTASKS alone (a batch script run without srun: the allocation's
 //   task count, with SLURM_PROCID 0 in the one process there is) does not split: rank 0 of 1, and
-//   decided_by says so; nor does a step with SLURM_PTY_PORT set (the shell of `srun -n N --pty`,
-//   whose other tasks exit at once). With none of them: rank 0 of 1. InvalidArgument, naming the flag or
+//   decided_by says so. With none of them: rank 0 of 1. InvalidArgument, naming the flag or
 // variable, for a value that is not a whole number, a size below 1 or a rank outside [0, size).
 absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environment& env);
 

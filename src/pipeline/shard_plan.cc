@@ -214,16 +214,6 @@ absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environ
       return a;
     }
     if (Lookup(env, f.rank) == nullptr || Lookup(env, f.size) == nullptr) continue;
-    if (std::string_view(f.size) == "SLURM_STEP_NUM_TASKS" &&
-        Lookup(env, "SLURM_PTY_PORT") != nullptr && *Lookup(env, f.size) != "1") {
-      // `srun -n 4 --pty bash`: the shell is task 0 of 4, and the other three exited at once
-      // (srun gives them no terminal), so a pileprep started there is the only one.
-      a.decided_by = absl::StrCat(
-          "SLURM_PTY_PORT set, SLURM_STEP_NUM_TASKS=", *Lookup(env, f.size),
-          ": an interactive srun --pty shell, so one process: every file here (launch pileprep "
-          "itself with srun to split the files over the tasks)");
-      return a;
-    }
     PILEPREP_ASSIGN_OR_RETURN(a.rank, EnvInt(env, f.rank));
     PILEPREP_ASSIGN_OR_RETURN(a.size, EnvInt(env, f.size));
     a.decided_by = absl::StrCat(f.rank, "=", a.rank, " ", f.size, "=", a.size);

@@ -151,14 +151,6 @@ TEST(ResolveRank, SlurmBatchScriptWithoutSrunIsOneProcessThatTakesEveryFile) {
   EXPECT_THAT(a->decided_by, HasSubstr("SLURM_NTASKS=4 but no SLURM_STEP_NUM_TASKS"));
   EXPECT_THAT(a->decided_by, HasSubstr("srun"));
   EXPECT_EQ(FilesForAssignment({0, 1, 2, 3, 4, 5, 6}, *a)->size(), 7u);
-  // The shell of `srun -n 4 --pty bash` is task 0 of a 4-task step whose other tasks exited at once.
-  auto pty = ResolveRank({}, {{"SLURM_PROCID", "0"},
-                              {"SLURM_STEP_NUM_TASKS", "4"},
-                              {"SLURM_NTASKS", "4"},
-                              {"SLURM_PTY_PORT", "40123"}});
-  ASSERT_TRUE(pty.ok()) << pty.status();
-  EXPECT_EQ(pty->size, 1);
-  EXPECT_THAT(pty->decided_by, HasSubstr("srun --pty"));
   // A single-task batch script is the plain single-node case.
   auto one = ResolveRank({}, {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}});
   ASSERT_TRUE(one.ok());
