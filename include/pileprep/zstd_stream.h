@@ -99,6 +99,11 @@ class ZstdDecoder {
   std::unique_ptr<Impl> impl_;
 };
 
+// True for a ZstdDecoder error that says its input bytes are damaged or not zstd at all (a corrupt
+// or truncated stream, trailing garbage, a bad checksum, no zstd magic), as opposed to a limit, a
+// dictionary, or memory: what a kept copy of the input should not be read again for.
+bool IsDamagedZstdInput(const absl::Status& status);
+
 }  // namespace pileprep
 
 #endif  // PILEPREP_ZSTD_STREAM_H_

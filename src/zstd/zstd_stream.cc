@@ -10,12 +10,17 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/cord.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 
 namespace pileprep {
 namespace internal {
+
+constexpr char kDamagedInputPayload[] = "type.pileprep/zstd.damaged_input";
+
 namespace {
 
 constexpr uint32_t kZstdMagic = 0xFD2FB528u;
@@ -186,6 +191,11 @@ struct ZstdDecoder::Impl {
                               ? absl::StrCat("byte ", offset, ": ", cause)
                               : absl::StrCat(options.source_name, ": byte ", offset, ": ", cause);
     error = absl::Status(code, message);
+    // Every kDataLoss here is about the bytes; of the kInvalidArgument causes, only those that say
+    // the input is not zstd (the others are options and dictionaries).
+    if (code == absl::StatusCode::kDataLoss || absl::StartsWith(cause, "not a zstd stream")) {
+      error.SetPayload(internal::kDamagedInputPayload, absl::Cord("damaged"));
+    }
     return error;
   }
 
@@ -544,5 +554,9 @@ uint64_t ZstdDecoder::bytes_in() const { return impl_->bytes_in; }
 uint64_t ZstdDecoder::bytes_out() const { return impl_->bytes_out; }
 uint64_t ZstdDecoder::num_frames() const { return impl_->num_frames; }
 const ZstdDecoderOptions& ZstdDecoder::options() const { return impl_->options; }
+
+bool IsDamagedZstdInput(const absl::Status& status) {
+  return !status.ok() && status.GetPayload(internal::kDamagedInputPayload).has_value();
+}
 
 }  // namespace pileprep

@@ -241,6 +241,7 @@ TEST(ZstdDecoder, TruncatedFileIsDataLoss) {
         AllOf(StartsWith("truncated.jsonl.zst: byte " + std::to_string(data.size()) + ": "),
               HasSubstr("truncated stream"), HasSubstr("inside the frame starting at byte 0"),
               HasSubstr("(in the block starting at byte ")));
+    EXPECT_TRUE(IsDamagedZstdInput(d.status));
   }
 }
 
@@ -334,6 +335,7 @@ TEST(ZstdDecoder, PlainJsonLinesAreNamedAsSuch) {
         StartsWith(
             "not-zstd-plain.jsonl.zst: byte 0: not a zstd stream: looks like plain JSON lines"));
     EXPECT_EQ(d.bytes_in, 4u);  // refused as soon as the magic number is known
+    EXPECT_TRUE(IsDamagedZstdInput(d.status));
   }
 }
 
@@ -438,6 +440,7 @@ TEST(ZstdDecoder, WindowAboveLimitIsRefusedWithAdvice) {
                                      HasSubstr("limit of 128 MiB (window log 27)"),
                                      HasSubstr("--zstd-window-log-max=28")));
     EXPECT_EQ(d.out, "");
+    EXPECT_FALSE(IsDamagedZstdInput(d.status));  // a limit, not damage
   }
   for (int window_log_max : {28, 31}) {
     const Decoded d =
@@ -452,6 +455,7 @@ TEST(ZstdDecoder, WindowLogMaxOutOfRangeIsInvalidArgument) {
     const Decoded d = DecodeAll(Compress("x"), {.source_name = "w.zst", .window_log_max = bad});
     EXPECT_EQ(d.status.code(), absl::StatusCode::kInvalidArgument) << d.status;
     EXPECT_THAT(Msg(d.status), HasSubstr("window_log_max"));
+    EXPECT_FALSE(IsDamagedZstdInput(d.status));
   }
 }
 
@@ -491,6 +495,7 @@ TEST(ZstdDecoder, FrameNeedingADictionaryIsRefused) {
   EXPECT_THAT(Msg(d.status), AllOf(StartsWith("d.zst: byte " + std::to_string(lead.size()) + ": "),
                                    HasSubstr("needs dictionary ID 4242")));
   EXPECT_EQ(d.out, "first\n");
+  EXPECT_FALSE(IsDamagedZstdInput(d.status));
 }
 
 TEST(ZstdDecoder, ErrorsAreSticky) {
