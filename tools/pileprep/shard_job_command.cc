@@ -31,7 +31,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -44,6 +43,7 @@
 #include "pileprep/pipeline.h"
 #include "pileprep/shard_plan.h"
 #include "pileprep/validate.h"
+#include "pileprep/zstd_stream.h"
 #include "signals.h"
 
 namespace pileprep::cli {
@@ -514,12 +514,13 @@ int RunShardJob(int argc, char** argv, int first) {
     outcomes[i].name = ShardFileName(n);
     outcomes[i].source = RedactUrl(ShardInput(job.source, n));
     std::string held_by, unsupported;
-    locks[i] = ShardLock::TryAcquire(ShardLock::PathFor(job, n), &held_by, &unsupported);
+    const std::string lock_path = ShardLock::PathFor(job, n);
+    locks[i] = ShardLock::TryAcquire(lock_path, &held_by, &unsupported);
     if (locks[i] == nullptr && !held_by.empty()) {
       outcomes[i].status = "FAILED";
       outcomes[i].error = absl::StrCat(
           outcomes[i].name, ": another pileprep process is making it (", held_by, ", lock ",
-          ShardLock::PathFor(job, n), "); left alone. Check for a second job or launcher on ",
+          lock_path, "); left alone. Check for a second job or launcher on ",
           job.output_dir, ", and rerun once it has stopped");
       PrintError(outcomes[i].error);
       ++busy;
@@ -632,13 +633,11 @@ int RunShardJob(int argc, char** argv, int first) {
     const std::string cache = CachePath(job, n);
     const bool cache_bytes = !cache.empty() && job.source.kind != SourceKind::kLocalDirectory &&
                              (cur.http != nullptr || cur.input == cache);
-    const bool damaged = (absl::IsDataLoss(status) || absl::IsInvalidArgument(status)) &&
-                         (absl::StrContains(status.message(), ": zstd: ") ||
-                          absl::StrContains(status.message(), ": not a zstd stream"));
     const std::string input = cur.input;
-    cur =
-        OpenedSource{};  // a download stops here: it cannot rename its cache file after the unlink
-    const bool drop_cache = cache_bytes && damaged && ::unlink(cache.c_str()) == 0;
+    // A download stops here: it cannot rename its cache file after the unlink below.
+    cur = OpenedSource{};
+    const bool drop_cache =
+        cache_bytes && IsDamagedZstdInput(status) && ::unlink(cache.c_str()) == 0;
     std::lock_guard<std::mutex> lock(report_mu);  // a shard's report stays in one piece
     ReportOutcome(outcome.name, input, std::move(status), prefixes, shard_c, &outcome);
     locks[i].reset();  // published or not, this run is done with the shard
