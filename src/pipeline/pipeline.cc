@@ -353,9 +353,15 @@ class InFlight {
   std::unordered_set<Batch*> held_;
 };
 
-absl::Status OutOfMemory(const ByteSource& source) {
-  return absl::ResourceExhaustedError(
-      absl::StrCat(source.name(), ": out of memory: a buffer could not be allocated"));
+// The input's error for an exception that escaped its processing: std::bad_alloc (a buffer that
+// could not grow under ulimit -v or with overcommit off) is ResourceExhausted, anything else
+// Internal.
+absl::Status ExceptionStatus(const ByteSource& source, const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(source.name(), ": out of memory: a buffer could not be allocated"));
+  }
+  return absl::InternalError(absl::StrCat(source.name(), ": ", e.what()));
 }
 
 // A worker's JSON parser and pre-token cache: its own, or one the caller keeps
@@ -825,10 +831,8 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
               tbb::make_filter<Batch*, Batch*>(tbb::filter_mode::parallel, process_batch) &
               tbb::make_filter<Batch*, void>(tbb::filter_mode::serial_in_order, write_batch));
     });
-  } catch (const std::bad_alloc&) {
-    fail(OutOfMemory(source));
   } catch (const std::exception& e) {
-    fail(absl::InternalError(absl::StrCat(source.name(), ": ", e.what())));
+    fail(ExceptionStatus(source, e));
   }
   std::move(join_ahead).Invoke();
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -862,8 +866,8 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
     absl::StatusOr<IndexedDatasetWriter::Result> r = [&]() {
       try {
         return writers[k]->Finish();  // assembles the .idx: buffers
-      } catch (const std::bad_alloc&) {
-        return absl::StatusOr<IndexedDatasetWriter::Result>(OutOfMemory(source));
+      } catch (const std::exception& e) {
+        return absl::StatusOr<IndexedDatasetWriter::Result>(ExceptionStatus(source, e));
       }
     }();
     if (!r.ok()) {
@@ -897,12 +901,9 @@ absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Token
   try {
     return RunPipelineImpl(source, format, tokenizer, output_prefixes, options, stats_out,
                            observer);
-  } catch (const std::bad_alloc&) {
-    stats_out->published = false;
-    return OutOfMemory(source);
   } catch (const std::exception& e) {
     stats_out->published = false;
-    return absl::InternalError(absl::StrCat(source.name(), ": ", e.what()));
+    return ExceptionStatus(source, e);
   }
 }
 
