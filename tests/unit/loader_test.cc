@@ -257,20 +257,19 @@ TEST(Blending, ParsesDataPaths) {
 // each after normalizing), where adding them in order gives 0.9999999999999999 (and
 // 0.10000000000000002 each). The other figures are numpy 1.24's.
 TEST(Blending, WeightsAreNormalizedWithNumpysSum) {
-  std::string ten;
-  for (int i = 0; i < 10; ++i) ten += "0.1 P" + std::to_string(i) + " ";
-  auto b = ParseBlend(ten);
-  ASSERT_TRUE(b.ok()) << b.status();
-  ASSERT_EQ(b->weights.size(), 10u);
-  for (double w : b->weights) EXPECT_EQ(w, 0.1);
+  // `count` datasets weighted `weight` each: every normalized weight is `want`.
+  auto expect_equal_weights = [](int count, const std::string& weight, double want) {
+    std::string path;
+    for (int i = 0; i < count; ++i) path += weight + " P" + std::to_string(i) + " ";
+    auto b = ParseBlend(path);
+    ASSERT_TRUE(b.ok()) << b.status();
+    ASSERT_EQ(b->weights.size(), static_cast<size_t>(count));
+    for (double w : b->weights) EXPECT_EQ(w, want) << count << " x " << weight;
+  };
+  expect_equal_weights(10, "0.1", 0.1);
   // The Pile's 30 shards at 0.0333 each: numpy.sum 0.9990000000000001 (in order: 0.999), so each
   // weight is 0.03333333333333333 (in order: 0.03333333333333334).
-  std::string thirty;
-  for (int k = 0; k < 30; ++k) thirty += "0.0333 P" + std::to_string(k) + " ";
-  auto t = ParseBlend(thirty);
-  ASSERT_TRUE(t.ok()) << t.status();
-  ASSERT_EQ(t->weights.size(), 30u);
-  for (double w : t->weights) EXPECT_EQ(w, 0.03333333333333333);
+  expect_equal_weights(30, "0.0333", 0.03333333333333333);
 }
 
 TEST(GptDataset, WeightedBlendUsesBothDatasets) {

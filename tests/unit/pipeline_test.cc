@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -48,6 +47,14 @@ class PipelineTest : public ::testing::Test {
   }
   void TearDown() override {
     fs::remove_all(dir_);
+  }
+
+  // No file in the test's directory has a name starting with `prefix` (outputs or temporaries).
+  void ExpectNothingNamed(const std::string& prefix) const {
+    for (const auto& entry : fs::directory_iterator(dir_)) {
+      EXPECT_EQ(entry.path().string().rfind(prefix, 0), std::string::npos)
+          << "left behind: " << entry.path();
+    }
   }
 
   // Runs the pipeline and returns .bin + .idx bytes ("" when nothing was published).
@@ -654,24 +661,22 @@ TEST_F(PipelineTest, MultipleKeysWriteOneDatasetEach) {
   EXPECT_EQ(ib->document_indices, (std::vector<int64_t>{0, 1, 1}));
 }
 
-// A source that hands out its bytes a little at a time, then throws std::bad_alloc, as a stage
-// does when a buffer cannot grow (ulimit -v, overcommit off).
-class ThrowingSource : public ByteSource {
+// A MemorySource that hands out the first half of its bytes 100 at a time, then throws
+// std::bad_alloc, as a stage does when a buffer cannot grow (ulimit -v, overcommit off).
+class ThrowingSource : public MemorySource {
  public:
-  explicit ThrowingSource(std::string bytes) : bytes_(std::move(bytes)) {}
+  explicit ThrowingSource(const std::string& bytes)
+      : MemorySource(bytes, 100, "throwing.jsonl"), half_(bytes.size() / 2) {}
   absl::StatusOr<size_t> Read(char* buffer, size_t capacity) override {
-    if (pos_ >= bytes_.size() / 2) throw std::bad_alloc();
-    const size_t n = std::min<size_t>({capacity, 100, bytes_.size() - pos_});
-    std::memcpy(buffer, bytes_.data() + pos_, n);
-    pos_ += n;
+    if (delivered_ >= half_) throw std::bad_alloc();
+    absl::StatusOr<size_t> n = MemorySource::Read(buffer, capacity);
+    if (n.ok()) delivered_ += *n;
     return n;
   }
-  const std::string& name() const override { return name_; }
 
  private:
-  std::string bytes_;
-  size_t pos_ = 0;
-  std::string name_ = "throwing.jsonl";
+  const size_t half_;
+  size_t delivered_ = 0;
 };
 
 TEST_F(PipelineTest, OutOfMemoryInAStageIsTheInputsErrorNotACrash) {
@@ -690,10 +695,7 @@ TEST_F(PipelineTest, OutOfMemoryInAStageIsTheInputsErrorNotACrash) {
     EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
     EXPECT_EQ(s.message(), "throwing.jsonl: out of memory: a buffer could not be allocated");
     EXPECT_FALSE(stats.published);
-    for (const auto& entry : fs::directory_iterator(dir_)) {
-      EXPECT_EQ(entry.path().string().rfind(prefix, 0), std::string::npos)
-          << "left behind: " << entry.path();
-    }
+    ExpectNothingNamed(prefix);
   }
 }
 
@@ -729,10 +731,7 @@ TEST_F(PipelineTest, OutOfMemoryInTheWriteStageWithBatchesInFlightLeavesNothing)
         RunPipeline(source, InputFormat::kPlain, *tokenizer_, {prefix}, options, &stats, &observer);
     EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
     EXPECT_FALSE(stats.published);
-    for (const auto& entry : fs::directory_iterator(dir_)) {
-      EXPECT_EQ(entry.path().string().rfind(prefix, 0), std::string::npos)
-          << "left behind: " << entry.path();
-    }
+    ExpectNothingNamed(prefix);
   }
 }
 
