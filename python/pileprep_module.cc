@@ -56,6 +56,20 @@ py::array Narrowed(const std::vector<From>& v, std::vector<py::ssize_t> shape) {
   return a;
 }
 
+// A read-only numpy view of an index array in its own dtype (Megatron's), kept alive by `owner`:
+// no copy, so a cached index stays the shared mapping it is in C++.
+py::array View(const IndexArray& a, std::vector<py::ssize_t> shape, py::handle owner) {
+  switch (a.type()) {
+    case IndexArray::Type::kInt32:
+      return View(static_cast<const int32_t*>(a.data()), std::move(shape), owner);
+    case IndexArray::Type::kUint32:
+      return View(static_cast<const uint32_t*>(a.data()), std::move(shape), owner);
+    case IndexArray::Type::kInt64:
+      break;
+  }
+  return View(static_cast<const int64_t*>(a.data()), std::move(shape), owner);
+}
+
 struct PyIndexedDataset {
   std::shared_ptr<const IndexedDatasetView> view;
 };
@@ -107,20 +121,28 @@ PYBIND11_MODULE(_pileprep, m) {
                                auto s = d.view->sequence_lengths();
                                return View(s.data(), {static_cast<py::ssize_t>(s.size())}, self);
                              })
-      .def_property_readonly("sequence_pointers",
-                             [](py::object self) {
-                               const auto& d = self.cast<const PyIndexedDataset&>();
-                               auto s = d.view->sequence_pointers();
-                               return View(s.data(), {static_cast<py::ssize_t>(s.size())}, self);
-                             })
+      .def_property_readonly(
+          "sequence_pointers",
+          [](py::object self) {
+            const auto& d = self.cast<const PyIndexedDataset&>();
+            // int64 where they lie in the mapped .idx (not 8-byte aligned:
+            // numpy reads such arrays, as Megatron's own do)
+            return View(reinterpret_cast<const int64_t*>(d.view->raw_sequence_pointers()),
+                        {static_cast<py::ssize_t>(d.view->num_sequences())}, self);
+          })
       .def_property_readonly("document_indices",
                              [](py::object self) {
                                const auto& d = self.cast<const PyIndexedDataset&>();
-                               auto s = d.view->document_indices();
-                               return View(s.data(), {static_cast<py::ssize_t>(s.size())}, self);
+                               // int64 where they lie in the mapped .idx (not 8-byte aligned:
+                               // numpy reads such arrays, as Megatron's own do)
+                               return View(
+                                   reinterpret_cast<const int64_t*>(d.view->raw_document_indices()),
+                                   {static_cast<py::ssize_t>(d.view->num_documents() + 1)}, self);
                              })
-      .def_property_readonly("dtype", [](const PyIndexedDataset& d) { return NumpyDtype(d.view->dtype()); })
-      .def_property_readonly("num_tokens", [](const PyIndexedDataset& d) { return d.view->num_tokens(); })
+      .def_property_readonly("dtype",
+                             [](const PyIndexedDataset& d) { return NumpyDtype(d.view->dtype()); })
+      .def_property_readonly("num_tokens",
+                             [](const PyIndexedDataset& d) { return d.view->num_tokens(); })
       .def_property_readonly("prefix", [](const PyIndexedDataset& d) { return d.view->prefix(); });
 
   py::class_<PyGptDataset>(m, "GPTDataset")
@@ -171,28 +193,26 @@ PYBIND11_MODULE(_pileprep, m) {
              return a;
            })
       .def_property_readonly("document_index",
-                             [](const PyGptDataset& g) {
-                               const auto& ix = g.Single();
-                               return Narrowed<int32_t>(
-                                   ix.document_index,
-                                   {static_cast<py::ssize_t>(ix.document_index.size())});
+                             [](py::object self) {
+                               const auto& ix = self.cast<const PyGptDataset&>().Single();
+                               return View(ix.document_index,
+                                           {static_cast<py::ssize_t>(ix.document_index.size())},
+                                           self);
                              })
       .def_property_readonly("sample_index",
-                             [](const PyGptDataset& g) {
-                               const auto& ix = g.Single();
-                               std::vector<py::ssize_t> shape = {
-                                   static_cast<py::ssize_t>(ix.sample_index.size() / 2), 2};
-                               return ix.sample_index_int64 ? Narrowed<int64_t>(ix.sample_index, shape)
-                                                            : Narrowed<int32_t>(ix.sample_index, shape);
+                             [](py::object self) {
+                               const auto& ix = self.cast<const PyGptDataset&>().Single();
+                               return View(
+                                   ix.sample_index,
+                                   {static_cast<py::ssize_t>(ix.sample_index.size() / 2), 2}, self);
                              })
       .def_property_readonly("shuffle_index",
-                             [](const PyGptDataset& g) {
-                               const auto& ix = g.Single();
-                               std::vector<py::ssize_t> shape = {ix.size()};
-                               return ix.shuffle_index_int64 ? Narrowed<int64_t>(ix.shuffle_index, shape)
-                                                             : Narrowed<uint32_t>(ix.shuffle_index, shape);
+                             [](py::object self) {
+                               const auto& ix = self.cast<const PyGptDataset&>().Single();
+                               return View(ix.shuffle_index, {ix.size()}, self);
                              })
-      .def_property_readonly("num_epochs", [](const PyGptDataset& g) { return g.Single().num_epochs; })
+      .def_property_readonly("num_epochs",
+                             [](const PyGptDataset& g) { return g.Single().num_epochs; })
       .def_property_readonly("separate_final_epoch",
                              [](const PyGptDataset& g) { return g.Single().separate_final_epoch; })
       .def_property_readonly("is_blend", [](const PyGptDataset& g) { return g.ds->is_blend(); })
@@ -214,8 +234,9 @@ PYBIND11_MODULE(_pileprep, m) {
       .def_property_readonly("loaded_from_cache",
                              [](const PyGptDataset& g) { return g.ds->loaded_from_cache(0); })
       .def_property_readonly("seq_length", [](const PyGptDataset& g) { return g.seq_length; })
-      .def_property_readonly("add_extra_token",
-                             [](const PyGptDataset& g) { return g.ds->sample_tokens() > g.seq_length; });
+      .def_property_readonly("add_extra_token", [](const PyGptDataset& g) {
+        return g.ds->sample_tokens() > g.seq_length;
+      });
 
   m.def(
       "blending_indices",

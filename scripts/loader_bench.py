@@ -11,6 +11,8 @@ worth of samples, seq 2048; then again from the .npy cache) and g[i] over shuffl
 import argparse
 import os
 import struct
+import subprocess
+import sys
 import time
 
 import numpy
@@ -51,6 +53,20 @@ def write_dataset(prefix, tokens, seed=0):
     return n, lengths.size
 
 
+RANK_PROBE = """
+import sys, pileprep
+def rss(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+prefix, seq, samples, cache = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+anon, file = rss("RssAnon"), rss("RssFile")
+g = pileprep.GPTDataset(prefix, seq_length=seq, num_samples=samples, split="969,30,1", cache_dir=cache)
+assert g.loaded_from_cache
+print(rss("RssAnon") - anon, rss("RssFile") - file)
+"""
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--tokens", type=float, default=1e9)
@@ -82,6 +98,14 @@ def main():
                             cache_dir=cache)
     assert h.loaded_from_cache
     print(f"indices loaded from cache: {time.perf_counter() - t:.2f} s")
+    # What one more rank costs: a fresh process opens the dataset from the cache, and its own memory
+    # (RssAnon; the mapped files' pages are the page cache's, shared by every rank) is measured.
+    child = subprocess.run(
+        [sys.executable, "-c", RANK_PROBE, prefix, str(args.seq), str(num_samples), cache],
+        check=True, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    own, shared = (int(x) for x in child.stdout.split())
+    print(f"one more rank opening it from the cache: {own / 1e6:.1f} MB of its own memory (RssAnon), "
+          f"{shared / 1e6:.1f} MB of shared file pages (RssFile)")
 
     order = numpy.random.default_rng(1).integers(0, len(g), args.reads)
     for i in order[:1000]:

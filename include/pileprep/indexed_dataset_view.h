@@ -5,16 +5,22 @@
 //                             IndexedDatasetView::Open("data/my-gpt3_00_text_document"));
 //   absl::Span<const uint16_t> seq = ds->Sequence<uint16_t>(7);   // points into the mapped .bin
 //
-// Open maps the .idx, copies its three arrays out with memcpy (the 34-byte header leaves them
-// unaligned; the copies are aligned and cheap: 12 bytes per sequence) and unmaps it, then maps the
-// .bin read-only. Token arrays inside the .bin are aligned (the mapping is page-aligned and every
-// pointer is a multiple of the item size, which Open checks), so typed spans are safe.
+// Open maps the .idx and the .bin read-only and keeps both mapped, as Megatron's numpy memmaps do:
+// every process that opens a dataset (one per GPU) shares its pages through the page cache. Only
+// the sequence lengths are copied out (4 bytes per sequence; the 34-byte header leaves the arrays
+// unaligned, and the lengths are wanted as an aligned span): the pointers and document indices are
+// read where they lie (sequence_pointer(i), document_index(i)), so a dataset of The Pile's 210
+// million documents costs each process 0.8 GB, not 4.2. Token arrays inside the .bin are aligned
+// (the mapping is page-aligned and every pointer is a multiple of the item size, which Open
+// checks), so typed spans are safe. The files must not be rewritten in place while open (pileprep
+// and Megatron publish them by rename): a file cut short under a mapping raises SIGBUS where it is
+// read, and a pointer changed after Open is no longer the one checked.
 //
 // Validation on open (each failure is InvalidArgument naming the file and byte offset or entry):
 // magic, version 1, dtype code 4 (int32) or 8 (uint16), an .idx long enough for its counts
-// (trailing bytes are accepted, as Megatron's readers do), lengths >= 0, every pointer a multiple of
-// the item size, every sequence inside the .bin, document_indices starting at 0, non-decreasing and
-// <= the sequence count. Open errors: NotFound / PermissionDenied ... with path and strerror.
+// (trailing bytes are accepted, as Megatron's readers do), lengths >= 0, every pointer a multiple
+// of the item size, every sequence inside the .bin, document_indices starting at 0, non-decreasing
+// and <= the sequence count. Open errors: NotFound / PermissionDenied ... with path and strerror.
 //
 // Lifetime: spans returned point into the mapping and stay valid while the view lives (hold the
 // shared_ptr). Thread model: immutable after Open; any number of threads may read concurrently.
@@ -23,6 +29,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -56,20 +63,25 @@ class IndexedDatasetView {
 
   int64_t num_sequences() const { return static_cast<int64_t>(sequence_lengths_.size()); }
   // Documents (document_indices has one more entry).
-  int64_t num_documents() const { return static_cast<int64_t>(document_indices_.size()) - 1; }
+  int64_t num_documents() const { return num_documents_; }
   // Σ sequence_lengths.
   int64_t num_tokens() const { return num_tokens_; }
   // Size of the .bin in bytes.
   uint64_t bin_bytes() const { return bin_bytes_; }
 
   absl::Span<const int32_t> sequence_lengths() const { return sequence_lengths_; }
-  absl::Span<const int64_t> sequence_pointers() const { return sequence_pointers_; }
-  absl::Span<const int64_t> document_indices() const { return document_indices_; }
+  // Byte offset of sequence `i` in the .bin (0 <= i < num_sequences(), unchecked).
+  int64_t sequence_pointer(int64_t i) const { return LoadInt64(pointers_ + 8 * i); }
+  // Entry `i` of document_indices (0 <= i <= num_documents(), unchecked).
+  int64_t document_index(int64_t i) const { return LoadInt64(documents_ + 8 * i); }
+  // The .idx's pointer and document-index arrays where they lie in its mapping: little-endian
+  // int64, num_sequences() and num_documents() + 1 of them, not aligned to 8 bytes (for zero-copy
+  // views, such as the Python module's numpy arrays; C++ reads them with the accessors above).
+  const uint8_t* raw_sequence_pointers() const { return pointers_; }
+  const uint8_t* raw_document_indices() const { return documents_; }
 
   // Raw bytes of sequence `i` (0 <= i < num_sequences(), unchecked): itemsize() * length bytes.
-  const uint8_t* sequence_data(int64_t i) const {
-    return data_ + sequence_pointers_[static_cast<size_t>(i)];
-  }
+  const uint8_t* sequence_data(int64_t i) const { return data_ + sequence_pointer(i); }
   // Sequence `i` as tokens. T must be the storage type: uint16_t for kUint16, int32_t for kInt32
   // (unchecked; use dtype()). Zero-copy.
   template <typename T>
@@ -88,11 +100,20 @@ class IndexedDatasetView {
   std::string prefix_;
   TokenDType dtype_ = TokenDType::kUint16;
   size_t itemsize_ = 2;
+  static int64_t LoadInt64(const uint8_t* p) {
+    int64_t v;
+    std::memcpy(&v, p, 8);  // unaligned: never cast the pointer
+    return v;
+  }
+
   std::vector<int32_t> sequence_lengths_;
-  std::vector<int64_t> sequence_pointers_;
-  std::vector<int64_t> document_indices_;
+  int64_t num_documents_ = 0;
   int64_t num_tokens_ = 0;
-  const uint8_t* data_ = nullptr;  // the .bin mapping (nullptr for an empty .bin)
+  const uint8_t* idx_ = nullptr;        // the .idx mapping
+  uint64_t idx_bytes_ = 0;
+  const uint8_t* pointers_ = nullptr;   // in it: the sequence pointers
+  const uint8_t* documents_ = nullptr;  // and the document indices
+  const uint8_t* data_ = nullptr;       // the .bin mapping (nullptr for an empty .bin)
   uint64_t bin_bytes_ = 0;
 };
 

@@ -13,8 +13,9 @@
 //   std::vector<int64_t> text;
 //   PILEPREP_RETURN_IF_ERROR(ds->GetSample(0, &text));   // sequence_length + 1 tokens
 //
-// Lifetime: a GptDataset owns its indices and shares its IndexedDatasetViews. Thread model:
-// immutable after Open; GetSample may be called from any number of threads at once.
+// Lifetime: a GptDataset holds its indices (IndexArray: in memory, or mapped from the cache) and
+// shares its IndexedDatasetViews. Thread model: immutable after Open; GetSample may be called from
+// any number of threads at once.
 // Errors: InvalidArgument for bad options, split or blend strings (with the offending text),
 // FailedPrecondition for an empty split or a dataset with too few tokens, OutOfRange for a sample
 // index out of range, and the view's open errors (file and cause).
@@ -97,21 +98,63 @@ struct GptIndexOptions {
   bool drop_last_partial_sequence = true;
 };
 
-// Megatron-core's three index arrays for one dataset split. Values are stored widened; the
-// `*_int64` flags say which dtype Megatron would hold them in (and which the .npy cache and the
-// Python module use).
+// One of GPTDataset's index arrays, in the dtype Megatron holds it in (int32, uint32 or int64):
+// in memory when built, or a read-only mapping of its cached .npy file (GptDatasetOptions::
+// cache_dir), whose pages every process that opens the cache shares through the page cache, as
+// Megatron's numpy.load(mmap_mode="r") does: at The Pile's scale (146 million samples of 2048
+// tokens) the three arrays of a dataset take gigabytes, which eight ranks of a node would otherwise
+// each hold a copy of. Copies share the storage; immutable, so safe to read from any thread.
+class IndexArray {
+ public:
+  enum class Type : uint8_t { kInt32, kUint32, kInt64 };
+
+  IndexArray() = default;
+  // `values` narrowed to `type`; each must fit (the builders choose the type so that they do).
+  static IndexArray Narrowed(Type type, const std::vector<int64_t>& values);
+  static IndexArray Owning(std::vector<int32_t> values);
+  // `size` items of `type` at `data`, aligned for it, kept alive by `owner` (a mapping).
+  static IndexArray Borrowed(Type type, const void* data, size_t size,
+                             std::shared_ptr<const void> owner);
+
+  Type type() const { return type_; }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  size_t itemsize() const { return type_ == Type::kInt64 ? 8 : 4; }
+  const void* data() const { return data_; }
+  int64_t operator[](size_t i) const {
+    switch (type_) {
+      case Type::kInt32:
+        return static_cast<const int32_t*>(data_)[i];
+      case Type::kUint32:
+        return static_cast<const uint32_t*>(data_)[i];
+      case Type::kInt64:
+        break;
+    }
+    return static_cast<const int64_t*>(data_)[i];
+  }
+  // The values widened, for tests and small arrays.
+  std::vector<int64_t> ToVector() const;
+
+ private:
+  std::shared_ptr<const void> owner_;
+  const void* data_ = nullptr;
+  size_t size_ = 0;
+  Type type_ = Type::kInt64;
+};
+
+// Megatron-core's three index arrays for one dataset split, in Megatron's dtypes (which the .npy
+// cache and the Python module's numpy arrays have too).
 struct GptIndices {
   int32_t num_epochs = 0;
   bool separate_final_epoch = false;
   int64_t tokens_per_epoch = 0;
   // document_index (int32): sequence ids in sample order, epochs concatenated.
-  std::vector<int32_t> document_index;
+  IndexArray document_index;
   // sample_index, flattened rows of (position in document_index, token offset); rows = size() + 1.
-  std::vector<int64_t> sample_index;
-  bool sample_index_int64 = false;  // false: int32 (max(len(document_index), max size) fits)
-  // shuffle_index: a permutation of sample rows.
-  std::vector<int64_t> shuffle_index;
-  bool shuffle_index_int64 = false;  // false: uint32
+  // int32 when max(len(document_index), the largest sequence) fits, else int64.
+  IndexArray sample_index;
+  // shuffle_index: a permutation of sample rows; uint32 below 2^32 - 1 samples, else int64.
+  IndexArray shuffle_index;
   int64_t size() const { return static_cast<int64_t>(shuffle_index.size()); }
 };
 

@@ -188,11 +188,15 @@ int64_t MaxSize(absl::Span<const int32_t> sizes) {
   return m;
 }
 
-void SetDtypes(absl::Span<const int32_t> sizes, GptIndices* out) {
-  const int64_t sample_max =
-      std::max<int64_t>(static_cast<int64_t>(out->document_index.size()), MaxSize(sizes));
-  out->sample_index_int64 = sample_max > std::numeric_limits<int32_t>::max();
-  out->shuffle_index_int64 = out->size() >= int64_t{0xFFFFFFFF} - 1;
+// Megatron's dtypes: sample_index int32 when max(len(document_index), the largest sequence) fits,
+// shuffle_index uint32 below 2^32 - 1 samples.
+IndexArray::Type SampleIndexType(absl::Span<const int32_t> sizes, size_t documents) {
+  const int64_t sample_max = std::max<int64_t>(static_cast<int64_t>(documents), MaxSize(sizes));
+  return sample_max > std::numeric_limits<int32_t>::max() ? IndexArray::Type::kInt64
+                                                          : IndexArray::Type::kInt32;
+}
+IndexArray::Type ShuffleIndexType(int64_t samples) {
+  return samples >= int64_t{0xFFFFFFFF} - 1 ? IndexArray::Type::kInt64 : IndexArray::Type::kUint32;
 }
 
 absl::StatusOr<GptIndices> BuildWithPlan(absl::Span<const int32_t> sizes,
@@ -201,19 +205,27 @@ absl::StatusOr<GptIndices> BuildWithPlan(absl::Span<const int32_t> sizes,
   GptIndices out;
   FillPlan(plan, &out);
   NumpyRandomState rng(o.seed);
-  out.document_index.reserve(ids.size() * static_cast<size_t>(plan.num_epochs));
+  std::vector<int32_t> document_index;
+  document_index.reserve(ids.size() * static_cast<size_t>(plan.num_epochs));
   if (!plan.separate) {
-    AppendShuffledEpochs(ids, plan.num_epochs, &rng, &out.document_index);
+    AppendShuffledEpochs(ids, plan.num_epochs, &rng, &document_index);
   } else {
-    AppendShuffledEpochs(ids, plan.num_epochs - 1, &rng, &out.document_index);
-    AppendShuffledEpochs(ids, 1, &rng, &out.document_index);
+    AppendShuffledEpochs(ids, plan.num_epochs - 1, &rng, &document_index);
+    AppendShuffledEpochs(ids, 1, &rng, &document_index);
   }
-  BuildSampleIndex(sizes, out.document_index, o, plan.num_epochs, plan.tokens_per_epoch,
-                   &out.sample_index);
+  {
+    std::vector<int64_t> sample_index;
+    BuildSampleIndex(sizes, document_index, o, plan.num_epochs, plan.tokens_per_epoch,
+                     &sample_index);
+    out.sample_index =
+        IndexArray::Narrowed(SampleIndexType(sizes, document_index.size()), sample_index);
+  }
   const int64_t total = static_cast<int64_t>(out.sample_index.size() / 2) - 1;
+  std::vector<int64_t> shuffle_index;
   BuildShuffleIndex(plan.separate ? plan.samples_sans_final_epoch : total, total, &rng,
-                    &out.shuffle_index);
-  SetDtypes(sizes, &out);
+                    &shuffle_index);
+  out.shuffle_index = IndexArray::Narrowed(ShuffleIndexType(total), shuffle_index);
+  out.document_index = IndexArray::Owning(std::move(document_index));
   return out;
 }
 
@@ -292,70 +304,140 @@ std::string CachePath(const std::string& dir, const std::string& key, absl::stri
   return absl::StrCat(dir, "/", key, "-pileprep-gpt-", what);
 }
 
-// A cache hit fills `out` (its plan fields already set); anything unreadable or inconsistent is a
-// miss, and the caller rebuilds and rewrites.
+// One cached array, mapped: its header checked against the dtypes and shape expected (the type
+// Megatron would give it, so that the Python module's arrays are Megatron's), its values left to
+// the caller to check.
+std::optional<IndexArray> MapCached(const std::string& path, IndexArray::Type type,
+                                    const std::vector<int64_t>& shape) {
+  absl::StatusOr<internal::MappedNpy> npy = internal::MapNpy(path);
+  if (!npy.ok() || npy->shape != shape) return std::nullopt;
+  const char* descr = type == IndexArray::Type::kInt32    ? "<i4"
+                      : type == IndexArray::Type::kUint32 ? "<u4"
+                                                          : "<i8";
+  if (npy->descr != descr) return std::nullopt;
+  return IndexArray::Borrowed(type, npy->data, npy->count, npy->mapping);
+}
+
+// Checks every value of a cached array with `ok(value)`, typed (the arrays hold hundreds of
+// millions of values at The Pile's scale).
+template <typename F>
+bool AllValues(const IndexArray& a, F ok) {
+  auto all = [&](auto* values) {
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!ok(static_cast<int64_t>(values[i]), i)) return false;
+    }
+    return true;
+  };
+  switch (a.type()) {
+    case IndexArray::Type::kInt32:
+      return all(static_cast<const int32_t*>(a.data()));
+    case IndexArray::Type::kUint32:
+      return all(static_cast<const uint32_t*>(a.data()));
+    case IndexArray::Type::kInt64:
+      break;
+  }
+  return all(static_cast<const int64_t*>(a.data()));
+}
+
+// A cache hit fills `out` (its plan fields already set) with the mapped files; anything
+// unreadable or inconsistent is a miss, and the caller rebuilds and rewrites.
 bool LoadCached(const std::string& dir, const std::string& key, absl::Span<const int32_t> sizes,
                 absl::Span<const int32_t> ids, GptIndices* out) {
-  auto load = [&](absl::string_view what) -> std::optional<internal::NpyArray> {
-    std::string path = CachePath(dir, key, what);
-    auto bytes = internal::ReadWholeFile(path);
-    if (!bytes.ok()) return std::nullopt;
-    auto arr = internal::DecodeNpy(*bytes, path);
-    if (!arr.ok()) return std::nullopt;
-    return std::move(*arr);
-  };
-  auto doc = load("document_index.npy");
-  auto sample = load("sample_index.npy");
-  auto shuffle = load("shuffle_index.npy");
-  if (!doc || !sample || !shuffle) return false;
   const int64_t docs = static_cast<int64_t>(ids.size()) * out->num_epochs;
-  if (doc->descr != "<i4" || doc->shape != std::vector<int64_t>{docs}) return false;
-  if (sample->shape.size() != 2 || sample->shape[1] != 2 || sample->shape[0] < 1) return false;
-  const int64_t rows = sample->shape[0];
-  if (shuffle->shape != std::vector<int64_t>{rows - 1}) return false;
-  for (int64_t d : doc->values) {
-    if (d < 0 || d >= static_cast<int64_t>(sizes.size())) return false;
-  }
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t pos = sample->values[2 * r];
-    int64_t off = sample->values[2 * r + 1];
-    // -1 only in the last row, which no sample starts from.
-    if (pos < 0 || pos >= docs || off < (r + 1 == rows ? -1 : 0) ||
-        off > sizes[static_cast<size_t>(doc->values[static_cast<size_t>(pos)])]) {
-      return false;
+  auto doc = MapCached(CachePath(dir, key, "document_index.npy"), IndexArray::Type::kInt32, {docs});
+  if (!doc) return false;
+  const bool doc_ok = AllValues(
+      *doc, [&](int64_t d, size_t) { return d >= 0 && d < static_cast<int64_t>(sizes.size()); });
+  if (!doc_ok) return false;
+  auto shuffle_path = CachePath(dir, key, "shuffle_index.npy");
+  absl::StatusOr<internal::MappedNpy> shuffle_npy = internal::MapNpy(shuffle_path);
+  if (!shuffle_npy.ok() || shuffle_npy->shape.size() != 1) return false;
+  const int64_t samples = shuffle_npy->shape[0];
+  auto sample = MapCached(CachePath(dir, key, "sample_index.npy"),
+                          SampleIndexType(sizes, static_cast<size_t>(docs)), {samples + 1, 2});
+  auto shuffle = MapCached(shuffle_path, ShuffleIndexType(samples), {samples});
+  if (!sample || !shuffle) return false;
+  const int64_t rows = samples + 1;
+  int64_t pos = 0;
+  const bool sample_ok = AllValues(*sample, [&](int64_t v, size_t i) {
+    if (i % 2 == 0) {
+      pos = v;
+      return pos >= 0 && pos < docs;
     }
-  }
-  for (int64_t s : shuffle->values) {
-    if (s < 0 || s >= rows - 1) return false;
-  }
-  out->document_index.assign(doc->values.begin(), doc->values.end());
-  out->sample_index = std::move(sample->values);
-  out->shuffle_index = std::move(shuffle->values);
-  SetDtypes(sizes, out);
-  return out->sample_index_int64 == (sample->descr == "<i8") &&
-         out->shuffle_index_int64 == (shuffle->descr == "<i8");
+    // -1 only in the last row, which no sample starts from.
+    const bool last = static_cast<int64_t>(i / 2) + 1 == rows;
+    return v >= (last ? -1 : 0) &&
+           v <= sizes[static_cast<size_t>((*doc)[static_cast<size_t>(pos)])];
+  });
+  if (!sample_ok) return false;
+  if (!AllValues(*shuffle, [&](int64_t v, size_t) { return v >= 0 && v < samples; })) return false;
+  out->document_index = *std::move(doc);
+  out->sample_index = *std::move(sample);
+  out->shuffle_index = *std::move(shuffle);
+  return true;
 }
 
 absl::Status StoreCached(const std::string& dir, const std::string& key,
                          const std::string& description, const GptIndices& ix) {
   PILEPREP_RETURN_IF_ERROR(internal::MakeDirectories(dir));
+  auto store = [&](absl::string_view what, const IndexArray& a, std::vector<int64_t> shape) {
+    const char* descr = a.type() == IndexArray::Type::kInt32    ? "<i4"
+                        : a.type() == IndexArray::Type::kUint32 ? "<u4"
+                                                                : "<i8";
+    return internal::WriteFileAtomically(
+        CachePath(dir, key, what),
+        internal::EncodeNpyBytes(descr, shape, a.data(), a.size() * a.itemsize()));
+  };
   const int64_t rows = static_cast<int64_t>(ix.sample_index.size() / 2);
-  PILEPREP_RETURN_IF_ERROR(internal::WriteFileAtomically(
-      CachePath(dir, key, "document_index.npy"),
-      internal::EncodeNpy("<i4", {static_cast<int64_t>(ix.document_index.size())},
-                          ix.document_index.data(), ix.document_index.size())));
-  PILEPREP_RETURN_IF_ERROR(internal::WriteFileAtomically(
-      CachePath(dir, key, "sample_index.npy"),
-      internal::EncodeNpy(ix.sample_index_int64 ? "<i8" : "<i4", {rows, 2}, ix.sample_index.data(),
-                          ix.sample_index.size())));
-  PILEPREP_RETURN_IF_ERROR(internal::WriteFileAtomically(
-      CachePath(dir, key, "shuffle_index.npy"),
-      internal::EncodeNpy(ix.shuffle_index_int64 ? "<i8" : "<u4", {ix.size()},
-                          ix.shuffle_index.data(), ix.shuffle_index.size())));
+  PILEPREP_RETURN_IF_ERROR(store("document_index.npy", ix.document_index,
+                                 {static_cast<int64_t>(ix.document_index.size())}));
+  PILEPREP_RETURN_IF_ERROR(store("sample_index.npy", ix.sample_index, {rows, 2}));
+  PILEPREP_RETURN_IF_ERROR(store("shuffle_index.npy", ix.shuffle_index, {ix.size()}));
   return internal::WriteFileAtomically(CachePath(dir, key, "description.txt"), description);
 }
 
 }  // namespace
+
+// ---- IndexArray --------------------------------------------------------------------------------
+
+IndexArray IndexArray::Narrowed(Type type, const std::vector<int64_t>& values) {
+  auto narrow = [&](auto tag) {
+    using T = decltype(tag);
+    auto owned = std::make_shared<std::vector<T>>(values.size());
+    for (size_t i = 0; i < values.size(); ++i) (*owned)[i] = static_cast<T>(values[i]);
+    return Borrowed(type, owned->data(), owned->size(), owned);
+  };
+  switch (type) {
+    case Type::kInt32:
+      return narrow(int32_t{});
+    case Type::kUint32:
+      return narrow(uint32_t{});
+    case Type::kInt64:
+      break;
+  }
+  return narrow(int64_t{});
+}
+
+IndexArray IndexArray::Owning(std::vector<int32_t> values) {
+  auto owned = std::make_shared<std::vector<int32_t>>(std::move(values));
+  return Borrowed(Type::kInt32, owned->data(), owned->size(), owned);
+}
+
+IndexArray IndexArray::Borrowed(Type type, const void* data, size_t size,
+                                std::shared_ptr<const void> owner) {
+  IndexArray a;
+  a.type_ = type;
+  a.data_ = data;
+  a.size_ = size;
+  a.owner_ = std::move(owner);
+  return a;
+}
+
+std::vector<int64_t> IndexArray::ToVector() const {
+  std::vector<int64_t> out(size_);
+  for (size_t i = 0; i < size_; ++i) out[i] = (*this)[i];
+  return out;
+}
 
 // ---- NumpyRandomState --------------------------------------------------------------------------
 
@@ -671,7 +753,7 @@ absl::Status GptDataset::LocalParts(int k, int64_t j, std::vector<SamplePart>* p
     return absl::OutOfRangeError(absl::StrCat("sample ", j, " of ", p.view->prefix(), " (size ",
                                               ix.size(), ")"));
   }
-  const int64_t row = ix.shuffle_index[static_cast<size_t>(j)];
+  const size_t row = static_cast<size_t>(ix.shuffle_index[static_cast<size_t>(j)]);
   const int64_t pos0 = ix.sample_index[2 * row], off0 = ix.sample_index[2 * row + 1];
   const int64_t pos1 = ix.sample_index[2 * row + 2], off1 = ix.sample_index[2 * row + 3];
   auto length_of = [&](int64_t seq) { return static_cast<int64_t>(p.view->sequence_lengths()[seq]); };

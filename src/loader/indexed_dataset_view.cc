@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "pileprep/status_macros.h"
 
 namespace pileprep {
 namespace {
@@ -77,6 +78,7 @@ T Load(const uint8_t* p) {
 
 IndexedDatasetView::~IndexedDatasetView() {
   if (data_ != nullptr) munmap(const_cast<uint8_t*>(data_), bin_bytes_);
+  if (idx_ != nullptr) munmap(const_cast<uint8_t*>(idx_), idx_bytes_);
 }
 
 absl::StatusOr<std::shared_ptr<const IndexedDatasetView>> IndexedDatasetView::Open(
@@ -87,69 +89,63 @@ absl::StatusOr<std::shared_ptr<const IndexedDatasetView>> IndexedDatasetView::Op
   std::shared_ptr<IndexedDatasetView> view(new IndexedDatasetView());
   view->prefix_ = prefix;
 
-  {
-    Mapping idx;
-    absl::Status s = MapFile(idx_path, &idx);
-    if (!s.ok()) return s;
-    auto bad = [&](uint64_t offset, absl::string_view what) {
-      return absl::InvalidArgumentError(absl::StrCat(idx_path, ": byte ", offset, ": ", what));
-    };
-    if (idx.size < kIdxHeaderBytes) {
-      return bad(idx.size, absl::StrCat("file of ", idx.size, " bytes is shorter than the ",
-                                        kIdxHeaderBytes, "-byte header"));
-    }
-    if (std::memcmp(idx.data, kIdxMagic, sizeof(kIdxMagic)) != 0) {
-      return bad(0, "bad magic (expected \"MMIDIDX\\0\\0\": not a Megatron .idx)");
-    }
-    uint64_t version = Load<uint64_t>(idx.data + kIdxVersionOffset);
-    if (version != kIdxVersion) {
-      return bad(kIdxVersionOffset, absl::StrCat("version ", version, " (expected 1)"));
-    }
-    uint8_t code = idx.data[kIdxDTypeOffset];
-    if (code == static_cast<uint8_t>(TokenDType::kUint16)) {
-      view->dtype_ = TokenDType::kUint16;
-      view->itemsize_ = 2;
-    } else if (code == static_cast<uint8_t>(TokenDType::kInt32)) {
-      view->dtype_ = TokenDType::kInt32;
-      view->itemsize_ = 4;
-    } else {
-      return bad(kIdxDTypeOffset,
-                 absl::StrCat("dtype code ", code,
-                              " is not a token dtype (expected 4 = int32 or 8 = uint16)"));
-    }
-    uint64_t s_count = Load<uint64_t>(idx.data + kIdxSequenceCountOffset);
-    uint64_t d_count = Load<uint64_t>(idx.data + kIdxDocumentCountOffset);
-    const uint64_t body = idx.size - kIdxHeaderBytes;
-    // Division keeps the check free of overflow for absurd counts.
-    if (s_count > body / 12 || d_count > (body - 12 * s_count) / 8) {
-      return bad(kIdxSequenceCountOffset,
-                 absl::StrCat("counts (", s_count, " sequences, ", d_count,
-                              " document indices) need more bytes than the file's ", idx.size));
-    }
-    if (d_count < 1) return bad(kIdxDocumentCountOffset, "document index count is 0 (expected >= 1)");
-    const uint8_t* lengths = idx.data + kIdxHeaderBytes;
-    const uint8_t* pointers = lengths + 4 * s_count;
-    const uint8_t* docs = pointers + 8 * s_count;
-    view->sequence_lengths_.resize(s_count);
-    view->sequence_pointers_.resize(s_count);
-    view->document_indices_.resize(d_count);
-    if (s_count > 0) {
-      std::memcpy(view->sequence_lengths_.data(), lengths, 4 * s_count);
-      std::memcpy(view->sequence_pointers_.data(), pointers, 8 * s_count);
-    }
-    std::memcpy(view->document_indices_.data(), docs, 8 * d_count);
+  Mapping idx;
+  PILEPREP_RETURN_IF_ERROR(MapFile(idx_path, &idx));
+  auto bad = [&](uint64_t offset, absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat(idx_path, ": byte ", offset, ": ", what));
+  };
+  if (idx.size < kIdxHeaderBytes) {
+    return bad(idx.size, absl::StrCat("file of ", idx.size, " bytes is shorter than the ",
+                                      kIdxHeaderBytes, "-byte header"));
   }
+  if (std::memcmp(idx.data, kIdxMagic, sizeof(kIdxMagic)) != 0) {
+    return bad(0, "bad magic (expected \"MMIDIDX\\0\\0\": not a Megatron .idx)");
+  }
+  uint64_t version = Load<uint64_t>(idx.data + kIdxVersionOffset);
+  if (version != kIdxVersion) {
+    return bad(kIdxVersionOffset, absl::StrCat("version ", version, " (expected 1)"));
+  }
+  uint8_t code = idx.data[kIdxDTypeOffset];
+  if (code == static_cast<uint8_t>(TokenDType::kUint16)) {
+    view->dtype_ = TokenDType::kUint16;
+    view->itemsize_ = 2;
+  } else if (code == static_cast<uint8_t>(TokenDType::kInt32)) {
+    view->dtype_ = TokenDType::kInt32;
+    view->itemsize_ = 4;
+  } else {
+    return bad(kIdxDTypeOffset,
+               absl::StrCat("dtype code ", code,
+                            " is not a token dtype (expected 4 = int32 or 8 = uint16)"));
+  }
+  const uint64_t s_count = Load<uint64_t>(idx.data + kIdxSequenceCountOffset);
+  const uint64_t d_count = Load<uint64_t>(idx.data + kIdxDocumentCountOffset);
+  const uint64_t body = idx.size - kIdxHeaderBytes;
+  // Division keeps the check free of overflow for absurd counts.
+  if (s_count > body / 12 || d_count > (body - 12 * s_count) / 8) {
+    return bad(kIdxSequenceCountOffset,
+               absl::StrCat("counts (", s_count, " sequences, ", d_count,
+                            " document indices) need more bytes than the file's ", idx.size));
+  }
+  if (d_count < 1) return bad(kIdxDocumentCountOffset, "document index count is 0 (expected >= 1)");
+  const uint8_t* lengths = idx.data + kIdxHeaderBytes;
+  view->sequence_lengths_.resize(s_count);
+  if (s_count > 0) std::memcpy(view->sequence_lengths_.data(), lengths, 4 * s_count);
+  view->pointers_ = lengths + 4 * s_count;
+  view->documents_ = view->pointers_ + 8 * s_count;
+  view->num_documents_ = static_cast<int64_t>(d_count) - 1;
+  view->idx_ = idx.data;  // owned by the view now
+  view->idx_bytes_ = idx.size;
+  idx.data = nullptr;
 
   Mapping bin;
-  absl::Status s = MapFile(bin_path, &bin);
-  if (!s.ok()) return s;
+  PILEPREP_RETURN_IF_ERROR(MapFile(bin_path, &bin));
   const int64_t item = static_cast<int64_t>(view->itemsize_);
   const uint64_t lengths_offset = kIdxHeaderBytes;
-  const uint64_t pointers_offset = kIdxHeaderBytes + 4 * view->sequence_lengths_.size();
+  const uint64_t pointers_offset = kIdxHeaderBytes + 4 * s_count;
   int64_t total = 0;
-  for (size_t i = 0; i < view->sequence_lengths_.size(); ++i) {
-    int64_t len = view->sequence_lengths_[i];
-    int64_t ptr = view->sequence_pointers_[i];
+  for (size_t i = 0; i < s_count; ++i) {
+    const int64_t len = view->sequence_lengths_[i];
+    const int64_t ptr = view->sequence_pointer(static_cast<int64_t>(i));
     if (len < 0) {
       return absl::InvalidArgumentError(absl::StrCat(idx_path, ": byte ", lengths_offset + 4 * i,
                                                      ": sequence ", i, " has length ", len));
@@ -163,10 +159,10 @@ absl::StatusOr<std::shared_ptr<const IndexedDatasetView>> IndexedDatasetView::Op
     }
     total += len;
   }
-  const uint64_t docs_offset = pointers_offset + 8 * view->sequence_lengths_.size();
+  const uint64_t docs_offset = pointers_offset + 8 * s_count;
   int64_t prev = 0;
-  for (size_t i = 0; i < view->document_indices_.size(); ++i) {
-    int64_t d = view->document_indices_[i];
+  for (size_t i = 0; i < d_count; ++i) {
+    const int64_t d = view->document_index(static_cast<int64_t>(i));
     if ((i == 0 && d != 0) || d < prev || d > view->num_sequences()) {
       return absl::InvalidArgumentError(absl::StrCat(
           idx_path, ": byte ", docs_offset + 8 * i, ": document index ", i, " = ", d,

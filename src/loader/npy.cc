@@ -1,9 +1,11 @@
 #include "loader/npy.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <bit>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -12,8 +14,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "pileprep/status_macros.h"
 
 namespace pileprep::internal {
+
+// Arrays are mapped and written in the host's byte order; .npy files here are little-endian.
+static_assert(std::endian::native == std::endian::little,
+              "the .npy cache assumes a little-endian host");
+
 namespace {
 
 constexpr char kNpyMagic[] = "\x93NUMPY";
@@ -84,11 +92,13 @@ std::string EncodeNpy(const std::string& descr, const std::vector<int64_t>& shap
   return Encode(descr, shape, values, count);
 }
 
-absl::StatusOr<NpyArray> DecodeNpy(const std::string& bytes, const std::string& name) {
+absl::StatusOr<NpyHeader> ParseNpyHeader(absl::string_view bytes, const std::string& name) {
   auto bad = [&](absl::string_view what) {
     return absl::DataLossError(absl::StrCat(name, ": ", what));
   };
-  if (bytes.size() < 10 || bytes.compare(0, 6, kNpyMagic, 6) != 0) return bad("not a .npy file");
+  if (bytes.size() < 10 || bytes.substr(0, 6) != absl::string_view(kNpyMagic, 6)) {
+    return bad("not a .npy file");
+  }
   size_t header_len, start;
   if (bytes[6] == 1) {
     header_len = static_cast<uint8_t>(bytes[8]) | (static_cast<uint8_t>(bytes[9]) << 8);
@@ -101,17 +111,18 @@ absl::StatusOr<NpyArray> DecodeNpy(const std::string& bytes, const std::string& 
     start = 12;
   }
   if (bytes.size() < start + header_len) return bad("truncated header");
-  std::string header = bytes.substr(start, header_len);
-  NpyArray out;
+  const absl::string_view header = bytes.substr(start, header_len);
+  NpyHeader out;
   size_t d = header.find("'descr': '");
-  if (d == std::string::npos) return bad("no descr");
+  if (d == absl::string_view::npos) return bad("no descr");
   size_t d_end = header.find('\'', d + 10);
-  out.descr = header.substr(d + 10, d_end - (d + 10));
-  size_t item = ItemSize(out.descr);
+  if (d_end == absl::string_view::npos) return bad("no descr");
+  out.descr = std::string(header.substr(d + 10, d_end - (d + 10)));
+  const size_t item = ItemSize(out.descr);
   if (item == 0) return bad(absl::StrCat("unsupported dtype ", out.descr));
-  if (header.find("'fortran_order': False") == std::string::npos) return bad("not C order");
+  if (header.find("'fortran_order': False") == absl::string_view::npos) return bad("not C order");
   size_t sh = header.find("'shape': (");
-  if (sh == std::string::npos) return bad("no shape");
+  if (sh == absl::string_view::npos) return bad("no shape");
   const char* p = header.data() + sh + 10;
   const char* end = header.data() + header.size();
   int64_t count = 1;
@@ -127,15 +138,26 @@ absl::StatusOr<NpyArray> DecodeNpy(const std::string& bytes, const std::string& 
     if (__builtin_mul_overflow(count, v, &count)) return bad("shape too large");
     p = r.ptr;
   }
-  size_t data = start + header_len;
+  const size_t data = start + header_len;
   // Checked without overflow: a hostile shape must not pass as a small file.
-  if (bytes.size() < data || static_cast<uint64_t>(count) > (bytes.size() - data) / item ||
+  if (static_cast<uint64_t>(count) > (bytes.size() - data) / item ||
       bytes.size() != data + item * static_cast<size_t>(count)) {
     return bad("size does not match shape");
   }
-  out.values.resize(static_cast<size_t>(count));
-  const char* q = bytes.data() + data;
-  for (int64_t i = 0; i < count; ++i, q += item) {
+  out.data_offset = data;
+  out.count = static_cast<size_t>(count);
+  out.itemsize = item;
+  return out;
+}
+
+absl::StatusOr<NpyArray> DecodeNpy(const std::string& bytes, const std::string& name) {
+  PILEPREP_ASSIGN_OR_RETURN(NpyHeader h, ParseNpyHeader(bytes, name));
+  NpyArray out;
+  out.descr = h.descr;
+  out.shape = h.shape;
+  out.values.resize(h.count);
+  const char* q = bytes.data() + h.data_offset;
+  for (size_t i = 0; i < h.count; ++i, q += h.itemsize) {
     if (out.descr == "<i2") {
       int16_t v;
       std::memcpy(&v, q, 2);
@@ -152,6 +174,48 @@ absl::StatusOr<NpyArray> DecodeNpy(const std::string& bytes, const std::string& 
       std::memcpy(&out.values[i], q, 8);
     }
   }
+  return out;
+}
+
+absl::StatusOr<MappedNpy> MapNpy(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Errno(errno, path, "open");
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    const int err = errno;
+    close(fd);
+    return Errno(err, path, "stat");
+  }
+  if (!S_ISREG(st.st_mode) || st.st_size == 0) {
+    close(fd);
+    return absl::DataLossError(absl::StrCat(path, ": not a .npy file"));
+  }
+  const size_t size = static_cast<size_t>(st.st_size);
+  void* p = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  const int err = errno;
+  close(fd);  // the mapping keeps the file
+  if (p == MAP_FAILED) return Errno(err, path, "mmap");
+  // The mapping lives as long as any array that points into it.
+  std::shared_ptr<const void> mapping(
+      p, [size](const void* q) { munmap(const_cast<void*>(q), size); });
+  PILEPREP_ASSIGN_OR_RETURN(
+      NpyHeader h, ParseNpyHeader(absl::string_view(static_cast<const char*>(p), size), path));
+  if (h.data_offset % h.itemsize != 0) {  // numpy and EncodeNpy pad the header to 64 bytes
+    return absl::DataLossError(absl::StrCat(path, ": data not aligned for ", h.descr));
+  }
+  MappedNpy out;
+  out.descr = std::move(h.descr);
+  out.shape = std::move(h.shape);
+  out.count = h.count;
+  out.data = static_cast<const char*>(p) + h.data_offset;
+  out.mapping = std::move(mapping);
+  return out;
+}
+
+std::string EncodeNpyBytes(const std::string& descr, const std::vector<int64_t>& shape,
+                           const void* data, size_t bytes) {
+  std::string out = Header(descr, shape);
+  out.append(static_cast<const char*>(data), bytes);
   return out;
 }
 

@@ -3,12 +3,15 @@
 #ifndef PILEPREP_SRC_LOADER_NPY_H_
 #define PILEPREP_SRC_LOADER_NPY_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace pileprep::internal {
 
@@ -24,6 +27,34 @@ std::string EncodeNpy(const std::string& descr, const std::vector<int64_t>& shap
                       const int64_t* values, size_t count);
 std::string EncodeNpy(const std::string& descr, const std::vector<int64_t>& shape,
                       const int32_t* values, size_t count);
+// The whole file contents of an array with `descr` and `shape` whose items are `bytes` of
+// little-endian values at `data`, as they are.
+std::string EncodeNpyBytes(const std::string& descr, const std::vector<int64_t>& shape,
+                           const void* data, size_t bytes);
+
+struct NpyHeader {
+  std::string descr;
+  std::vector<int64_t> shape;
+  size_t data_offset = 0;  // where the items start
+  size_t count = 0;        // the product of the shape
+  size_t itemsize = 0;
+};
+// Checks the header of a .npy file's `bytes` (and that the file holds exactly its items).
+absl::StatusOr<NpyHeader> ParseNpyHeader(absl::string_view bytes, const std::string& name);
+
+// A .npy file mapped read-only: `count` items of `descr` at `data` (aligned for it), valid while
+// `mapping` (shared by the arrays that point into it) lives.
+struct MappedNpy {
+  std::string descr;
+  std::vector<int64_t> shape;
+  size_t count = 0;
+  const void* data = nullptr;
+  std::shared_ptr<const void> mapping;
+};
+// Errors: the file's (open, mmap) as NotFound, PermissionDenied...; DataLoss for a header or size
+// that is wrong, or items not aligned.
+absl::StatusOr<MappedNpy> MapNpy(const std::string& path);
+
 // Parses what EncodeNpy writes (and numpy's own 1-D/2-D C-order files of those dtypes).
 absl::StatusOr<NpyArray> DecodeNpy(const std::string& bytes, const std::string& name);
 

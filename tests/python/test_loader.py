@@ -562,6 +562,13 @@ def test_cache(pileprep, writer, tmp):
         check(len(files) == 1, f"cache: one {name} file")
         same(numpy.load(os.path.join(cache, files[0])), getattr(a, name), f"cache: numpy reads {name}")
     check(not any(".tmp." in f for f in os.listdir(cache)), "cache: no temporaries left")
+    # The arrays are read-only views of the mapped files (not copies), kept alive by what they
+    # view: one outlives its dataset object.
+    kept = b.shuffle_index
+    check(not kept.flags.writeable, "cache: index arrays are read-only")
+    expected = numpy.array(a.shuffle_index)
+    del b
+    same(kept, expected, "cache: an index array outlives its dataset object")
     c = pileprep.GPTDataset(prefix, **dict(kw, split_index=1))
     check(not c.loaded_from_cache, "cache: another split is another key")
 

@@ -38,6 +38,28 @@ std::string WriteVectorDataset(const std::string& dir) {
   return prefix;
 }
 
+// The file whose mapping holds address `p` in this process (/proc/self/maps), or "" when no
+// file's does (the heap, an anonymous mapping).
+std::string MappedFileAt(const void* p) {
+  std::ifstream maps("/proc/self/maps");
+  const auto address = reinterpret_cast<uintptr_t>(p);
+  std::string line;
+  while (std::getline(maps, line)) {
+    uintptr_t begin = 0, end = 0;
+    char path[4096] = "";
+    if (std::sscanf(line.c_str(), "%lx-%lx %*s %*s %*s %*s %4095s", &begin, &end, path) < 2)
+      continue;
+    if (address >= begin && address < end) return path[0] == '/' ? path : "";
+  }
+  return "";
+}
+
+// Same values in the same dtype.
+void ExpectSameArray(const IndexArray& a, const IndexArray& b) {
+  EXPECT_EQ(a.type(), b.type());
+  EXPECT_EQ(a.ToVector(), b.ToVector());
+}
+
 std::vector<int64_t> Rows(std::initializer_list<std::pair<int, int>> rows) {
   std::vector<int64_t> out;
   for (auto [a, b] : rows) {
@@ -87,31 +109,34 @@ TEST(GptIndices, VectorOneEpoch) {
   GptIndices ix = Build(5);
   EXPECT_EQ(ix.num_epochs, 1);
   EXPECT_FALSE(ix.separate_final_epoch);
-  EXPECT_THAT(ix.document_index, ElementsAre(4, 0, 1, 2, 3));
-  EXPECT_EQ(ix.sample_index, Rows({{0, 0}, {0, 4}, {1, 2}, {2, 1}, {3, 2}, {3, 6}, {4, 3}}));
-  EXPECT_THAT(ix.shuffle_index, ElementsAre(5, 2, 3, 1, 0, 4));
-  EXPECT_FALSE(ix.sample_index_int64);
-  EXPECT_FALSE(ix.shuffle_index_int64);
+  EXPECT_THAT(ix.document_index.ToVector(), ElementsAre(4, 0, 1, 2, 3));
+  EXPECT_EQ(ix.sample_index.ToVector(),
+            Rows({{0, 0}, {0, 4}, {1, 2}, {2, 1}, {3, 2}, {3, 6}, {4, 3}}));
+  EXPECT_THAT(ix.shuffle_index.ToVector(), ElementsAre(5, 2, 3, 1, 0, 4));
+  EXPECT_EQ(ix.sample_index.type(), IndexArray::Type::kInt32);  // Megatron's dtypes
+  EXPECT_EQ(ix.shuffle_index.type(), IndexArray::Type::kUint32);
 }
 
 TEST(GptIndices, VectorSeparateFinalEpoch) {
   GptIndices ix = Build(9);
   EXPECT_EQ(ix.num_epochs, 2);
   EXPECT_TRUE(ix.separate_final_epoch);
-  EXPECT_THAT(ix.document_index, ElementsAre(4, 0, 1, 2, 3, 3, 2, 1, 0, 4));
-  EXPECT_EQ(ix.sample_index, Rows({{0, 0}, {0, 4}, {1, 2}, {2, 1}, {3, 2}, {3, 6}, {4, 3}, {5, 3},
-                                   {6, 3}, {7, 0}, {8, 1}, {9, 0}, {9, 4}}));
-  EXPECT_THAT(ix.shuffle_index, ElementsAre(0, 4, 3, 2, 5, 1, 7, 6, 9, 8, 11, 10));
+  EXPECT_THAT(ix.document_index.ToVector(), ElementsAre(4, 0, 1, 2, 3, 3, 2, 1, 0, 4));
+  EXPECT_EQ(ix.sample_index.ToVector(),
+            Rows({{0, 0}, {0, 4}, {1, 2}, {2, 1}, {3, 2}, {3, 6}, {4, 3}, {5, 3}, {6, 3}, {7, 0},
+                  {8, 1}, {9, 0}, {9, 4}}));
+  EXPECT_THAT(ix.shuffle_index.ToVector(), ElementsAre(0, 4, 3, 2, 5, 1, 7, 6, 9, 8, 11, 10));
 }
 
 TEST(GptIndices, VectorTwoEpochsTogether) {
   GptIndices ix = Build(11);
   EXPECT_EQ(ix.num_epochs, 2);
   EXPECT_FALSE(ix.separate_final_epoch);
-  EXPECT_THAT(ix.document_index, ElementsAre(2, 2, 4, 1, 0, 3, 4, 0, 1, 3));
-  EXPECT_EQ(ix.sample_index, Rows({{0, 0}, {0, 4}, {1, 1}, {1, 5}, {2, 2}, {3, 0}, {4, 1}, {5, 0},
-                                   {6, 0}, {6, 4}, {7, 2}, {8, 1}, {9, 2}}));
-  EXPECT_THAT(ix.shuffle_index, ElementsAre(3, 11, 2, 1, 7, 5, 4, 0, 8, 6, 10, 9));
+  EXPECT_THAT(ix.document_index.ToVector(), ElementsAre(2, 2, 4, 1, 0, 3, 4, 0, 1, 3));
+  EXPECT_EQ(ix.sample_index.ToVector(),
+            Rows({{0, 0}, {0, 4}, {1, 1}, {1, 5}, {2, 2}, {3, 0}, {4, 1}, {5, 0}, {6, 0}, {6, 4},
+                  {7, 2}, {8, 1}, {9, 2}}));
+  EXPECT_THAT(ix.shuffle_index.ToVector(), ElementsAre(3, 11, 2, 1, 7, 5, 4, 0, 8, 6, 10, 9));
 }
 
 TEST(GptIndices, RefusesBadOptionsAndEmptySplits) {
@@ -146,6 +171,37 @@ TEST(GptDataset, SampleZeroOfVectorDataset) {
   EXPECT_EQ((*ds)->GetSample(-1, &text).code(), absl::StatusCode::kOutOfRange);
 }
 
+// What every rank of a node opens is shared, not copied per process: indices loaded from the
+// cache point into mappings of the .npy files, as Megatron's numpy.load(mmap_mode="r") arrays do.
+TEST(GptDataset, CachedIndicesAreMappedFilesNotCopies) {
+  ScopedTempDir tmp("loader_test_mapped");
+  const std::string prefix = WriteVectorDataset(tmp.path());
+  GptDatasetOptions o;
+  o.sequence_length = 4;
+  o.num_samples = 9;
+  o.cache_dir = tmp.path() + "/cache";
+  auto built = GptDataset::Open(prefix, o);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(MappedFileAt((*built)->indices().sample_index.data()), "");  // built: in memory
+  auto cached = GptDataset::Open(prefix, o);
+  ASSERT_TRUE(cached.ok()) << cached.status();
+  ASSERT_TRUE((*cached)->loaded_from_cache());
+  const GptIndices& ix = (*cached)->indices();
+  EXPECT_THAT(MappedFileAt(ix.document_index.data()), ::testing::EndsWith("-document_index.npy"));
+  EXPECT_THAT(MappedFileAt(ix.sample_index.data()), ::testing::EndsWith("-sample_index.npy"));
+  EXPECT_THAT(MappedFileAt(ix.shuffle_index.data()), ::testing::EndsWith("-shuffle_index.npy"));
+  // The samples are the built ones, and the arrays outlive the dataset that mapped them.
+  std::vector<int64_t> a, b;
+  for (int64_t i = 0; i < (*built)->size(); ++i) {
+    ASSERT_TRUE((*built)->GetSample(i, &a).ok());
+    ASSERT_TRUE((*cached)->GetSample(i, &b).ok());
+    EXPECT_EQ(a, b) << "sample " << i;
+  }
+  const IndexArray kept = ix.shuffle_index;
+  cached->reset();
+  ExpectSameArray(kept, (*built)->indices().shuffle_index);
+}
+
 TEST(GptDataset, CacheRoundTripsAndSurvivesCorruption) {
   ScopedTempDir tmp("loader_test_cache");
   const std::string& dir = tmp.path();
@@ -160,9 +216,9 @@ TEST(GptDataset, CacheRoundTripsAndSurvivesCorruption) {
   auto second = GptDataset::Open(prefix, o);
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_TRUE((*second)->loaded_from_cache());
-  EXPECT_EQ((*second)->indices().document_index, (*first)->indices().document_index);
-  EXPECT_EQ((*second)->indices().sample_index, (*first)->indices().sample_index);
-  EXPECT_EQ((*second)->indices().shuffle_index, (*first)->indices().shuffle_index);
+  ExpectSameArray((*second)->indices().document_index, (*first)->indices().document_index);
+  ExpectSameArray((*second)->indices().sample_index, (*first)->indices().sample_index);
+  ExpectSameArray((*second)->indices().shuffle_index, (*first)->indices().shuffle_index);
   EXPECT_TRUE((*second)->indices().separate_final_epoch);
 
   // Another seed is another key.
@@ -178,7 +234,7 @@ TEST(GptDataset, CacheRoundTripsAndSurvivesCorruption) {
   auto third = GptDataset::Open(prefix, o);
   ASSERT_TRUE(third.ok());
   EXPECT_FALSE((*third)->loaded_from_cache());
-  EXPECT_EQ((*third)->indices().shuffle_index, (*first)->indices().shuffle_index);
+  ExpectSameArray((*third)->indices().shuffle_index, (*first)->indices().shuffle_index);
 
   // A sample index whose first row has offset -1 (only the last row may) is a miss too: a sample
   // starting there would read before its sequence.
@@ -194,7 +250,7 @@ TEST(GptDataset, CacheRoundTripsAndSurvivesCorruption) {
   auto fourth = GptDataset::Open(prefix, o);
   ASSERT_TRUE(fourth.ok());
   EXPECT_FALSE((*fourth)->loaded_from_cache());
-  EXPECT_EQ((*fourth)->indices().sample_index, (*first)->indices().sample_index);
+  ExpectSameArray((*fourth)->indices().sample_index, (*first)->indices().sample_index);
 }
 
 // Numbers that would overflow: more samples than 2^63 tokens, or than 2^31 epochs of the split, and
@@ -337,19 +393,35 @@ TEST(GptDataset, SplitSelectsSequenceRange) {
   ASSERT_TRUE(ds.ok()) << ds.status();
   EXPECT_EQ((*ds)->sequences().begin, 3);
   EXPECT_EQ((*ds)->sequences().end, 4);
-  EXPECT_THAT((*ds)->indices().document_index, ElementsAre(3));
+  EXPECT_THAT((*ds)->indices().document_index.ToVector(), ElementsAre(3));
   o.split = "100,0,0";
   EXPECT_EQ(GptDataset::Open(prefix, o).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 // ---- Reader ----
 
+// The .idx stays mapped: its pointers and document indices are read where they lie (shared by
+// every process that opens the dataset), only the lengths are copied.
+TEST(IndexedDatasetView, ReadsPointersAndDocumentIndicesFromTheMappedIdx) {
+  const std::string prefix = std::string(PILEPREP_TEST_DATA_DIR) + "/format/hand_uint16";
+  auto ds = IndexedDatasetView::Open(prefix);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_THAT(MappedFileAt((*ds)->raw_sequence_pointers()), ::testing::EndsWith("hand_uint16.idx"));
+  EXPECT_THAT(MappedFileAt((*ds)->raw_document_indices()), ::testing::EndsWith("hand_uint16.idx"));
+  EXPECT_EQ(MappedFileAt((*ds)->sequence_lengths().data()), "");
+  EXPECT_THAT(MappedFileAt((*ds)->sequence_data(0)), ::testing::EndsWith("hand_uint16.bin"));
+}
+
 TEST(IndexedDatasetView, ReadsGoldenMegatronFiles) {
   auto ds = IndexedDatasetView::Open(std::string(PILEPREP_TEST_DATA_DIR) + "/format/hand_uint16");
   ASSERT_TRUE(ds.ok()) << ds.status();
   EXPECT_EQ((*ds)->dtype(), TokenDType::kUint16);
   EXPECT_THAT((*ds)->sequence_lengths(), ElementsAre(3, 3, 2, 3, 1, 2));
-  EXPECT_THAT((*ds)->document_indices(), ElementsAre(0, 1, 1, 2, 5, 5, 6));
+  std::vector<int64_t> documents;
+  for (int64_t i = 0; i <= (*ds)->num_documents(); ++i)
+    documents.push_back((*ds)->document_index(i));
+  EXPECT_THAT(documents, ElementsAre(0, 1, 1, 2, 5, 5, 6));
+  EXPECT_EQ((*ds)->sequence_pointer(3), 16);  // 3 + 3 + 2 tokens of 2 bytes before it
   EXPECT_THAT((*ds)->Sequence<uint16_t>(0), ElementsAre(15496, 995, 50256));
   EXPECT_THAT((*ds)->Sequence<uint16_t>(1), ElementsAre(0, 65535, 50256));
   EXPECT_THAT((*ds)->Sequence<uint16_t>(3), ElementsAre(3, 4, 5));
