@@ -11,6 +11,7 @@
 #include <variant>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "pileprep/indexed_dataset_view.h"
 #include "pileprep/loader.h"
 
@@ -40,9 +41,10 @@ int64_t Normalize(int64_t i, int64_t n) {
   return i;
 }
 
-// A read-only numpy view of `count` items at `data`, kept alive by `owner`.
+// A read-only numpy view of items of type T at `data` (aligned or not: numpy reads either), kept
+// alive by `owner`.
 template <typename T>
-py::array View(const T* data, std::vector<py::ssize_t> shape, py::handle owner) {
+py::array View(const void* data, std::vector<py::ssize_t> shape, py::handle owner) {
   py::array a(py::dtype::of<T>(), shape, {}, data, owner);
   py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
   return a;
@@ -61,13 +63,13 @@ py::array Narrowed(const std::vector<From>& v, std::vector<py::ssize_t> shape) {
 py::array View(const IndexArray& a, std::vector<py::ssize_t> shape, py::handle owner) {
   switch (a.type()) {
     case IndexArray::Type::kInt32:
-      return View(static_cast<const int32_t*>(a.data()), std::move(shape), owner);
+      return View<int32_t>(a.data(), std::move(shape), owner);
     case IndexArray::Type::kUint32:
-      return View(static_cast<const uint32_t*>(a.data()), std::move(shape), owner);
+      return View<uint32_t>(a.data(), std::move(shape), owner);
     case IndexArray::Type::kInt64:
       break;
   }
-  return View(static_cast<const int64_t*>(a.data()), std::move(shape), owner);
+  return View<int64_t>(a.data(), std::move(shape), owner);
 }
 
 struct PyIndexedDataset {
@@ -110,33 +112,40 @@ PYBIND11_MODULE(_pileprep, m) {
              const auto& d = self.cast<const PyIndexedDataset&>();
              i = Normalize(i, d.view->num_sequences());
              py::ssize_t n = d.view->sequence_lengths()[i];
-             if (d.view->dtype() == TokenDType::kUint16) {
-               return View(d.view->Sequence<uint16_t>(i).data(), {n}, self);
+             // The pointer as the mapped .idx holds it now, checked (IndexedDatasetView::
+             // CheckedSequenceData): a file rewritten in place since it was opened gives an error.
+             const uint8_t* data = d.view->CheckedSequenceData(i);
+             if (data == nullptr) {
+               Raise(absl::DataLossError(absl::StrCat(
+                   d.view->prefix(), ": sequence ", i,
+                   " no longer inside the .bin (its .idx changed since it was opened)")));
              }
-             return View(d.view->Sequence<int32_t>(i).data(), {n}, self);
+             if (d.view->dtype() == TokenDType::kUint16) return View<uint16_t>(data, {n}, self);
+             return View<int32_t>(data, {n}, self);
            })
       .def_property_readonly("sequence_lengths",
                              [](py::object self) {
                                const auto& d = self.cast<const PyIndexedDataset&>();
                                auto s = d.view->sequence_lengths();
-                               return View(s.data(), {static_cast<py::ssize_t>(s.size())}, self);
+                               return View<int32_t>(s.data(), {static_cast<py::ssize_t>(s.size())},
+                                                    self);
                              })
-      .def_property_readonly(
-          "sequence_pointers",
-          [](py::object self) {
-            const auto& d = self.cast<const PyIndexedDataset&>();
-            // int64 where they lie in the mapped .idx (not 8-byte aligned:
-            // numpy reads such arrays, as Megatron's own do)
-            return View(reinterpret_cast<const int64_t*>(d.view->raw_sequence_pointers()),
-                        {static_cast<py::ssize_t>(d.view->num_sequences())}, self);
-          })
+      .def_property_readonly("sequence_pointers",
+                             [](py::object self) {
+                               const auto& d = self.cast<const PyIndexedDataset&>();
+                               // int64 where they lie in the mapped .idx (not 8-byte aligned:
+                               // numpy reads such arrays, as Megatron's own do)
+                               return View<int64_t>(
+                                   d.view->raw_sequence_pointers(),
+                                   {static_cast<py::ssize_t>(d.view->num_sequences())}, self);
+                             })
       .def_property_readonly("document_indices",
                              [](py::object self) {
                                const auto& d = self.cast<const PyIndexedDataset&>();
                                // int64 where they lie in the mapped .idx (not 8-byte aligned:
                                // numpy reads such arrays, as Megatron's own do)
-                               return View(
-                                   reinterpret_cast<const int64_t*>(d.view->raw_document_indices()),
+                               return View<int64_t>(
+                                   d.view->raw_document_indices(),
                                    {static_cast<py::ssize_t>(d.view->num_documents() + 1)}, self);
                              })
       .def_property_readonly("dtype",

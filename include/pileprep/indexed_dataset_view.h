@@ -13,8 +13,9 @@
 // million documents costs each process 0.8 GB, not 4.2. Token arrays inside the .bin are aligned
 // (the mapping is page-aligned and every pointer is a multiple of the item size, which Open
 // checks), so typed spans are safe. The files must not be rewritten in place while open (pileprep
-// and Megatron publish them by rename): a file cut short under a mapping raises SIGBUS where it is
-// read, and a pointer changed after Open is no longer the one checked.
+// publishes them by rename; Megatron's preprocess_data.py writes them in place): a file cut short
+// under a mapping raises SIGBUS where it is read, and a pointer changed after Open is no longer the
+// one checked, which SequenceInBounds(i) checks again.
 //
 // Validation on open (each failure is InvalidArgument naming the file and byte offset or entry):
 // magic, version 1, dtype code 4 (int32) or 8 (uint16), an .idx long enough for its counts
@@ -80,6 +81,22 @@ class IndexedDatasetView {
   const uint8_t* raw_sequence_pointers() const { return pointers_; }
   const uint8_t* raw_document_indices() const { return documents_; }
 
+  // Whether sequence `i`'s pointer, as the .idx holds it now, still passes Open's check (a multiple
+  // of the item size, the sequence inside the .bin). Open checked every pointer, but they are read
+  // where they lie: an .idx rewritten in place since (Megatron's preprocess_data.py writes its
+  // outputs in place) could hold another. GptDataset::GetSample and the Python module check it
+  // before reading a sequence (a few compares); the accessors below do not.
+  bool SequenceInBounds(int64_t i) const { return CheckedSequenceData(i) != nullptr; }
+  // Sequence `i`'s bytes if its pointer, read once, passes that check; else nullptr.
+  const uint8_t* CheckedSequenceData(int64_t i) const {
+    const int64_t ptr = sequence_pointer(i);
+    const auto len = static_cast<uint64_t>(sequence_lengths_[static_cast<size_t>(i)]);
+    const bool in = ptr >= 0 && ptr % static_cast<int64_t>(itemsize_) == 0 &&
+                    static_cast<uint64_t>(ptr) <= bin_bytes_ &&
+                    len * itemsize_ <= bin_bytes_ - static_cast<uint64_t>(ptr);
+    return in ? data_ + ptr : nullptr;
+  }
+
   // Raw bytes of sequence `i` (0 <= i < num_sequences(), unchecked): itemsize() * length bytes.
   const uint8_t* sequence_data(int64_t i) const { return data_ + sequence_pointer(i); }
   // Sequence `i` as tokens. T must be the storage type: uint16_t for kUint16, int32_t for kInt32
@@ -91,8 +108,9 @@ class IndexedDatasetView {
                                static_cast<size_t>(sequence_lengths_[static_cast<size_t>(i)]));
   }
   // Copies `count` tokens of sequence `i` starting at token `offset` into `out`, widened to int64
-  // (what Megatron's GPTDataset returns). Unchecked: the caller keeps offset + count <= length.
-  void CopyTokens(int64_t i, int64_t offset, int64_t count, int64_t* out) const;
+  // (what Megatron's GPTDataset returns). The caller keeps offset + count <= length; the pointer is
+  // checked (CheckedSequenceData): false, nothing copied, when it no longer passes.
+  bool CopyTokens(int64_t i, int64_t offset, int64_t count, int64_t* out) const;
 
  private:
   IndexedDatasetView() = default;

@@ -109,6 +109,17 @@ class IndexArray {
   enum class Type : uint8_t { kInt32, kUint32, kInt64 };
 
   IndexArray() = default;
+  IndexArray(const IndexArray&) = default;
+  IndexArray& operator=(const IndexArray&) = default;
+  // A moved-from array is empty (not a pointer without an owner).
+  IndexArray(IndexArray&& o) noexcept { *this = std::move(o); }
+  IndexArray& operator=(IndexArray&& o) noexcept {
+    owner_ = std::move(o.owner_);
+    data_ = std::exchange(o.data_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+    type_ = o.type_;
+    return *this;
+  }
   // `values` narrowed to `type`; each must fit (the builders choose the type so that they do).
   static IndexArray Narrowed(Type type, const std::vector<int64_t>& values);
   static IndexArray Owning(std::vector<int32_t> values);
@@ -246,7 +257,8 @@ class GptDataset {
   // sample_tokens() of them, except the last sample of a split kept with
   // drop_last_partial_sequence = false, which may be shorter: Megatron pads that one with its pad
   // id before building the sample dict (the Python module's TorchGPTDataset does too); GetSample
-  // returns the real tokens only. Errors: OutOfRange.
+  // returns the real tokens only. Errors: OutOfRange; DataLoss when the mapped .idx or cached index
+  // files were rewritten in place since Open (their values are checked as they are used).
   absl::Status GetSample(int64_t i, std::vector<int64_t>* text) const;
   // Where sample i's tokens are (zero-copy access through dataset(k)). Returns k, the dataset.
   absl::StatusOr<int> GetSampleParts(int64_t i, std::vector<SamplePart>* parts) const;

@@ -753,14 +753,33 @@ absl::Status GptDataset::LocalParts(int k, int64_t j, std::vector<SamplePart>* p
     return absl::OutOfRangeError(absl::StrCat("sample ", j, " of ", p.view->prefix(), " (size ",
                                               ix.size(), ")"));
   }
-  const size_t row = static_cast<size_t>(ix.shuffle_index[static_cast<size_t>(j)]);
-  const int64_t pos0 = ix.sample_index[2 * row], off0 = ix.sample_index[2 * row + 1];
-  const int64_t pos1 = ix.sample_index[2 * row + 2], off1 = ix.sample_index[2 * row + 3];
+  // Indices loaded from the cache are read where they lie in the mapped files, as the .idx's
+  // pointers are: every value is checked again as it is used (a few compares a sample), so that a
+  // file rewritten in place since Open gives an error, never a read outside the arrays or the .bin.
+  auto changed = [&](absl::string_view what) {
+    return absl::DataLossError(absl::StrCat(
+        p.view->prefix(), ": sample ", j, ": ", what,
+        " (its .idx or cached index files changed since they were opened: rewritten in place?)"));
+  };
+  const int64_t rows = static_cast<int64_t>(ix.sample_index.size() / 2);
+  const int64_t row = ix.shuffle_index[static_cast<size_t>(j)];
+  if (row < 0 || row + 1 >= rows) return changed(absl::StrCat("shuffle index row ", row));
+  const size_t r = static_cast<size_t>(row);
+  const int64_t pos0 = ix.sample_index[2 * r], off0 = ix.sample_index[2 * r + 1];
+  const int64_t pos1 = ix.sample_index[2 * r + 2], off1 = ix.sample_index[2 * r + 3];
+  const auto positions = static_cast<int64_t>(ix.document_index.size());
+  if (pos0 < 0 || pos0 > pos1 || pos1 >= positions || off0 < 0 || off1 < -1) {
+    return changed(
+        absl::StrCat("sample index rows (", pos0, ", ", off0, "), (", pos1, ", ", off1, ")"));
+  }
   auto length_of = [&](int64_t seq) { return static_cast<int64_t>(p.view->sequence_lengths()[seq]); };
   parts->clear();
   for (int64_t pos = pos0; pos <= pos1; ++pos) {
     const int64_t seq = ix.document_index[static_cast<size_t>(pos)];
-    const int64_t begin = pos == pos0 ? off0 : 0;
+    if (seq < 0 || seq >= p.view->num_sequences() || !p.view->SequenceInBounds(seq)) {
+      return changed(absl::StrCat("sequence ", seq));
+    }
+    const int64_t begin = pos == pos0 ? std::min(off0, length_of(seq)) : 0;
     int64_t end = pos == pos1 ? off1 + extra_ : length_of(seq);
     end = std::min(end, length_of(seq));  // numpy slicing clamps
     parts->push_back(SamplePart{seq, begin, std::max<int64_t>(end - begin, 0)});
@@ -791,7 +810,12 @@ absl::Status GptDataset::GetSample(int64_t i, std::vector<int64_t>* text) const 
   text->resize(static_cast<size_t>(total));
   int64_t* out = text->data();
   for (const SamplePart& part : parts) {
-    view.CopyTokens(part.sequence, part.offset, part.count, out);
+    if (!view.CopyTokens(part.sequence, part.offset, part.count, out)) {
+      return absl::DataLossError(absl::StrCat(view.prefix(), ": sample ", i, ": sequence ",
+                                              part.sequence,
+                                              " no longer inside the .bin (its .idx "
+                                              "changed since it was opened: rewritten in place?)"));
+    }
     out += part.count;
   }
   return absl::OkStatus();

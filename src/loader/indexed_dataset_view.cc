@@ -180,14 +180,17 @@ absl::StatusOr<std::shared_ptr<const IndexedDatasetView>> IndexedDatasetView::Op
   return std::shared_ptr<const IndexedDatasetView>(std::move(view));
 }
 
-void IndexedDatasetView::CopyTokens(int64_t i, int64_t offset, int64_t count, int64_t* out) const {
+bool IndexedDatasetView::CopyTokens(int64_t i, int64_t offset, int64_t count, int64_t* out) const {
+  const uint8_t* data = CheckedSequenceData(i);
+  if (data == nullptr) return false;
   if (dtype_ == TokenDType::kUint16) {
-    const uint16_t* p = Sequence<uint16_t>(i).data() + offset;
+    const uint16_t* p = reinterpret_cast<const uint16_t*>(data) + offset;
     for (int64_t k = 0; k < count; ++k) out[k] = p[k];
   } else {
-    const int32_t* p = Sequence<int32_t>(i).data() + offset;
+    const int32_t* p = reinterpret_cast<const int32_t*>(data) + offset;
     for (int64_t k = 0; k < count; ++k) out[k] = p[k];
   }
+  return true;
 }
 
 }  // namespace pileprep

@@ -192,12 +192,33 @@ absl::StatusOr<MappedNpy> MapNpy(const std::string& path) {
   }
   const size_t size = static_cast<size_t>(st.st_size);
   void* p = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
-  const int err = errno;
-  close(fd);  // the mapping keeps the file
-  if (p == MAP_FAILED) return Errno(err, path, "mmap");
-  // The mapping lives as long as any array that points into it.
-  std::shared_ptr<const void> mapping(
-      p, [size](const void* q) { munmap(const_cast<void*>(q), size); });
+  std::shared_ptr<const void> mapping;
+  if (p != MAP_FAILED) {
+    close(fd);  // the mapping keeps the file
+    // The mapping lives as long as any array that points into it.
+    mapping = std::shared_ptr<const void>(
+        p, [size](const void* q) { munmap(const_cast<void*>(q), size); });
+  } else {
+    // A file system that cannot map files, or no address space left (ulimit -v): the file is read
+    // into memory instead (8-byte aligned), as before mapping, rather than missing the cache and
+    // rebuilding it at every open.
+    auto copy = std::make_shared<std::vector<int64_t>>(size / 8 + 1);
+    size_t done = 0;
+    while (done < size) {
+      const ssize_t n = pread(fd, reinterpret_cast<char*>(copy->data()) + done, size - done,
+                              static_cast<off_t>(done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const int err = n < 0 ? errno : EIO;
+        close(fd);
+        return Errno(err, path, absl::StrCat("read at byte ", done));
+      }
+      done += static_cast<size_t>(n);
+    }
+    close(fd);
+    p = copy->data();
+    mapping = std::move(copy);
+  }
   PILEPREP_ASSIGN_OR_RETURN(
       NpyHeader h, ParseNpyHeader(absl::string_view(static_cast<const char*>(p), size), path));
   if (h.data_offset % h.itemsize != 0) {  // numpy and EncodeNpy pad the header to 64 bytes

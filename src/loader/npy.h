@@ -51,8 +51,9 @@ struct MappedNpy {
   const void* data = nullptr;
   std::shared_ptr<const void> mapping;
 };
-// Errors: the file's (open, mmap) as NotFound, PermissionDenied...; DataLoss for a header or size
-// that is wrong, or items not aligned.
+// Where the file cannot be mapped (mmap fails), it is read into memory instead. Errors: the
+// file's (open, read) as NotFound, PermissionDenied...; DataLoss for a header or size that is
+// wrong, or items not aligned.
 absl::StatusOr<MappedNpy> MapNpy(const std::string& path);
 
 // Parses what EncodeNpy writes (and numpy's own 1-D/2-D C-order files of those dtypes).

@@ -202,6 +202,62 @@ TEST(GptDataset, CachedIndicesAreMappedFilesNotCopies) {
   ExpectSameArray(kept, (*built)->indices().shuffle_index);
 }
 
+// Overwrites `bytes.size()` bytes of `path` at `offset` in place (same inode, as a writer that
+// opens the file with "r+" or truncates and rewrites it would change a mapping's pages).
+void OverwriteInPlace(const std::string& path, uint64_t offset, const std::string& bytes) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  ASSERT_TRUE(f.is_open()) << path;
+  f.seekp(static_cast<std::streamoff>(offset));
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  ASSERT_TRUE(f.good()) << path;
+}
+
+// Values read where they lie in a mapping are checked where they are used: files rewritten in
+// place after Open give errors, not reads outside the arrays or the .bin.
+TEST(GptDataset, FilesRewrittenInPlaceAfterOpenGiveErrorsNotStrayReads) {
+  ScopedTempDir tmp("loader_test_rewritten");
+  const std::string prefix = WriteVectorDataset(tmp.path());
+  GptDatasetOptions o;
+  o.sequence_length = 4;
+  o.num_samples = 9;
+  o.cache_dir = tmp.path() + "/cache";
+  ASSERT_TRUE(GptDataset::Open(prefix, o).ok());
+  auto cached = GptDataset::Open(prefix, o);
+  ASSERT_TRUE(cached.ok()) << cached.status();
+  ASSERT_TRUE((*cached)->loaded_from_cache());
+  std::vector<int64_t> text;
+  ASSERT_TRUE((*cached)->GetSample(0, &text).ok());
+  // Every shuffle row becomes 0xFFFFFFFF.
+  const IndexArray& shuffle = (*cached)->indices().shuffle_index;
+  for (const auto& entry : std::filesystem::directory_iterator(o.cache_dir)) {
+    const std::string path = entry.path().string();
+    if (path.find("-shuffle_index.npy") == std::string::npos) continue;
+    const uint64_t size = std::filesystem::file_size(path);
+    OverwriteInPlace(path, size - 4 * shuffle.size(), std::string(4 * shuffle.size(), '\xff'));
+  }
+  absl::Status s = (*cached)->GetSample(0, &text);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_THAT(s.message(), HasSubstr("changed since they were opened"));
+
+  // The .idx's pointers moved past the end of the .bin.
+  GptDatasetOptions plain = o;
+  plain.cache_dir.clear();
+  auto ds = GptDataset::Open(prefix, plain);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  ASSERT_TRUE((*ds)->GetSample(0, &text).ok());
+  const IndexedDatasetView& view = (*ds)->dataset();
+  std::string far(8, '\0');
+  const int64_t beyond = static_cast<int64_t>(view.bin_bytes()) + 64;
+  std::memcpy(far.data(), &beyond, 8);
+  for (int64_t i = 0; i < view.num_sequences(); ++i) {
+    OverwriteInPlace(prefix + ".idx", kIdxHeaderBytes + 4 * view.num_sequences() + 8 * i, far);
+  }
+  EXPECT_FALSE(view.SequenceInBounds(0));
+  EXPECT_EQ(view.CheckedSequenceData(0), nullptr);
+  s = (*ds)->GetSample(0, &text);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+}
+
 TEST(GptDataset, CacheRoundTripsAndSurvivesCorruption) {
   ScopedTempDir tmp("loader_test_cache");
   const std::string& dir = tmp.path();
