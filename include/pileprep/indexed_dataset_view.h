@@ -94,7 +94,8 @@ class IndexedDatasetView {
     const bool in = ptr >= 0 && ptr % static_cast<int64_t>(itemsize_) == 0 &&
                     static_cast<uint64_t>(ptr) <= bin_bytes_ &&
                     len * itemsize_ <= bin_bytes_ - static_cast<uint64_t>(ptr);
-    return in ? data_ + ptr : nullptr;
+    if (!in) return nullptr;
+    return data_ != nullptr ? data_ + ptr : kEmptyBin;  // an empty .bin is not mapped
   }
 
   // Raw bytes of sequence `i` (0 <= i < num_sequences(), unchecked): itemsize() * length bytes.
@@ -118,6 +119,9 @@ class IndexedDatasetView {
   std::string prefix_;
   TokenDType dtype_ = TokenDType::kUint16;
   size_t itemsize_ = 2;
+  // What CheckedSequenceData gives for the (empty) sequences of an empty .bin: not nullptr.
+  alignas(8) static constexpr uint8_t kEmptyBin[8] = {};
+
   static int64_t LoadInt64(const uint8_t* p) {
     int64_t v;
     std::memcpy(&v, p, 8);  // unaligned: never cast the pointer

@@ -307,9 +307,8 @@ std::string CachePath(const std::string& dir, const std::string& key, absl::stri
 // One cached array, mapped: its header checked against the dtypes and shape expected (the type
 // Megatron would give it, so that the Python module's arrays are Megatron's), its values left to
 // the caller to check.
-std::optional<IndexArray> MapCached(const std::string& path, IndexArray::Type type,
+std::optional<IndexArray> MapCached(absl::StatusOr<internal::MappedNpy> npy, IndexArray::Type type,
                                     const std::vector<int64_t>& shape) {
-  absl::StatusOr<internal::MappedNpy> npy = internal::MapNpy(path);
   if (!npy.ok() || npy->shape != shape) return std::nullopt;
   const char* descr = type == IndexArray::Type::kInt32    ? "<i4"
                       : type == IndexArray::Type::kUint32 ? "<u4"
@@ -344,18 +343,19 @@ bool AllValues(const IndexArray& a, F ok) {
 bool LoadCached(const std::string& dir, const std::string& key, absl::Span<const int32_t> sizes,
                 absl::Span<const int32_t> ids, GptIndices* out) {
   const int64_t docs = static_cast<int64_t>(ids.size()) * out->num_epochs;
-  auto doc = MapCached(CachePath(dir, key, "document_index.npy"), IndexArray::Type::kInt32, {docs});
+  auto doc = MapCached(internal::MapNpy(CachePath(dir, key, "document_index.npy")),
+                       IndexArray::Type::kInt32, {docs});
   if (!doc) return false;
   const bool doc_ok = AllValues(
       *doc, [&](int64_t d, size_t) { return d >= 0 && d < static_cast<int64_t>(sizes.size()); });
   if (!doc_ok) return false;
-  auto shuffle_path = CachePath(dir, key, "shuffle_index.npy");
-  absl::StatusOr<internal::MappedNpy> shuffle_npy = internal::MapNpy(shuffle_path);
+  absl::StatusOr<internal::MappedNpy> shuffle_npy =
+      internal::MapNpy(CachePath(dir, key, "shuffle_index.npy"));
   if (!shuffle_npy.ok() || shuffle_npy->shape.size() != 1) return false;
   const int64_t samples = shuffle_npy->shape[0];
-  auto sample = MapCached(CachePath(dir, key, "sample_index.npy"),
+  auto sample = MapCached(internal::MapNpy(CachePath(dir, key, "sample_index.npy")),
                           SampleIndexType(sizes, static_cast<size_t>(docs)), {samples + 1, 2});
-  auto shuffle = MapCached(shuffle_path, ShuffleIndexType(samples), {samples});
+  auto shuffle = MapCached(std::move(shuffle_npy), ShuffleIndexType(samples), {samples});
   if (!sample || !shuffle) return false;
   const int64_t rows = samples + 1;
   int64_t pos = 0;
@@ -763,7 +763,7 @@ absl::Status GptDataset::LocalParts(int k, int64_t j, std::vector<SamplePart>* p
   };
   const int64_t rows = static_cast<int64_t>(ix.sample_index.size() / 2);
   const int64_t row = ix.shuffle_index[static_cast<size_t>(j)];
-  if (row < 0 || row + 1 >= rows) return changed(absl::StrCat("shuffle index row ", row));
+  if (row < 0 || row >= rows - 1) return changed(absl::StrCat("shuffle index row ", row));
   const size_t r = static_cast<size_t>(row);
   const int64_t pos0 = ix.sample_index[2 * r], off0 = ix.sample_index[2 * r + 1];
   const int64_t pos1 = ix.sample_index[2 * r + 2], off1 = ix.sample_index[2 * r + 3];
@@ -774,15 +774,22 @@ absl::Status GptDataset::LocalParts(int k, int64_t j, std::vector<SamplePart>* p
   }
   auto length_of = [&](int64_t seq) { return static_cast<int64_t>(p.view->sequence_lengths()[seq]); };
   parts->clear();
+  int64_t total = 0;
   for (int64_t pos = pos0; pos <= pos1; ++pos) {
     const int64_t seq = ix.document_index[static_cast<size_t>(pos)];
     if (seq < 0 || seq >= p.view->num_sequences() || !p.view->SequenceInBounds(seq)) {
       return changed(absl::StrCat("sequence ", seq));
     }
-    const int64_t begin = pos == pos0 ? std::min(off0, length_of(seq)) : 0;
-    int64_t end = pos == pos1 ? off1 + extra_ : length_of(seq);
-    end = std::min(end, length_of(seq));  // numpy slicing clamps
-    parts->push_back(SamplePart{seq, begin, std::max<int64_t>(end - begin, 0)});
+    const int64_t length = length_of(seq);
+    const int64_t begin = pos == pos0 ? std::min(off0, length) : 0;
+    // numpy slicing clamps to the length (off1 compared first: off1 + extra_ could overflow).
+    const int64_t end = pos == pos1 && off1 < length ? std::min(off1 + extra_, length) : length;
+    const int64_t count = std::max<int64_t>(end - begin, 0);
+    total += count;  // at most sample_tokens_ in a valid sample
+    if (total > sample_tokens_) {
+      return changed(absl::StrCat("a sample of more than ", sample_tokens_, " tokens"));
+    }
+    parts->push_back(SamplePart{seq, begin, count});
   }
   return absl::OkStatus();
 }

@@ -10,6 +10,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstring>
+#include <new>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -202,7 +203,14 @@ absl::StatusOr<MappedNpy> MapNpy(const std::string& path) {
     // A file system that cannot map files, or no address space left (ulimit -v): the file is read
     // into memory instead (8-byte aligned), as before mapping, rather than missing the cache and
     // rebuilding it at every open.
-    auto copy = std::make_shared<std::vector<int64_t>>(size / 8 + 1);
+    std::shared_ptr<std::vector<int64_t>> copy;
+    try {
+      copy = std::make_shared<std::vector<int64_t>>(size / 8 + 1);
+    } catch (const std::bad_alloc&) {
+      close(fd);
+      return absl::ResourceExhaustedError(
+          absl::StrCat(path, ": neither mapped nor read: out of memory (", size, " bytes)"));
+    }
     size_t done = 0;
     while (done < size) {
       const ssize_t n = pread(fd, reinterpret_cast<char*>(copy->data()) + done, size - done,

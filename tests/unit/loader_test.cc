@@ -468,6 +468,33 @@ TEST(IndexedDatasetView, ReadsPointersAndDocumentIndicesFromTheMappedIdx) {
   EXPECT_THAT(MappedFileAt((*ds)->sequence_data(0)), ::testing::EndsWith("hand_uint16.bin"));
 }
 
+// A dataset whose documents are all empty (Megatron's writer makes one; pileprep's publishes
+// none) has an empty .bin, which is not mapped: its sequences are still in bounds, and copying none
+// of their tokens succeeds.
+TEST(IndexedDatasetView, EmptySequencesOfAnEmptyBinAreInBounds) {
+  ScopedTempDir tmp("loader_test_empty_bin");
+  const std::string prefix = tmp.path() + "/empty";
+  std::string idx(kIdxMagic, sizeof(kIdxMagic));
+  auto put = [&](const auto& v) { idx.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
+  put(uint64_t{1});                                // version
+  put(static_cast<uint8_t>(TokenDType::kUint16));  // dtype code 8
+  put(uint64_t{2});                                // sequences
+  put(uint64_t{3});                                // document indices
+  for (int32_t len : {0, 0}) put(len);
+  for (int64_t ptr : {0, 0}) put(ptr);
+  for (int64_t doc : {0, 1, 2}) put(doc);
+  WriteFile(prefix + ".idx", idx);
+  WriteFile(prefix + ".bin", "");
+  auto ds = IndexedDatasetView::Open(prefix);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  ASSERT_EQ((*ds)->bin_bytes(), 0u);
+  ASSERT_EQ((*ds)->num_sequences(), 2);
+  EXPECT_TRUE((*ds)->SequenceInBounds(1));
+  EXPECT_NE((*ds)->CheckedSequenceData(1), nullptr);
+  int64_t none[1];
+  EXPECT_TRUE((*ds)->CopyTokens(1, 0, 0, none));
+}
+
 TEST(IndexedDatasetView, ReadsGoldenMegatronFiles) {
   auto ds = IndexedDatasetView::Open(std::string(PILEPREP_TEST_DATA_DIR) + "/format/hand_uint16");
   ASSERT_TRUE(ds.ok()) << ds.status();
