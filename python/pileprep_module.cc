@@ -62,6 +62,8 @@ py::array Narrowed(const std::vector<From>& v, std::vector<py::ssize_t> shape) {
 // no copy, so a cached index stays the shared mapping it is in C++.
 py::array View(const IndexArray& a, std::vector<py::ssize_t> shape, py::handle owner) {
   switch (a.type()) {
+    case IndexArray::Type::kInt16:
+      return View<int16_t>(a.data(), std::move(shape), owner);
     case IndexArray::Type::kInt32:
       return View<int32_t>(a.data(), std::move(shape), owner);
     case IndexArray::Type::kUint32:
@@ -231,17 +233,21 @@ PYBIND11_MODULE(_pileprep, m) {
                                return py::make_tuple(g.ds->sequences().begin, g.ds->sequences().end);
                              })
       .def_property_readonly("dataset_index",
-                             [](const PyGptDataset& g) {
-                               const auto& v = g.ds->blending().dataset_index;
-                               return Narrowed<int16_t>(v, {static_cast<py::ssize_t>(v.size())});
+                             [](py::object self) {
+                               const auto& a =
+                                   self.cast<const PyGptDataset&>().ds->blending().dataset_index;
+                               return View(a, {static_cast<py::ssize_t>(a.size())}, self);
                              })
-      .def_property_readonly("dataset_sample_index",
-                             [](const PyGptDataset& g) {
-                               const auto& v = g.ds->blending().dataset_sample_index;
-                               return Narrowed<int64_t>(v, {static_cast<py::ssize_t>(v.size())});
-                             })
+      .def_property_readonly(
+          "dataset_sample_index",
+          [](py::object self) {
+            const auto& a = self.cast<const PyGptDataset&>().ds->blending().dataset_sample_index;
+            return View(a, {static_cast<py::ssize_t>(a.size())}, self);
+          })
       .def_property_readonly("loaded_from_cache",
                              [](const PyGptDataset& g) { return g.ds->loaded_from_cache(0); })
+      .def_property_readonly("blending_loaded_from_cache",
+                             [](const PyGptDataset& g) { return g.ds->blending_from_cache(); })
       .def_property_readonly("seq_length", [](const PyGptDataset& g) { return g.seq_length; })
       .def_property_readonly("add_extra_token", [](const PyGptDataset& g) {
         return g.ds->sample_tokens() > g.seq_length;

@@ -98,15 +98,15 @@ struct GptIndexOptions {
   bool drop_last_partial_sequence = true;
 };
 
-// One of GPTDataset's index arrays, in the dtype Megatron holds it in (int32, uint32 or int64):
-// in memory when built, or a read-only mapping of its cached .npy file (GptDatasetOptions::
-// cache_dir), whose pages every process that opens the cache shares through the page cache, as
-// Megatron's numpy.load(mmap_mode="r") does: at The Pile's scale (146 million samples of 2048
-// tokens) the three arrays of a dataset take gigabytes, which eight ranks of a node would otherwise
-// each hold a copy of. Copies share the storage; immutable, so safe to read from any thread.
+// One of GPTDataset's or BlendedDataset's index arrays, in the dtype Megatron holds it in (int16,
+// int32, uint32 or int64): in memory when built, or a read-only mapping of its cached .npy file
+// (GptDatasetOptions::cache_dir), whose pages every process that opens the cache shares through
+// the page cache, as Megatron's numpy.load(mmap_mode="r") does: at The Pile's scale (146 million
+// samples of 2048 tokens) the three arrays of a dataset take gigabytes, which eight ranks of a node
+// would otherwise each hold a copy of. Copies share the storage; immutable, so safe to read from any thread.
 class IndexArray {
  public:
-  enum class Type : uint8_t { kInt32, kUint32, kInt64 };
+  enum class Type : uint8_t { kInt16, kInt32, kUint32, kInt64 };
 
   IndexArray() = default;
   IndexArray(const IndexArray&) = default;
@@ -122,7 +122,9 @@ class IndexArray {
   }
   // `values` narrowed to `type`; each must fit (the builders choose the type so that they do).
   static IndexArray Narrowed(Type type, const std::vector<int64_t>& values);
+  static IndexArray Owning(std::vector<int16_t> values);
   static IndexArray Owning(std::vector<int32_t> values);
+  static IndexArray Owning(std::vector<int64_t> values);
   // `size` items of `type` at `data`, aligned for it, kept alive by `owner` (a mapping).
   static IndexArray Borrowed(Type type, const void* data, size_t size,
                              std::shared_ptr<const void> owner);
@@ -130,10 +132,12 @@ class IndexArray {
   Type type() const { return type_; }
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
-  size_t itemsize() const { return type_ == Type::kInt64 ? 8 : 4; }
+  size_t itemsize() const { return type_ == Type::kInt64 ? 8 : type_ == Type::kInt16 ? 2 : 4; }
   const void* data() const { return data_; }
   int64_t operator[](size_t i) const {
     switch (type_) {
+      case Type::kInt16:
+        return static_cast<const int16_t*>(data_)[i];
       case Type::kInt32:
         return static_cast<const int32_t*>(data_)[i];
       case Type::kUint32:
@@ -192,6 +196,13 @@ BlendingIndices BuildBlendingIndices(absl::Span<const double> weights, int64_t s
 // same greedy order with weights sizes[d] / Σ sizes. Datasets of size 0 are never picked.
 BlendingIndices BuildExhaustiveBlendingIndices(absl::Span<const int64_t> sizes);
 
+// A GptDataset's blend: BlendingIndices as IndexArrays (dataset_index int16, dataset_sample_index
+// int64), in memory when built, mapped when loaded from the cache (GptDatasetOptions::cache_dir).
+struct BlendingArrays {
+  IndexArray dataset_index;
+  IndexArray dataset_sample_index;
+};
+
 // A parsed --data-path list: weighted (even length, every even item a float; weights normalized in
 // float64) or plain prefixes (weights empty).
 struct Blend {
@@ -219,9 +230,12 @@ struct GptDatasetOptions {
   int split_index = 0;
   SplitRounding split_rounding = SplitRounding::kCurrent;
   // Where to cache the indices (created if missing); empty: build in memory every time. Files are
-  // `{cache_dir}/{hash}-pileprep-gpt-{document,sample,shuffle}_index.npy` and `...-description.txt`,
-  // the hash covering the sequence lengths, the split range and every option above. Written under a
-  // unique temporary name and renamed, so ranks building at once are safe (identical contents).
+  // `{cache_dir}/{hash}-pileprep-gpt-{document,sample,shuffle}_index.npy` and
+  // `...-description.txt`, the hash covering the sequence lengths, the split range and every option
+  // above; a blend's own indices are
+  // `{hash}-pileprep-blend-{dataset_index,dataset_sample_index}.npy`, the hash covering the
+  // weights, the sample count and the datasets' sample counts. Written under a unique temporary
+  // name and renamed, so ranks building at once are safe (identical contents).
   std::string cache_dir;
   // Megatron's mid_level_dataset_surplus: each dataset of a weighted blend is asked for
   // ceil(ceil(S·w)·(1 + surplus)) samples.
@@ -270,7 +284,9 @@ class GptDataset {
   // The split's sequences of dataset k.
   SequenceRange sequences(int k = 0) const { return parts_[k].range; }
   // Blends only (empty otherwise).
-  const BlendingIndices& blending() const { return blending_; }
+  const BlendingArrays& blending() const { return blending_; }
+  // Whether the blend's indices came from the cache.
+  bool blending_from_cache() const { return blending_from_cache_; }
   // Whether dataset k's indices came from the cache.
   bool loaded_from_cache(int k = 0) const { return parts_[k].from_cache; }
 
@@ -285,7 +301,8 @@ class GptDataset {
   absl::Status LocalParts(int k, int64_t j, std::vector<SamplePart>* parts) const;
 
   std::vector<Part> parts_;
-  BlendingIndices blending_;
+  BlendingArrays blending_;
+  bool blending_from_cache_ = false;
   bool blend_ = false;
   int64_t size_ = 0;
   int64_t sample_tokens_ = 0;

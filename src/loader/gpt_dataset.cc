@@ -304,16 +304,28 @@ std::string CachePath(const std::string& dir, const std::string& key, absl::stri
   return absl::StrCat(dir, "/", key, "-pileprep-gpt-", what);
 }
 
+// The .npy dtype of an IndexArray type.
+const char* Descr(IndexArray::Type type) {
+  switch (type) {
+    case IndexArray::Type::kInt16:
+      return "<i2";
+    case IndexArray::Type::kInt32:
+      return "<i4";
+    case IndexArray::Type::kUint32:
+      return "<u4";
+    case IndexArray::Type::kInt64:
+      break;
+  }
+  return "<i8";
+}
+
 // One cached array, mapped: its header checked against the dtypes and shape expected (the type
 // Megatron would give it, so that the Python module's arrays are Megatron's), its values left to
 // the caller to check.
 std::optional<IndexArray> MapCached(absl::StatusOr<internal::MappedNpy> npy, IndexArray::Type type,
                                     const std::vector<int64_t>& shape) {
   if (!npy.ok() || npy->shape != shape) return std::nullopt;
-  const char* descr = type == IndexArray::Type::kInt32    ? "<i4"
-                      : type == IndexArray::Type::kUint32 ? "<u4"
-                                                          : "<i8";
-  if (npy->descr != descr) return std::nullopt;
+  if (npy->descr != Descr(type)) return std::nullopt;
   return IndexArray::Borrowed(type, npy->data, npy->count, npy->mapping);
 }
 
@@ -328,6 +340,8 @@ bool AllValues(const IndexArray& a, F ok) {
     return true;
   };
   switch (a.type()) {
+    case IndexArray::Type::kInt16:
+      return all(static_cast<const int16_t*>(a.data()));
     case IndexArray::Type::kInt32:
       return all(static_cast<const int32_t*>(a.data()));
     case IndexArray::Type::kUint32:
@@ -381,12 +395,9 @@ absl::Status StoreCached(const std::string& dir, const std::string& key,
                          const std::string& description, const GptIndices& ix) {
   PILEPREP_RETURN_IF_ERROR(internal::MakeDirectories(dir));
   auto store = [&](absl::string_view what, const IndexArray& a, std::vector<int64_t> shape) {
-    const char* descr = a.type() == IndexArray::Type::kInt32    ? "<i4"
-                        : a.type() == IndexArray::Type::kUint32 ? "<u4"
-                                                                : "<i8";
     return internal::WriteFileAtomically(
         CachePath(dir, key, what),
-        internal::EncodeNpyBytes(descr, shape, a.data(), a.size() * a.itemsize()));
+        internal::EncodeNpyBytes(Descr(a.type()), shape, a.data(), a.size() * a.itemsize()));
   };
   const int64_t rows = static_cast<int64_t>(ix.sample_index.size() / 2);
   PILEPREP_RETURN_IF_ERROR(store("document_index.npy", ix.document_index,
@@ -394,6 +405,59 @@ absl::Status StoreCached(const std::string& dir, const std::string& key,
   PILEPREP_RETURN_IF_ERROR(store("sample_index.npy", ix.sample_index, {rows, 2}));
   PILEPREP_RETURN_IF_ERROR(store("shuffle_index.npy", ix.shuffle_index, {ix.size()}));
   return internal::WriteFileAtomically(CachePath(dir, key, "description.txt"), description);
+}
+
+constexpr char kBlendCacheVersion[] = "pileprep-blend-indices v1";
+
+// What build_blending_indices (or its exhaustive form) sees: the weights given to it (none for the
+// exhaustive form), the sample count, and the datasets' sample counts, which bound the values.
+std::string BlendCacheKey(absl::Span<const double> weights, int64_t size,
+                          absl::Span<const int64_t> lengths) {
+  Hasher h;
+  h.Add(kBlendCacheVersion);
+  h.Add(weights.data(), weights.size() * sizeof(double));
+  h.Add(&size, sizeof(size));
+  h.Add(lengths.data(), lengths.size() * sizeof(int64_t));
+  return h.Hex();
+}
+
+std::string BlendCachePath(const std::string& dir, const std::string& key, absl::string_view what) {
+  return absl::StrCat(dir, "/", key, "-pileprep-blend-", what);
+}
+
+// A hit fills `out` with the mapped files, every value checked (dataset d's sample below
+// lengths[d]); anything else is a miss.
+bool LoadCachedBlend(const std::string& dir, const std::string& key, int64_t size,
+                     absl::Span<const int64_t> lengths, BlendingArrays* out) {
+  auto dataset = MapCached(internal::MapNpy(BlendCachePath(dir, key, "dataset_index.npy")),
+                           IndexArray::Type::kInt16, {size});
+  auto sample = MapCached(internal::MapNpy(BlendCachePath(dir, key, "dataset_sample_index.npy")),
+                          IndexArray::Type::kInt64, {size});
+  if (!dataset || !sample) return false;
+  const auto* d = static_cast<const int16_t*>(dataset->data());
+  const auto* s = static_cast<const int64_t*>(sample->data());
+  for (size_t i = 0; i < static_cast<size_t>(size); ++i) {
+    if (d[i] < 0 || static_cast<size_t>(d[i]) >= lengths.size() || s[i] < 0 ||
+        s[i] >= lengths[static_cast<size_t>(d[i])]) {
+      return false;
+    }
+  }
+  out->dataset_index = *std::move(dataset);
+  out->dataset_sample_index = *std::move(sample);
+  return true;
+}
+
+absl::Status StoreCachedBlend(const std::string& dir, const std::string& key,
+                              const BlendingArrays& b) {
+  PILEPREP_RETURN_IF_ERROR(internal::MakeDirectories(dir));
+  const int64_t size = static_cast<int64_t>(b.dataset_index.size());
+  PILEPREP_RETURN_IF_ERROR(internal::WriteFileAtomically(
+      BlendCachePath(dir, key, "dataset_index.npy"),
+      internal::EncodeNpyBytes("<i2", {size}, b.dataset_index.data(), 2 * b.dataset_index.size())));
+  return internal::WriteFileAtomically(
+      BlendCachePath(dir, key, "dataset_sample_index.npy"),
+      internal::EncodeNpyBytes("<i8", {size}, b.dataset_sample_index.data(),
+                               8 * b.dataset_sample_index.size()));
 }
 
 }  // namespace
@@ -408,6 +472,8 @@ IndexArray IndexArray::Narrowed(Type type, const std::vector<int64_t>& values) {
     return Borrowed(type, owned->data(), owned->size(), owned);
   };
   switch (type) {
+    case Type::kInt16:
+      return narrow(int16_t{});
     case Type::kInt32:
       return narrow(int32_t{});
     case Type::kUint32:
@@ -418,9 +484,19 @@ IndexArray IndexArray::Narrowed(Type type, const std::vector<int64_t>& values) {
   return narrow(int64_t{});
 }
 
+IndexArray IndexArray::Owning(std::vector<int16_t> values) {
+  auto owned = std::make_shared<std::vector<int16_t>>(std::move(values));
+  return Borrowed(Type::kInt16, owned->data(), owned->size(), owned);
+}
+
 IndexArray IndexArray::Owning(std::vector<int32_t> values) {
   auto owned = std::make_shared<std::vector<int32_t>>(std::move(values));
   return Borrowed(Type::kInt32, owned->data(), owned->size(), owned);
+}
+
+IndexArray IndexArray::Owning(std::vector<int64_t> values) {
+  auto owned = std::make_shared<std::vector<int64_t>>(std::move(values));
+  return Borrowed(Type::kInt64, owned->data(), owned->size(), owned);
 }
 
 IndexArray IndexArray::Borrowed(Type type, const void* data, size_t size,
@@ -718,24 +794,49 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Open(const Blend& blend,
   }
   std::vector<int64_t> lengths;
   for (const Part& p : ds->parts_) lengths.push_back(p.indices.size());
+  // What build_blending_indices is given: the blend's weights and the sum of ceil(S·w) samples; for
+  // "A B" with num_samples, weights ∝ the datasets' sizes and min(S, Σ sizes); without it, the
+  // exhaustive form (no weights, Σ sizes).
+  std::vector<double> weights;
+  int64_t size = 0;
   if (weighted) {
-    int64_t size = 0;
-    for (double w : blend.weights) {
+    weights = blend.weights;
+    for (double w : weights) {
       size += static_cast<int64_t>(std::ceil(static_cast<double>(*options.num_samples) * w));
     }
-    ds->blending_ = BuildBlendingIndices(blend.weights, size);
-  } else if (!options.num_samples) {
-    ds->blending_ = BuildExhaustiveBlendingIndices(lengths);
   } else {
     int64_t total = 0;
     for (int64_t l : lengths) total += l;
-    std::vector<double> w;
-    for (int64_t l : lengths) w.push_back(static_cast<double>(l) / static_cast<double>(total));
-    ds->blending_ = BuildBlendingIndices(w, std::min(*options.num_samples, total));
+    if (!options.num_samples) {
+      size = total;
+    } else {
+      for (int64_t l : lengths)
+        weights.push_back(static_cast<double>(l) / static_cast<double>(total));
+      size = std::min(*options.num_samples, total);
+    }
+  }
+  const bool exhaustive = !weighted && !options.num_samples;
+  std::string blend_key;
+  if (!options.cache_dir.empty()) {
+    blend_key = BlendCacheKey(weights, exhaustive ? -1 : size, lengths);
+    ds->blending_from_cache_ =
+        LoadCachedBlend(options.cache_dir, blend_key, size, lengths, &ds->blending_);
+  }
+  if (!ds->blending_from_cache_) {
+    BlendingIndices b =
+        exhaustive ? BuildExhaustiveBlendingIndices(lengths) : BuildBlendingIndices(weights, size);
+    ds->blending_.dataset_index = IndexArray::Owning(std::move(b.dataset_index));
+    ds->blending_.dataset_sample_index = IndexArray::Owning(std::move(b.dataset_sample_index));
+    if (!options.cache_dir.empty()) {
+      PILEPREP_RETURN_IF_ERROR(StoreCachedBlend(options.cache_dir, blend_key, ds->blending_));
+    }
   }
   // BlendedDataset refuses a blend that asks a dataset for more samples than it has.
   std::vector<int64_t> asked(lengths.size(), 0);
-  for (int16_t d : ds->blending_.dataset_index) ++asked[static_cast<size_t>(d)];
+  const auto* picks = static_cast<const int16_t*>(ds->blending_.dataset_index.data());
+  for (size_t i = 0; i < ds->blending_.dataset_index.size(); ++i) {
+    ++asked[static_cast<size_t>(picks[i])];
+  }
   for (size_t d = 0; d < lengths.size(); ++d) {
     if (asked[d] > lengths[d]) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -802,9 +903,16 @@ absl::StatusOr<int> GptDataset::GetSampleParts(int64_t i, std::vector<SamplePart
     PILEPREP_RETURN_IF_ERROR(LocalParts(0, i, parts));
     return 0;
   }
-  const int k = blending_.dataset_index[static_cast<size_t>(i)];
-  PILEPREP_RETURN_IF_ERROR(LocalParts(k, blending_.dataset_sample_index[static_cast<size_t>(i)], parts));
-  return k;
+  // Mapped when loaded from the cache: checked as used, as LocalParts checks the GPT indices.
+  const int64_t k = blending_.dataset_index[static_cast<size_t>(i)];
+  const int64_t j = blending_.dataset_sample_index[static_cast<size_t>(i)];
+  if (k < 0 || k >= num_datasets() || j < 0 || j >= parts_[static_cast<size_t>(k)].indices.size()) {
+    return absl::DataLossError(absl::StrCat(
+        "blend sample ", i, ": dataset ", k, " sample ", j,
+        " (the cached blend index files changed since they were opened: rewritten in place?)"));
+  }
+  PILEPREP_RETURN_IF_ERROR(LocalParts(static_cast<int>(k), j, parts));
+  return static_cast<int>(k);
 }
 
 absl::Status GptDataset::GetSample(int64_t i, std::vector<int64_t>* text) const {

@@ -571,6 +571,16 @@ def test_cache(pileprep, writer, tmp):
     same(kept, expected, "cache: an index array outlives its dataset's name")
     c = pileprep.GPTDataset(prefix, **dict(kw, split_index=1))
     check(not c.loaded_from_cache, "cache: another split is another key")
+    blend = f"0.4 {prefix} 0.6 {prefix}"
+    bkw = dict(seq_length=7, num_samples=300, seed=77, cache_dir=cache)
+    e = pileprep.GPTDataset(blend, **bkw)
+    f = pileprep.GPTDataset(blend, **bkw)
+    check(not e.blending_loaded_from_cache and f.blending_loaded_from_cache, "cache: blend hits")
+    for name in ("dataset_index", "dataset_sample_index"):
+        same(getattr(f, name), getattr(e, name), f"cache: blend {name}")
+        check(not getattr(f, name).flags.owndata, f"cache: blend {name} is a view")
+    for i in range(0, len(e), 37):
+        same(f[i], e[i], f"cache: blend sample {i}")
 
 
 class _FakeTensor(numpy.ndarray):

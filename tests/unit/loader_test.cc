@@ -258,6 +258,59 @@ TEST(GptDataset, FilesRewrittenInPlaceAfterOpenGiveErrorsNotStrayReads) {
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
 }
 
+// A blend's own indices are cached and mapped too (Megatron caches BlendedDataset's), keyed by
+// what builds them: other weights miss; a damaged file misses and is rebuilt.
+TEST(GptDataset, BlendIndicesAreCachedAndMapped) {
+  ScopedTempDir tmp("loader_test_blend_cache");
+  const std::string a = WriteVectorDataset(tmp.path());
+  std::filesystem::create_directory(tmp.path() + "/b");
+  const std::string b = WriteVectorDataset(tmp.path() + "/b");
+  GptDatasetOptions o;
+  o.sequence_length = 3;
+  o.num_samples = 10;
+  o.cache_dir = tmp.path() + "/cache";
+  const std::string blend = "0.3 " + a + " 0.7 " + b;
+  auto built = GptDataset::Open(blend, o);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_FALSE((*built)->blending_from_cache());
+  EXPECT_EQ(MappedFileAt((*built)->blending().dataset_index.data()), "");
+  auto cached = GptDataset::Open(blend, o);
+  ASSERT_TRUE(cached.ok()) << cached.status();
+  ASSERT_TRUE((*cached)->blending_from_cache());
+  const BlendingArrays& bl = (*cached)->blending();
+  EXPECT_THAT(MappedFileAt(bl.dataset_index.data()),
+              ::testing::EndsWith("-pileprep-blend-dataset_index.npy"));
+  EXPECT_THAT(MappedFileAt(bl.dataset_sample_index.data()),
+              ::testing::EndsWith("-pileprep-blend-dataset_sample_index.npy"));
+  ExpectSameArray(bl.dataset_index, (*built)->blending().dataset_index);
+  ExpectSameArray(bl.dataset_sample_index, (*built)->blending().dataset_sample_index);
+  std::vector<int64_t> x, y;
+  for (int64_t i = 0; i < (*built)->size(); ++i) {
+    ASSERT_TRUE((*built)->GetSample(i, &x).ok());
+    ASSERT_TRUE((*cached)->GetSample(i, &y).ok());
+    EXPECT_EQ(x, y) << "sample " << i;
+  }
+  auto other = GptDataset::Open("0.5 " + a + " 0.5 " + b, o);
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_FALSE((*other)->blending_from_cache());
+
+  // A cached sample index past its dataset's samples is a miss: rebuilt, the same.
+  for (const auto& entry : std::filesystem::directory_iterator(o.cache_dir)) {
+    const std::string path = entry.path().string();
+    if (path.find("-blend-dataset_sample_index.npy") == std::string::npos) continue;
+    auto rows = internal::DecodeNpy(ReadFile(path), path);
+    ASSERT_TRUE(rows.ok()) << rows.status();
+    rows->values[0] = 1000;
+    WriteFile(path, internal::EncodeNpy(rows->descr, rows->shape, rows->values.data(),
+                                        rows->values.size()));
+  }
+  auto rebuilt = GptDataset::Open(blend, o);
+  ASSERT_TRUE(rebuilt.ok()) << rebuilt.status();
+  EXPECT_FALSE((*rebuilt)->blending_from_cache());
+  ExpectSameArray((*rebuilt)->blending().dataset_sample_index,
+                  (*built)->blending().dataset_sample_index);
+}
+
 TEST(GptDataset, CacheRoundTripsAndSurvivesCorruption) {
   ScopedTempDir tmp("loader_test_cache");
   const std::string& dir = tmp.path();
@@ -395,7 +448,8 @@ TEST(GptDataset, WeightedBlendUsesBothDatasets) {
   ASSERT_TRUE(ds.ok()) << ds.status();
   EXPECT_TRUE((*ds)->is_blend());
   EXPECT_EQ((*ds)->size(), 10);  // ceil(3) + ceil(7)
-  EXPECT_THAT((*ds)->blending().dataset_index, ElementsAre(1, 0, 1, 1, 0, 1, 1, 0, 1, 1));
+  EXPECT_THAT((*ds)->blending().dataset_index.ToVector(),
+              ElementsAre(1, 0, 1, 1, 0, 1, 1, 0, 1, 1));
   // Dataset 0 asked for ceil(3 · 1.005) = 4 samples, dataset 1 for ceil(7 · 1.005) = 8.
   EXPECT_EQ((*ds)->indices(0).size(), 6);  // one epoch gives 6 >= 4
   EXPECT_EQ((*ds)->indices(1).size(), 12);
