@@ -245,7 +245,7 @@ class Hasher {
       AddWord(w);
     }
     uint64_t tail = 0;
-    std::memcpy(&tail, p + i, size - i);
+    if (i < size) std::memcpy(&tail, p + i, size - i);  // never memcpy from null (size 0)
     AddWord(tail);
   }
   void Add(absl::string_view s) { Add(s.data(), s.size()); }
@@ -790,6 +790,9 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Open(const Blend& blend,
 
   if (!ds->blend_) {
     ds->size_ = ds->parts_[0].indices.size();
+    // No blend: empty arrays of the blend's dtypes (the Python module's views keep them).
+    ds->blending_.dataset_index = IndexArray::Owning(std::vector<int16_t>{});
+    ds->blending_.dataset_sample_index = IndexArray::Owning(std::vector<int64_t>{});
     return ds;
   }
   std::vector<int64_t> lengths;
@@ -835,7 +838,12 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Open(const Blend& blend,
   std::vector<int64_t> asked(lengths.size(), 0);
   const auto* picks = static_cast<const int16_t*>(ds->blending_.dataset_index.data());
   for (size_t i = 0; i < ds->blending_.dataset_index.size(); ++i) {
-    ++asked[static_cast<size_t>(picks[i])];
+    const int16_t d = picks[i];  // read once: mapped on a hit, and checked where it is used
+    if (d < 0 || static_cast<size_t>(d) >= asked.size()) {
+      return absl::DataLossError(absl::StrCat("blend sample ", i, ": dataset ", d,
+                                              " (the cached blend index changed while opened)"));
+    }
+    ++asked[static_cast<size_t>(d)];
   }
   for (size_t d = 0; d < lengths.size(); ++d) {
     if (asked[d] > lengths[d]) {

@@ -581,6 +581,7 @@ def test_cache(pileprep, writer, tmp):
         check(not getattr(f, name).flags.owndata, f"cache: blend {name} is a view")
     for i in range(0, len(e), 37):
         same(f[i], e[i], f"cache: blend sample {i}")
+    same(a.dataset_index, numpy.zeros(0, dtype=numpy.int16), "not a blend: empty int16 dataset_index")
 
 
 class _FakeTensor(numpy.ndarray):

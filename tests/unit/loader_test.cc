@@ -309,6 +309,33 @@ TEST(GptDataset, BlendIndicesAreCachedAndMapped) {
   EXPECT_FALSE((*rebuilt)->blending_from_cache());
   ExpectSameArray((*rebuilt)->blending().dataset_sample_index,
                   (*built)->blending().dataset_sample_index);
+
+  // Rewritten in place after a cached open (every pick's sample past its dataset): DataLoss where a
+  // sample uses it, not a stray read.
+  auto mapped = GptDataset::Open(blend, o);
+  ASSERT_TRUE(mapped.ok()) << mapped.status();
+  ASSERT_TRUE((*mapped)->blending_from_cache());
+  for (const auto& entry : std::filesystem::directory_iterator(o.cache_dir)) {
+    const std::string path = entry.path().string();
+    if (path.find("-blend-dataset_sample_index.npy") == std::string::npos) continue;
+    const size_t n = (*mapped)->blending().dataset_sample_index.size();
+    OverwriteInPlace(path, std::filesystem::file_size(path) - 8 * n, std::string(8 * n, '\x7f'));
+  }
+  std::vector<int64_t> text;
+  const absl::Status s = (*mapped)->GetSample(0, &text);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+
+  // The exhaustive form ("A B" without num_samples) is cached too.
+  GptDatasetOptions ex = o;
+  ex.num_samples.reset();
+  auto e1 = GptDataset::Open(a + " " + b, ex);
+  ASSERT_TRUE(e1.ok()) << e1.status();
+  auto e2 = GptDataset::Open(a + " " + b, ex);
+  ASSERT_TRUE(e2.ok()) << e2.status();
+  EXPECT_FALSE((*e1)->blending_from_cache());
+  EXPECT_TRUE((*e2)->blending_from_cache());
+  ExpectSameArray((*e2)->blending().dataset_index, (*e1)->blending().dataset_index);
+  ExpectSameArray((*e2)->blending().dataset_sample_index, (*e1)->blending().dataset_sample_index);
 }
 
 TEST(GptDataset, CacheRoundTripsAndSurvivesCorruption) {
