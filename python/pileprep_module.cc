@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -61,17 +62,10 @@ py::array Narrowed(const std::vector<From>& v, std::vector<py::ssize_t> shape) {
 // A read-only numpy view of an index array in its own dtype (Megatron's), kept alive by `owner`:
 // no copy, so a cached index stays the shared mapping it is in C++.
 py::array View(const IndexArray& a, std::vector<py::ssize_t> shape, py::handle owner) {
-  switch (a.type()) {
-    case IndexArray::Type::kInt16:
-      return View<int16_t>(a.data(), std::move(shape), owner);
-    case IndexArray::Type::kInt32:
-      return View<int32_t>(a.data(), std::move(shape), owner);
-    case IndexArray::Type::kUint32:
-      return View<uint32_t>(a.data(), std::move(shape), owner);
-    case IndexArray::Type::kInt64:
-      break;
-  }
-  return View<int64_t>(a.data(), std::move(shape), owner);
+  return a.Visit([&](const auto* values) {
+    using T = std::remove_cv_t<std::remove_pointer_t<decltype(values)>>;
+    return View<T>(values, std::move(shape), owner);
+  });
 }
 
 struct PyIndexedDataset {

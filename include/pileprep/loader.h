@@ -149,6 +149,22 @@ class IndexArray {
   }
   // The values widened, for tests and small arrays.
   std::vector<int64_t> ToVector() const;
+  // f(const T* values) with T the storage type (int16_t, int32_t, uint32_t or int64_t): one typed
+  // loop over a whole array instead of a switch per value.
+  template <typename F>
+  decltype(auto) Visit(F&& f) const {
+    switch (type_) {
+      case Type::kInt16:
+        return f(static_cast<const int16_t*>(data_));
+      case Type::kInt32:
+        return f(static_cast<const int32_t*>(data_));
+      case Type::kUint32:
+        return f(static_cast<const uint32_t*>(data_));
+      case Type::kInt64:
+        break;
+    }
+    return f(static_cast<const int64_t*>(data_));
+  }
 
  private:
   std::shared_ptr<const void> owner_;

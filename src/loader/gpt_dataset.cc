@@ -333,23 +333,12 @@ std::optional<IndexArray> MapCached(absl::StatusOr<internal::MappedNpy> npy, Ind
 // millions of values at The Pile's scale).
 template <typename F>
 bool AllValues(const IndexArray& a, F ok) {
-  auto all = [&](auto* values) {
+  return a.Visit([&](const auto* values) {
     for (size_t i = 0; i < a.size(); ++i) {
       if (!ok(static_cast<int64_t>(values[i]), i)) return false;
     }
     return true;
-  };
-  switch (a.type()) {
-    case IndexArray::Type::kInt16:
-      return all(static_cast<const int16_t*>(a.data()));
-    case IndexArray::Type::kInt32:
-      return all(static_cast<const int32_t*>(a.data()));
-    case IndexArray::Type::kUint32:
-      return all(static_cast<const uint32_t*>(a.data()));
-    case IndexArray::Type::kInt64:
-      break;
-  }
-  return all(static_cast<const int64_t*>(a.data()));
+  });
 }
 
 // A cache hit fills `out` (its plan fields already set) with the mapped files; anything
@@ -391,20 +380,32 @@ bool LoadCached(const std::string& dir, const std::string& key, absl::Span<const
   return true;
 }
 
+// An array as a .npy file of its own dtype, written atomically.
+absl::Status StoreArray(const std::string& path, const IndexArray& a,
+                        const std::vector<int64_t>& shape) {
+  return internal::WriteFileAtomically(
+      path, internal::EncodeNpyBytes(Descr(a.type()), shape, a.data(), a.size() * a.itemsize()));
+}
+
 absl::Status StoreCached(const std::string& dir, const std::string& key,
                          const std::string& description, const GptIndices& ix) {
   PILEPREP_RETURN_IF_ERROR(internal::MakeDirectories(dir));
-  auto store = [&](absl::string_view what, const IndexArray& a, std::vector<int64_t> shape) {
-    return internal::WriteFileAtomically(
-        CachePath(dir, key, what),
-        internal::EncodeNpyBytes(Descr(a.type()), shape, a.data(), a.size() * a.itemsize()));
-  };
   const int64_t rows = static_cast<int64_t>(ix.sample_index.size() / 2);
-  PILEPREP_RETURN_IF_ERROR(store("document_index.npy", ix.document_index,
-                                 {static_cast<int64_t>(ix.document_index.size())}));
-  PILEPREP_RETURN_IF_ERROR(store("sample_index.npy", ix.sample_index, {rows, 2}));
-  PILEPREP_RETURN_IF_ERROR(store("shuffle_index.npy", ix.shuffle_index, {ix.size()}));
+  PILEPREP_RETURN_IF_ERROR(StoreArray(CachePath(dir, key, "document_index.npy"), ix.document_index,
+                                      {static_cast<int64_t>(ix.document_index.size())}));
+  PILEPREP_RETURN_IF_ERROR(
+      StoreArray(CachePath(dir, key, "sample_index.npy"), ix.sample_index, {rows, 2}));
+  PILEPREP_RETURN_IF_ERROR(
+      StoreArray(CachePath(dir, key, "shuffle_index.npy"), ix.shuffle_index, {ix.size()}));
   return internal::WriteFileAtomically(CachePath(dir, key, "description.txt"), description);
+}
+
+// A value read from a mapped .idx or cached index file that fails its check where it is used: the
+// file was rewritten in place since Open (it passed when loaded). `what` names the sample and
+// value.
+absl::Status ChangedSinceOpen(absl::string_view what) {
+  return absl::DataLossError(
+      absl::StrCat(what, " (the files changed since they were opened: rewritten in place?)"));
 }
 
 constexpr char kBlendCacheVersion[] = "pileprep-blend-indices v1";
@@ -451,25 +452,31 @@ absl::Status StoreCachedBlend(const std::string& dir, const std::string& key,
                               const BlendingArrays& b) {
   PILEPREP_RETURN_IF_ERROR(internal::MakeDirectories(dir));
   const int64_t size = static_cast<int64_t>(b.dataset_index.size());
-  PILEPREP_RETURN_IF_ERROR(internal::WriteFileAtomically(
-      BlendCachePath(dir, key, "dataset_index.npy"),
-      internal::EncodeNpyBytes("<i2", {size}, b.dataset_index.data(), 2 * b.dataset_index.size())));
-  return internal::WriteFileAtomically(
-      BlendCachePath(dir, key, "dataset_sample_index.npy"),
-      internal::EncodeNpyBytes("<i8", {size}, b.dataset_sample_index.data(),
-                               8 * b.dataset_sample_index.size()));
+  PILEPREP_RETURN_IF_ERROR(
+      StoreArray(BlendCachePath(dir, key, "dataset_index.npy"), b.dataset_index, {size}));
+  return StoreArray(BlendCachePath(dir, key, "dataset_sample_index.npy"), b.dataset_sample_index,
+                    {size});
 }
 
 }  // namespace
 
 // ---- IndexArray --------------------------------------------------------------------------------
 
+namespace {
+
+// `values` moved into shared storage that the array keeps alive.
+template <typename T>
+IndexArray OwnedArray(IndexArray::Type type, std::vector<T> values) {
+  auto owned = std::make_shared<std::vector<T>>(std::move(values));
+  return IndexArray::Borrowed(type, owned->data(), owned->size(), owned);
+}
+
+}  // namespace
+
 IndexArray IndexArray::Narrowed(Type type, const std::vector<int64_t>& values) {
   auto narrow = [&](auto tag) {
     using T = decltype(tag);
-    auto owned = std::make_shared<std::vector<T>>(values.size());
-    for (size_t i = 0; i < values.size(); ++i) (*owned)[i] = static_cast<T>(values[i]);
-    return Borrowed(type, owned->data(), owned->size(), owned);
+    return OwnedArray(type, std::vector<T>(values.begin(), values.end()));
   };
   switch (type) {
     case Type::kInt16:
@@ -485,18 +492,13 @@ IndexArray IndexArray::Narrowed(Type type, const std::vector<int64_t>& values) {
 }
 
 IndexArray IndexArray::Owning(std::vector<int16_t> values) {
-  auto owned = std::make_shared<std::vector<int16_t>>(std::move(values));
-  return Borrowed(Type::kInt16, owned->data(), owned->size(), owned);
+  return OwnedArray(Type::kInt16, std::move(values));
 }
-
 IndexArray IndexArray::Owning(std::vector<int32_t> values) {
-  auto owned = std::make_shared<std::vector<int32_t>>(std::move(values));
-  return Borrowed(Type::kInt32, owned->data(), owned->size(), owned);
+  return OwnedArray(Type::kInt32, std::move(values));
 }
-
 IndexArray IndexArray::Owning(std::vector<int64_t> values) {
-  auto owned = std::make_shared<std::vector<int64_t>>(std::move(values));
-  return Borrowed(Type::kInt64, owned->data(), owned->size(), owned);
+  return OwnedArray(Type::kInt64, std::move(values));
 }
 
 IndexArray IndexArray::Borrowed(Type type, const void* data, size_t size,
@@ -840,8 +842,7 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Open(const Blend& blend,
   for (size_t i = 0; i < ds->blending_.dataset_index.size(); ++i) {
     const int16_t d = picks[i];  // read once: mapped on a hit, and checked where it is used
     if (d < 0 || static_cast<size_t>(d) >= asked.size()) {
-      return absl::DataLossError(absl::StrCat("blend sample ", i, ": dataset ", d,
-                                              " (the cached blend index changed while opened)"));
+      return ChangedSinceOpen(absl::StrCat("blend sample ", i, ": dataset ", d));
     }
     ++asked[static_cast<size_t>(d)];
   }
@@ -866,9 +867,7 @@ absl::Status GptDataset::LocalParts(int k, int64_t j, std::vector<SamplePart>* p
   // pointers are: every value is checked again as it is used (a few compares a sample), so that a
   // file rewritten in place since Open gives an error, never a read outside the arrays or the .bin.
   auto changed = [&](absl::string_view what) {
-    return absl::DataLossError(absl::StrCat(
-        p.view->prefix(), ": sample ", j, ": ", what,
-        " (its .idx or cached index files changed since they were opened: rewritten in place?)"));
+    return ChangedSinceOpen(absl::StrCat(p.view->prefix(), ": sample ", j, ": ", what));
   };
   const int64_t rows = static_cast<int64_t>(ix.sample_index.size() / 2);
   const int64_t row = ix.shuffle_index[static_cast<size_t>(j)];
@@ -915,9 +914,7 @@ absl::StatusOr<int> GptDataset::GetSampleParts(int64_t i, std::vector<SamplePart
   const int64_t k = blending_.dataset_index[static_cast<size_t>(i)];
   const int64_t j = blending_.dataset_sample_index[static_cast<size_t>(i)];
   if (k < 0 || k >= num_datasets() || j < 0 || j >= parts_[static_cast<size_t>(k)].indices.size()) {
-    return absl::DataLossError(absl::StrCat(
-        "blend sample ", i, ": dataset ", k, " sample ", j,
-        " (the cached blend index files changed since they were opened: rewritten in place?)"));
+    return ChangedSinceOpen(absl::StrCat("blend sample ", i, ": dataset ", k, " sample ", j));
   }
   PILEPREP_RETURN_IF_ERROR(LocalParts(static_cast<int>(k), j, parts));
   return static_cast<int>(k);
@@ -934,10 +931,8 @@ absl::Status GptDataset::GetSample(int64_t i, std::vector<int64_t>* text) const 
   int64_t* out = text->data();
   for (const SamplePart& part : parts) {
     if (!view.CopyTokens(part.sequence, part.offset, part.count, out)) {
-      return absl::DataLossError(absl::StrCat(view.prefix(), ": sample ", i, ": sequence ",
-                                              part.sequence,
-                                              " no longer inside the .bin (its .idx "
-                                              "changed since it was opened: rewritten in place?)"));
+      return ChangedSinceOpen(absl::StrCat(view.prefix(), ": sample ", i, ": sequence ",
+                                           part.sequence, " no longer inside the .bin"));
     }
     out += part.count;
   }

@@ -248,26 +248,6 @@ std::string EncodeNpyBytes(const std::string& descr, const std::vector<int64_t>&
   return out;
 }
 
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Errno(errno, path, "open");
-  std::string out;
-  char buf[1 << 16];
-  for (;;) {
-    ssize_t n = read(fd, buf, sizeof(buf));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      close(fd);
-      return Errno(err, path, "read");
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  return out;
-}
-
 absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
   static thread_local std::mt19937_64 rng(
       std::random_device{}() ^

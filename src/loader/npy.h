@@ -59,8 +59,6 @@ absl::StatusOr<MappedNpy> MapNpy(const std::string& path);
 // Parses what EncodeNpy writes (and numpy's own 1-D/2-D C-order files of those dtypes).
 absl::StatusOr<NpyArray> DecodeNpy(const std::string& bytes, const std::string& name);
 
-// Reads a whole file; NotFound when missing.
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
 // Writes `bytes` to a unique temporary beside `path`, fsyncs it and renames it to `path`, so that
 // concurrent writers of identical contents and readers never see a partial file.
 absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes);
