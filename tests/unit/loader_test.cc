@@ -171,15 +171,49 @@ TEST(GptDataset, SampleZeroOfVectorDataset) {
   EXPECT_EQ((*ds)->GetSample(-1, &text).code(), absl::StatusCode::kOutOfRange);
 }
 
+// Options that cache the vector dataset's indices in `cache_dir`: 9 samples of 4 tokens (two
+// epochs, the second separate).
+GptDatasetOptions CachedVectorOptions(const std::string& cache_dir) {
+  GptDatasetOptions o;
+  o.sequence_length = 4;
+  o.num_samples = 9;
+  o.cache_dir = cache_dir;
+  return o;
+}
+
+// The files of `dir` whose names end in `suffix`.
+std::vector<std::string> FilesEndingIn(const std::string& dir, const std::string& suffix) {
+  std::vector<std::string> out;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string path = entry.path().string();
+    if (path.size() >= suffix.size() &&
+        path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      out.push_back(path);
+    }
+  }
+  return out;
+}
+
+// Sets value `i` of every cached .npy array of `dir` named ...`suffix` to `value` (a new file).
+void RewriteCachedValue(const std::string& dir, const std::string& suffix, size_t i,
+                        int64_t value) {
+  const std::vector<std::string> paths = FilesEndingIn(dir, suffix);
+  ASSERT_FALSE(paths.empty()) << suffix;
+  for (const std::string& path : paths) {
+    auto rows = internal::DecodeNpy(ReadFile(path), path);
+    ASSERT_TRUE(rows.ok()) << rows.status();
+    rows->values[i] = value;
+    WriteFile(path, internal::EncodeNpy(rows->descr, rows->shape, rows->values.data(),
+                                        rows->values.size()));
+  }
+}
+
 // What every rank of a node opens is shared, not copied per process: indices loaded from the
 // cache point into mappings of the .npy files, as Megatron's numpy.load(mmap_mode="r") arrays do.
 TEST(GptDataset, CachedIndicesAreMappedFilesNotCopies) {
   ScopedTempDir tmp("loader_test_mapped");
   const std::string prefix = WriteVectorDataset(tmp.path());
-  GptDatasetOptions o;
-  o.sequence_length = 4;
-  o.num_samples = 9;
-  o.cache_dir = tmp.path() + "/cache";
+  const GptDatasetOptions o = CachedVectorOptions(tmp.path() + "/cache");
   auto built = GptDataset::Open(prefix, o);
   ASSERT_TRUE(built.ok()) << built.status();
   EXPECT_EQ(MappedFileAt((*built)->indices().sample_index.data()), "");  // built: in memory
@@ -217,10 +251,7 @@ void OverwriteInPlace(const std::string& path, uint64_t offset, const std::strin
 TEST(GptDataset, FilesRewrittenInPlaceAfterOpenGiveErrorsNotStrayReads) {
   ScopedTempDir tmp("loader_test_rewritten");
   const std::string prefix = WriteVectorDataset(tmp.path());
-  GptDatasetOptions o;
-  o.sequence_length = 4;
-  o.num_samples = 9;
-  o.cache_dir = tmp.path() + "/cache";
+  const GptDatasetOptions o = CachedVectorOptions(tmp.path() + "/cache");
   ASSERT_TRUE(GptDataset::Open(prefix, o).ok());
   auto cached = GptDataset::Open(prefix, o);
   ASSERT_TRUE(cached.ok()) << cached.status();
@@ -229,9 +260,7 @@ TEST(GptDataset, FilesRewrittenInPlaceAfterOpenGiveErrorsNotStrayReads) {
   ASSERT_TRUE((*cached)->GetSample(0, &text).ok());
   // Every shuffle row becomes 0xFFFFFFFF.
   const IndexArray& shuffle = (*cached)->indices().shuffle_index;
-  for (const auto& entry : std::filesystem::directory_iterator(o.cache_dir)) {
-    const std::string path = entry.path().string();
-    if (path.find("-shuffle_index.npy") == std::string::npos) continue;
+  for (const std::string& path : FilesEndingIn(o.cache_dir, "-shuffle_index.npy")) {
     const uint64_t size = std::filesystem::file_size(path);
     OverwriteInPlace(path, size - 4 * shuffle.size(), std::string(4 * shuffle.size(), '\xff'));
   }
@@ -295,15 +324,7 @@ TEST(GptDataset, BlendIndicesAreCachedAndMapped) {
   EXPECT_FALSE((*other)->blending_from_cache());
 
   // A cached sample index past its dataset's samples is a miss: rebuilt, the same.
-  for (const auto& entry : std::filesystem::directory_iterator(o.cache_dir)) {
-    const std::string path = entry.path().string();
-    if (path.find("-blend-dataset_sample_index.npy") == std::string::npos) continue;
-    auto rows = internal::DecodeNpy(ReadFile(path), path);
-    ASSERT_TRUE(rows.ok()) << rows.status();
-    rows->values[0] = 1000;
-    WriteFile(path, internal::EncodeNpy(rows->descr, rows->shape, rows->values.data(),
-                                        rows->values.size()));
-  }
+  RewriteCachedValue(o.cache_dir, "-blend-dataset_sample_index.npy", 0, 1000);
   auto rebuilt = GptDataset::Open(blend, o);
   ASSERT_TRUE(rebuilt.ok()) << rebuilt.status();
   EXPECT_FALSE((*rebuilt)->blending_from_cache());
@@ -315,9 +336,7 @@ TEST(GptDataset, BlendIndicesAreCachedAndMapped) {
   auto mapped = GptDataset::Open(blend, o);
   ASSERT_TRUE(mapped.ok()) << mapped.status();
   ASSERT_TRUE((*mapped)->blending_from_cache());
-  for (const auto& entry : std::filesystem::directory_iterator(o.cache_dir)) {
-    const std::string path = entry.path().string();
-    if (path.find("-blend-dataset_sample_index.npy") == std::string::npos) continue;
+  for (const std::string& path : FilesEndingIn(o.cache_dir, "-blend-dataset_sample_index.npy")) {
     const size_t n = (*mapped)->blending().dataset_sample_index.size();
     OverwriteInPlace(path, std::filesystem::file_size(path) - 8 * n, std::string(8 * n, '\x7f'));
   }
@@ -342,10 +361,7 @@ TEST(GptDataset, CacheRoundTripsAndSurvivesCorruption) {
   ScopedTempDir tmp("loader_test_cache");
   const std::string& dir = tmp.path();
   std::string prefix = WriteVectorDataset(dir);
-  GptDatasetOptions o;
-  o.sequence_length = 4;
-  o.num_samples = 9;
-  o.cache_dir = dir + "/cache/nested";
+  GptDatasetOptions o = CachedVectorOptions(dir + "/cache/nested");
   auto first = GptDataset::Open(prefix, o);
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_FALSE((*first)->loaded_from_cache());
@@ -374,15 +390,7 @@ TEST(GptDataset, CacheRoundTripsAndSurvivesCorruption) {
 
   // A sample index whose first row has offset -1 (only the last row may) is a miss too: a sample
   // starting there would read before its sequence.
-  for (const auto& entry : std::filesystem::directory_iterator(o.cache_dir)) {
-    const std::string path = entry.path().string();
-    if (path.find("-sample_index.npy") == std::string::npos) continue;
-    auto rows = internal::DecodeNpy(ReadFile(path), path);
-    ASSERT_TRUE(rows.ok()) << rows.status();
-    rows->values[1] = -1;
-    WriteFile(path, internal::EncodeNpy(rows->descr, rows->shape, rows->values.data(),
-                                        rows->values.size()));
-  }
+  RewriteCachedValue(o.cache_dir, "-sample_index.npy", 1, -1);
   auto fourth = GptDataset::Open(prefix, o);
   ASSERT_TRUE(fourth.ok());
   EXPECT_FALSE((*fourth)->loaded_from_cache());
