@@ -147,6 +147,13 @@ class Gpt2Tokenizer {
   bool ids_fit_16_bits() const { return ids_fit_16_bits_; }
   uint32_t eod_id() const { return eod_id_; }
   const Options& options() const { return options_; }
+  // Names the mapping from text to ids: a 64-bit hash (FNV-1a) of each id's bytes in id order, the
+  // merges in rank order, the end-of-text id and Options::endoftext_is_special. Tokenizers with
+  // equal fingerprints give equal ids; the spelling of the files (whitespace, key order in
+  // encoder.json, a "#version" line) and the cache options do not enter. Stable across versions
+  // and machines: the shard job records it beside its outputs to tell, on a rerun, whether they
+  // were made with the same tokenizer.
+  uint64_t fingerprint() const { return fingerprint_; }
 
  private:
   Gpt2Tokenizer() = default;
@@ -179,6 +186,7 @@ class Gpt2Tokenizer {
   size_t vocab_size_ = 0;
   uint32_t eod_id_ = 0;
   bool ids_fit_16_bits_ = false;
+  uint64_t fingerprint_ = 0;
 };
 
 }  // namespace pileprep

@@ -776,6 +776,39 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromBuffers(
     }
   }
   tok->ids_fit_16_bits_ = t.id_bytes.size() <= 65536;  // ids run from 0 to id_bytes.size() - 1
+  {
+    // fingerprint(): FNV-1a over what decides the ids, each field length-prefixed or fixed-size so
+    // that no two different tokenizers hash the same bytes.
+    uint64_t h = 0xcbf29ce484222325ULL;
+    auto mix = [&h](const void* data, size_t n) {
+      const unsigned char* p = static_cast<const unsigned char*>(data);
+      for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ULL;
+    };
+    auto mix32 = [&mix](uint32_t v) {
+      const unsigned char le[4] = {
+          static_cast<unsigned char>(v), static_cast<unsigned char>(v >> 8),
+          static_cast<unsigned char>(v >> 16), static_cast<unsigned char>(v >> 24)};
+      mix(le, 4);
+    };
+    mix("pileprep gpt2 v1", 16);
+    mix32(static_cast<uint32_t>(t.id_bytes.size()));
+    for (size_t id = 0; id < t.id_bytes.size(); ++id) {
+      if (!id_taken[id]) {
+        mix32(UINT32_MAX);  // an id no entry has
+        continue;
+      }
+      mix32(static_cast<uint32_t>(t.id_bytes[id].size()));
+      mix(t.id_bytes[id].data(), t.id_bytes[id].size());
+    }
+    mix32(static_cast<uint32_t>(pairs.size()));
+    for (const PairTable::Entry& e : pairs) {
+      mix32(e.a);
+      mix32(e.b);
+    }
+    mix32(tok->eod_id_);
+    mix32(options.endoftext_is_special ? 1 : 0);
+    tok->fingerprint_ = h;
+  }
   // A pair listed twice also breaks merging one occurrence at a time (Tables::merges_monotone).
   if (!t.merges.Build(pairs, t.id_bytes.size())) t.merges_monotone = false;
   t.byte_pair_rank.Reset(65536);

@@ -135,6 +135,53 @@ if ls "$work/r" | grep -q pileprep-tmp; then bad "resume left temporaries"; fi
 "$PILEPREP" --url "$work/src" --files 0-6 --output-dir "$work/r" --threads 2 --force 2>"$work/err" || bad "--force failed"
 grep -q skipped "$work/err" && bad "--force skipped something"
 
+# What made the outputs is recorded beside them ({prefix}_NN.pileprep.json): a rerun with another
+# end-of-text rule or another merges file (outputs made with either validate all the same) makes
+# nothing, changes nothing, names the setting and exits 2; --force makes every shard again with the
+# new settings; outputs without a record (Megatron's, an earlier pileprep's) are judged by
+# validation alone.
+s=$work/s
+"$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$s" --threads 2 -q 2>/dev/null || bad "settings: first run"
+grep -q '"tokenizer_fingerprint": "03d4a8fd61c086e9"' "$s/my-gpt3_00.pileprep.json" ||
+  bad "settings: no record with GPT-2's fingerprint: $(cat "$s/my-gpt3_00.pileprep.json")"
+cp -r "$s" "$work/s-before"
+"$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$s" --threads 2 --endoftext-as-text >"$work/out" 2>"$work/err"
+[[ $? -eq 2 ]] || bad "settings: another end-of-text rule: want exit 2"
+grep -q "00.jsonl.zst: its outputs were made with other settings (--endoftext-as-text: not set then, set now" "$work/err" &&
+  grep -q "2 shard(s) in $s were made with other settings" "$work/err" ||
+  { bad "settings: another end-of-text rule not reported"; cat "$work/err"; }
+mkdir -p "$work/tok"
+cp "$root/tokenizers/gpt2/encoder.json" "$root/tokenizers/gpt2/vocab.bpe" "$work/tok/"
+sed -i '$d' "$work/tok/vocab.bpe"  # one merge fewer
+"$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$s" --threads 2 \
+  --vocab-file "$work/tok/encoder.json" --merge-file "$work/tok/vocab.bpe" >"$work/out" 2>"$work/err"
+[[ $? -eq 2 ]] || bad "settings: another merges file: want exit 2"
+grep -q "01.jsonl.zst: its outputs were made with other settings (the vocabulary or merges: tokenizer fingerprint 03d4a8fd61c086e9 (50257 tokens) then" "$work/err" ||
+  { bad "settings: another merges file not reported"; cat "$work/err"; }
+diff -r "$s" "$work/s-before" >/dev/null || bad "settings: a refused run changed the directory: $(diff -r "$s" "$work/s-before")"
+"$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$s" --threads 2 --endoftext-as-text --force -q 2>/dev/null ||
+  bad "settings: --force with the new rule failed"
+grep -q '"endoftext_as_text": true' "$s/my-gpt3_00.pileprep.json" || bad "settings: --force did not record the new rule"
+"$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$s" --threads 2 --endoftext-as-text 2>"$work/err" ||
+  bad "settings: a rerun with the recorded rule failed"
+[[ $(grep -c "already complete and valid; skipped (--force redoes it)$" "$work/err") -eq 2 ]] ||
+  { bad "settings: a rerun with the recorded rule did not skip both"; cat "$work/err"; }
+rm "$s/my-gpt3_01.pileprep.json"
+"$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$s" --threads 2 >"$work/out" 2>"$work/err"
+[[ $? -eq 2 ]] || bad "settings: the rule changed back: want exit 2"
+grep -q "01.jsonl.zst: outputs already complete and valid; skipped (--force redoes it); no record of the settings" "$work/err" &&
+  grep -q "1 shard(s) in $s were made with other settings" "$work/err" ||
+  { bad "settings: a shard without a record is not judged by validation alone"; cat "$work/err"; }
+# A --force run with other settings that stops before it publishes (here: a cut input) leaves the
+# old outputs and their record together: a rerun without --force still sees how they were made.
+mkdir -p "$work/src-cut"
+head -c 100000 "$work/src/00.jsonl.zst" >"$work/src-cut/00.jsonl.zst"
+"$PILEPREP" --url "$work/src-cut" --files 0 --output-dir "$s" --threads 2 --force -q >/dev/null 2>&1
+[[ $? -eq 1 ]] || bad "settings: a --force run on a cut input: want exit 1"
+"$PILEPREP" --url "$work/src" --files 0 --output-dir "$s" --threads 2 >"$work/out" 2>"$work/err"
+[[ $? -eq 2 ]] && grep -q "00.jsonl.zst: its outputs were made with other settings (--endoftext-as-text: set then, not set now" "$work/err" ||
+  { bad "settings: a failed --force run lost the record of the outputs it left"; cat "$work/err"; }
+
 # Another process holding a shard (flock(1) stands in for a second pileprep run on the same directory):
 # that shard is FAILED and left alone, temporaries included; the others are made; exit 1. Once it
 # is let go, a rerun makes it, and no lock file stays.
@@ -158,12 +205,25 @@ kill -- -"$holder" 2>/dev/null; wait "$holder" 2>/dev/null; holder=
 cmp -s "$work/ref/my-gpt3_01_text_document.bin" "$work/l/my-gpt3_01_text_document.bin" || bad "lock: shard 01 not made on rerun"
 if ls "$work/l" | grep -q -E 'pileprep-(lock|tmp)'; then bad "lock files or temporaries left: $(ls "$work/l")"; fi
 
+# Every record describes the outputs beside it: they exist, with the sizes it lists.
+check_records() {  # dir what
+  /usr/bin/python3 - "$1" <<'PY' || bad "$2: a record does not describe its outputs"
+import glob, json, os, sys
+for path in glob.glob(os.path.join(sys.argv[1], "*.pileprep.json")):
+    for o in json.load(open(path))["outputs"]:
+        prefix = os.path.join(sys.argv[1], o["name"])
+        for ext, key in ((".bin", "bin_bytes"), (".idx", "idx_bytes")):
+            if not os.path.exists(prefix + ext) or os.path.getsize(prefix + ext) != o[key]:
+                sys.exit(f"{path}: {o['name']}{ext} missing or not {o[key]} bytes")
+PY
+}
 # After an interruption: whatever is under a final name is complete (its .idx is the reference's).
 check_final_names() {  # dir what
   for idx in "$1"/*.idx; do
     [[ -e "$idx" ]] || continue
     cmp -s "$idx" "$work/kref/$(basename "$idx")" || bad "$2: $(basename "$idx") under its final name differs"
   done
+  check_records "$1" "$2"
 }
 # After the rerun: every shard byte-identical to the reference, nothing else in the directory.
 check_rerun() {  # dir what
@@ -174,8 +234,11 @@ check_rerun() {  # dir what
     done
   done
   local extra
-  extra=$(ls "$1" | grep -v -E '^my-gpt3_0[0-2]_text_document\.(bin|idx)$|^pileprep-summary-rank0\.json$')
+  extra=$(ls "$1" | grep -v -E '^my-gpt3_0[0-2]_text_document\.(bin|idx)$|^my-gpt3_0[0-2]\.pileprep\.json$|^pileprep-summary-rank0\.json$')
   [[ -z "$extra" ]] || bad "$2: stray files after the rerun: $extra"
+  # A kill between a shard's publish and its record's leaves it without one (judged by validation
+  # alone on later reruns), so only: every record there describes its outputs.
+  check_records "$1" "$2"
 }
 
 # SIGKILL at several moments of a throttled 3-shard download (about 1.9 s + 0.9 s + 1.9 s), then a rerun:

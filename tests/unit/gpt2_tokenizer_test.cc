@@ -57,6 +57,16 @@ TEST(Gpt2Tokenizer, LoadsShippedVocabulary) {
   EXPECT_EQ(tok->eod_id(), 50256u);
 }
 
+// The shard job records this value beside its outputs and compares it on every rerun: a change
+// here (of the hash or of what it covers) would make every earlier output directory look as if
+// another tokenizer had made it.
+TEST(Gpt2Tokenizer, FingerprintOfGpt2IsStable) {
+  EXPECT_EQ(Load()->fingerprint(), 0x03d4a8fd61c086e9ull);
+  Gpt2Tokenizer::Options as_text;
+  as_text.endoftext_is_special = false;
+  EXPECT_EQ(Load(as_text)->fingerprint(), 0x63d9fcf50b8aca58ull);
+}
+
 TEST(Gpt2Tokenizer, EncodesKnownIds) {
   auto tok = Load();
   EXPECT_THAT(Encode(*tok, "Hello world"), ElementsAre(15496, 995));

@@ -214,6 +214,76 @@ TEST(SyntheticVocab, VocabularyThatReusesAnIdIsRefused) {
   EXPECT_NE(tok.status().message().find("reuses id 7"), std::string::npos) << tok.status();
 }
 
+// encoder.json and vocab.bpe as buffers; `respelled`: the same vocabulary and merges written
+// another way (keys in reverse order, other whitespace, CRLF lines, no "#version" line).
+std::pair<std::string, std::string> VocabBuffers(const Vocab& v, bool respelled = false) {
+  std::vector<std::string> entries;
+  for (size_t id = 0; id < v.tokens.size(); ++id) {
+    entries.push_back(JsonString(Alphabet(v.tokens[id])) + (respelled ? " :" : ": ") +
+                      std::to_string(id));
+  }
+  entries.push_back("\"<|endoftext|>\": " + std::to_string(v.tokens.size()));
+  if (respelled) std::reverse(entries.begin(), entries.end());
+  std::string json = respelled ? "{\n  " : "{";
+  for (size_t i = 0; i < entries.size(); ++i) {
+    json += (i ? (respelled ? ",\n  " : ", ") : "") + entries[i];
+  }
+  json += respelled ? "\n}\n" : "}";
+  std::string merges = respelled ? "" : "#version: 0.2\n";
+  for (const auto& [a, b] : v.merges) {
+    merges += Alphabet(a) + " " + Alphabet(b) + (respelled ? "\r\n" : "\n");
+  }
+  return {json, merges};
+}
+
+uint64_t FingerprintOf(const Vocab& v, bool respelled = false,
+                       Gpt2Tokenizer::Options options = {}) {
+  options.cache_entries = 4096;
+  const auto [json, merges] = VocabBuffers(v, respelled);
+  auto tok = Gpt2Tokenizer::FromBuffers(json, merges, options);
+  EXPECT_TRUE(tok.ok()) << tok.status();
+  return tok.ok() ? (*tok)->fingerprint() : 0;
+}
+
+// The fingerprint names the mapping from text to ids: not the files' spelling, not the cache.
+TEST(SyntheticVocab, FingerprintIgnoresSpellingAndCacheOptions) {
+  Vocab v = Bytes();
+  v.tokens.push_back("th");
+  v.tokens.push_back("the");
+  v.merges = {{"t", "h"}, {"th", "e"}};
+  const uint64_t base = FingerprintOf(v);
+  EXPECT_EQ(FingerprintOf(v, /*respelled=*/true), base);
+  Gpt2Tokenizer::Options other_cache;
+  other_cache.cache_long_cjk_runs = true;
+  other_cache.prefill_cache_with_vocabulary = false;
+  EXPECT_EQ(FingerprintOf(v, false, other_cache), base);
+}
+
+// ...and changes with anything that can change an id.
+TEST(SyntheticVocab, FingerprintChangesWithMergesTokensAndEndOfTextRule) {
+  Vocab v = Bytes();
+  v.tokens.push_back("th");
+  v.tokens.push_back("he");
+  v.merges = {{"t", "h"}, {"h", "e"}};
+  const uint64_t base = FingerprintOf(v);
+
+  Vocab reordered = v;  // the same merges at other ranks: "the" splits the other way
+  std::swap(reordered.merges[0], reordered.merges[1]);
+  EXPECT_NE(FingerprintOf(reordered), base);
+
+  Vocab renumbered = v;  // the same tokens under other ids
+  std::swap(renumbered.tokens[256], renumbered.tokens[257]);
+  EXPECT_NE(FingerprintOf(renumbered), base);
+
+  Vocab fewer = v;  // one merge less
+  fewer.merges.pop_back();
+  EXPECT_NE(FingerprintOf(fewer), base);
+
+  Gpt2Tokenizer::Options as_text;
+  as_text.endoftext_is_special = false;
+  EXPECT_NE(FingerprintOf(v, false, as_text), base);
+}
+
 TEST(SyntheticVocab, TinyMergeTableInOneBucketMatchesReference) {
   Vocab v = Bytes();
   v.tokens.push_back("th");

@@ -123,9 +123,6 @@ std::string SummaryTable(const std::vector<ShardOutcome>& outcomes, int threads)
   return out;
 }
 
-namespace {
-
-// A JSON string literal; invalid UTF-8 becomes U+FFFD so the file always parses.
 std::string JsonString(std::string_view in) {
   std::string valid;
   internal::AppendUtf8Replacing(in, &valid);
@@ -149,8 +146,6 @@ std::string JsonString(std::string_view in) {
   out += "\"";
   return out;
 }
-
-}  // namespace
 
 std::string SummaryJson(const RunInfo& info, const std::vector<ShardOutcome>& outcomes) {
   std::string out = "{\n";

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pileprep/fetch.h"
@@ -68,6 +69,9 @@ struct ShardOutcome {
   int restarts = 0;       // times the shard was started again from byte 0 (file changed, no Range)
   int threads = 0;        // its pipeline's threads (0: SummaryTable's `threads`)
 };
+
+// A JSON string literal; invalid UTF-8 becomes U+FFFD so the file always parses.
+std::string JsonString(std::string_view in);
 
 // The end-of-run table. MB/s/core divides by each outcome's threads, else by `threads`.
 std::string SummaryTable(const std::vector<ShardOutcome>& outcomes, int threads);

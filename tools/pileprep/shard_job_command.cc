@@ -2,7 +2,8 @@
 //
 // Per process: resolve the rank (flags, then the launcher's environment), take the launcher's
 // contiguous block of the file list, remove stale temporaries of those shards, skip shards whose
-// outputs already validate (unless --force), and stream the rest from a directory or over HTTP(S)
+// outputs already validate (unless --force; refusing the run when their records say other settings
+// made them: shard_record.h), and stream the rest from a directory or over HTTP(S)
 // (with one shard at a time, the next shard's download starts while the current one is processed;
 // its queue bounds the memory).
 // A download that must start over (the file changed, the server ignores Range) reruns the shard from
@@ -24,6 +25,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -44,6 +46,7 @@
 #include "pileprep/shard_plan.h"
 #include "pileprep/validate.h"
 #include "pileprep/zstd_stream.h"
+#include "shard_record.h"
 #include "signals.h"
 
 namespace pileprep::cli {
@@ -178,9 +181,29 @@ void RemoveStaleTemporaries(const JobConfig& job, const Common& c, int n) {
   }
 }
 
-// True when every output of shard n exists and validates; fills the outcome's counts from them.
+std::string RecordPath(const JobConfig& job, int n) {
+  return (std::filesystem::path(job.output_dir) /
+          absl::StrFormat("%s_%02d.pileprep.json", job.output_prefix, n))
+      .string();
+}
+
+// This run's settings for shard n as a record (ShardRecord); outputs not filled in.
+ShardRecord RecordOfThisRun(const Common& c, const Gpt2Tokenizer& tokenizer, int n) {
+  ShardRecord r;
+  r.pileprep_version = PILEPREP_VERSION;
+  r.shard = ShardFileName(n);
+  r.tokenizer_fingerprint = tokenizer.fingerprint();
+  r.vocab_size = tokenizer.vocab_size();
+  r.eod_id = tokenizer.eod_id();
+  r.endoftext_as_text = !tokenizer.options().endoftext_is_special;
+  r.append_eod = c.pipeline.append_eod;
+  return r;
+}
+
+// True when every output of shard n exists and validates; fills the outcome's counts from them,
+// and `outputs` with their names and sizes.
 bool AlreadyComplete(const JobConfig& job, const Common& c, const Gpt2Tokenizer& tokenizer, int n,
-                     ShardOutcome* outcome) {
+                     ShardOutcome* outcome, std::vector<ShardRecord::Output>* outputs) {
   ValidateOptions v;
   v.vocab_size = tokenizer.vocab_size();
   v.expect_eod = c.pipeline.append_eod;
@@ -188,7 +211,10 @@ bool AlreadyComplete(const JobConfig& job, const Common& c, const Gpt2Tokenizer&
   v.check_tokens = true;
   v.threads = c.pipeline.threads;
   uint64_t documents = 0, tokens = 0, bytes = 0;
-  for (const std::string& p : PrefixesFor(job, c, n)) {
+  outputs->clear();
+  const std::vector<std::string> prefixes = PrefixesFor(job, c, n);
+  for (size_t k = 0; k < prefixes.size(); ++k) {
+    const std::string& p = prefixes[k];
     if (!std::filesystem::exists(p + ".bin") || !std::filesystem::exists(p + ".idx")) return false;
     auto report = ValidateDataset(p, v);
     if (!report.ok() || !report->ok()) {
@@ -204,12 +230,67 @@ bool AlreadyComplete(const JobConfig& job, const Common& c, const Gpt2Tokenizer&
     tokens += report->tokens;
     bytes += report->bin_bytes;
     outcome->outputs.push_back(p);
+    std::error_code ec;
+    const uintmax_t idx_bytes = std::filesystem::file_size(p + ".idx", ec);
+    outputs->push_back({std::filesystem::path(p).filename().string(), c.pipeline.jsonl.json_keys[k],
+                        report->bin_bytes, ec ? 0 : static_cast<uint64_t>(idx_bytes)});
   }
   outcome->status = "skipped";
   outcome->stats.documents = documents;
   outcome->stats.tokens = tokens;
   outcome->stats.published = true;
   return true;
+}
+
+// What the record beside complete, valid outputs says of them.
+enum class Recorded {
+  kSameSettings,   // made with this run's settings: skip
+  kOtherSettings,  // made with other settings: refuse (`why` says which)
+  kUnknown,        // no record, or one that does not describe these outputs: validation alone
+};
+
+Recorded CheckRecord(const std::string& path, const ShardRecord& now,
+                     const std::vector<ShardRecord::Output>& outputs, std::string* why) {
+  absl::StatusOr<ShardRecord> recorded = absl::UnknownError("");
+  errno = 0;
+  std::ifstream in(path, std::ios::binary);
+  if (!in && errno == ENOENT) {
+    *why =
+        "no record of the settings they were made with (made by another tool or an earlier "
+        "pileprep): judged by validation alone";
+    return Recorded::kUnknown;
+  }
+  std::string text(size_t{64} << 10, '\0');  // a record is a few hundred bytes
+  if (!in) {
+    recorded = absl::DataLossError(errno != 0 ? std::strerror(errno) : "cannot open it");
+  } else {
+    in.read(text.data(), static_cast<std::streamsize>(text.size()));
+    text.resize(static_cast<size_t>(in.gcount()));
+    if (in.bad()) {
+      recorded = absl::DataLossError("read error");
+    } else if (!in.eof()) {
+      recorded = absl::DataLossError("larger than any record");
+    } else {
+      recorded = ParseShardRecord(text);
+    }
+  }
+  if (!recorded.ok()) {
+    *why = absl::StrCat("its record ", path, " is unreadable (", recorded.status().message(),
+                        "): judged by validation alone");
+    return Recorded::kUnknown;
+  }
+  for (const ShardRecord::Output& o : outputs) {
+    if (!RecordListsOutput(*recorded, o.name, o.bin_bytes, o.idx_bytes)) {
+      *why = absl::StrCat("its record ", path, " describes other outputs than ", o.name,
+                          ".{bin,idx}: judged by validation alone");
+      return Recorded::kUnknown;
+    }
+  }
+  const std::vector<std::string> differences = SettingsDifferences(*recorded, now);
+  if (differences.empty()) return Recorded::kSameSettings;
+  *why = absl::StrCat("made with other settings (", absl::StrJoin(differences, "; "), "; record ",
+                      path, ")");
+  return Recorded::kOtherSettings;
 }
 
 // An open input: a file, a cached download, or an HTTP download in flight.
@@ -342,7 +423,8 @@ int RunShardJob(int argc, char** argv, int first) {
   args.Add("dry-run", Args::Kind::kSwitch, "",
            "print which rank does which shards (and which variables decided it) and exit");
   args.Add("force", Args::Kind::kSwitch, "",
-           "make every shard again, even those whose outputs already validate");
+           "make every shard again, even those whose outputs already validate (needed when "
+           "outputs in --output-dir were made with another vocabulary or --endoftext-as-text)");
   args.Add("keep-downloads", Args::Kind::kValue, "DIR",
            "also keep the downloaded NN.jsonl.zst in DIR (complete files only); a rerun reads them "
            "instead of downloading");
@@ -507,6 +589,7 @@ int RunShardJob(int argc, char** argv, int first) {
   std::vector<ShardOutcome> outcomes(mine->size());
   std::vector<std::unique_ptr<ShardLock>> locks(mine->size());
   std::vector<size_t> todo;
+  std::vector<std::string> other_settings;  // complete shards made with other settings
   int busy = 0;  // shards another process holds
   bool said_unlocked = false;
   for (size_t i = 0; i < mine->size(); ++i) {
@@ -534,15 +617,37 @@ int RunShardJob(int argc, char** argv, int first) {
                    unsupported.c_str(), job.output_dir.c_str());
     }
     RemoveStaleTemporaries(job, c, n);
-    if (!job.force && !Cancelled() && AlreadyComplete(job, c, **tokenizer, n, &outcomes[i])) {
+    std::vector<ShardRecord::Output> outputs;
+    if (!job.force && !Cancelled() &&
+        AlreadyComplete(job, c, **tokenizer, n, &outcomes[i], &outputs)) {
+      std::string why;
+      const Recorded recorded =
+          CheckRecord(RecordPath(job, n), RecordOfThisRun(c, **tokenizer, n), outputs, &why);
+      if (recorded == Recorded::kOtherSettings) {
+        other_settings.push_back(absl::StrCat(outcomes[i].name, ": its outputs were ", why));
+        continue;
+      }
       locks[i].reset();  // complete: nothing more to guard, and one descriptor fewer
       if (!c.console.quiet) {
-        std::fprintf(stderr, "%s: outputs already complete and valid; skipped (--force redoes it)\n",
-                     outcomes[i].name.c_str());
+        std::fprintf(stderr,
+                     "%s: outputs already complete and valid; skipped (--force redoes it)%s\n",
+                     outcomes[i].name.c_str(),
+                     recorded == Recorded::kUnknown ? absl::StrCat("; ", why).c_str() : "");
       }
       continue;
     }
     todo.push_back(i);
+  }
+  // Outputs made with other settings: the run would leave a directory of two tokenizations (the
+  // shards it makes with these settings beside the ones it skips), so it makes nothing.
+  if (!other_settings.empty()) {
+    for (const std::string& m : other_settings) PrintError(m);
+    std::fprintf(stderr,
+                 "pileprep: %zu shard(s) in %s were made with other settings (above); nothing was "
+                 "made or changed. Rerun with the settings they were made with, or with --force "
+                 "to make every shard again with these, or choose another --output-dir.\n",
+                 other_settings.size(), job.output_dir.c_str());
+    return kExitUsage;
   }
 
   // Shards at once: one zstd stream decodes at about 1.2 GB/s in the pipeline's serial read stage,
@@ -588,6 +693,12 @@ int RunShardJob(int argc, char** argv, int first) {
       return;
     }
     const std::vector<std::string> prefixes = PrefixesFor(job, shard_c, n);
+    // A record of outputs this run replaces stays until the new ones are published: if the run
+    // is killed or fails first, the old outputs are still there and so is what made them (a
+    // --force run with new settings, preempted, then rerun without --force, must not take the
+    // old outputs for new ones). Beside the new outputs (a kill right after their publish) it
+    // lists other sizes, so it is not taken to describe them.
+    const std::string record_path = RecordPath(job, n);
     if (cur.source == nullptr && cur.status.ok()) cur = OpenShard(job, shard_c, n, &observer);
     if (next != nullptr && cur.http != nullptr && t + 1 < todo.size()) {
       *next = OpenShard(job, shard_c, (*mine)[todo[t + 1]], &observer);
@@ -640,6 +751,28 @@ int RunShardJob(int argc, char** argv, int first) {
         cache_bytes && IsDamagedZstdInput(status) && ::unlink(cache.c_str()) == 0;
     std::lock_guard<std::mutex> lock(report_mu);  // a shard's report stays in one piece
     ReportOutcome(outcome.name, input, std::move(status), prefixes, shard_c, &outcome);
+    if (outcome.status == "done") {
+      // The record of what made the outputs, once they are published (ShardRecord), replacing
+      // any older one. Without it the outputs are still complete: a rerun judges them by
+      // validation alone.
+      ShardRecord record = RecordOfThisRun(shard_c, **tokenizer, n);
+      record.source = input;
+      for (size_t k = 0; k < prefixes.size(); ++k) {
+        std::error_code ebin, eidx;
+        const uintmax_t bin = std::filesystem::file_size(prefixes[k] + ".bin", ebin);
+        const uintmax_t idx = std::filesystem::file_size(prefixes[k] + ".idx", eidx);
+        record.outputs.push_back({std::filesystem::path(prefixes[k]).filename().string(),
+                                  shard_c.pipeline.jsonl.json_keys[k],
+                                  ebin ? 0 : static_cast<uint64_t>(bin),
+                                  eidx ? 0 : static_cast<uint64_t>(idx)});
+      }
+      if (absl::Status s = WriteFileAtomically(record_path, ShardRecordJson(record)); !s.ok()) {
+        std::fprintf(stderr,
+                     "%s: outputs published, but their record was not written (%s): a rerun "
+                     "judges them by validation alone\n",
+                     outcome.name.c_str(), std::string(s.message()).c_str());
+      }
+    }
     locks[i].reset();  // published or not, this run is done with the shard
     if (drop_cache) {
       std::fprintf(stderr,
