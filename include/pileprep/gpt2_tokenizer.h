@@ -147,12 +147,12 @@ class Gpt2Tokenizer {
   bool ids_fit_16_bits() const { return ids_fit_16_bits_; }
   uint32_t eod_id() const { return eod_id_; }
   const Options& options() const { return options_; }
-  // Names the mapping from text to ids: a 64-bit hash (FNV-1a) of each id's bytes in id order, the
-  // merges in rank order, the end-of-text id and Options::endoftext_is_special. Tokenizers with
-  // equal fingerprints give equal ids; the spelling of the files (whitespace, key order in
-  // encoder.json, a "#version" line) and the cache options do not enter. Stable across versions
-  // and machines: the shard job records it beside its outputs to tell, on a rerun, whether they
-  // were made with the same tokenizer.
+  // Names the vocabulary and merges as they decide ids: a 64-bit hash (FNV-1a) of each id's bytes
+  // in id order, each byte's id, the merges in rank order with their results, and the end-of-text
+  // id. Tokenizers with equal fingerprints and equal Options::endoftext_is_special give equal ids;
+  // the spelling of the files (whitespace, key order in encoder.json, a "#version" line, CRLF)
+  // does not enter, nor do the options. Stable across versions and machines: the shard job
+  // records it beside its outputs to tell, on a rerun, whether the same files made them.
   uint64_t fingerprint() const { return fingerprint_; }
 
  private:

@@ -777,8 +777,10 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromBuffers(
   }
   tok->ids_fit_16_bits_ = t.id_bytes.size() <= 65536;  // ids run from 0 to id_bytes.size() - 1
   {
-    // fingerprint(): FNV-1a over what decides the ids, each field length-prefixed or fixed-size so
-    // that no two different tokenizers hash the same bytes.
+    // fingerprint(): FNV-1a over what decides the ids, each field fixed-size or length-prefixed
+    // so that no two different tokenizers hash the same bytes. The ids a spelling maps to (the
+    // bytes' ids, each merge's result) are hashed too: encoder.json may repeat a spelling, and
+    // the last id given wins there, as in json.load.
     uint64_t h = 0xcbf29ce484222325ULL;
     auto mix = [&h](const void* data, size_t n) {
       const unsigned char* p = static_cast<const unsigned char*>(data);
@@ -800,13 +802,14 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromBuffers(
       mix32(static_cast<uint32_t>(t.id_bytes[id].size()));
       mix(t.id_bytes[id].data(), t.id_bytes[id].size());
     }
+    for (int b = 0; b < 256; ++b) mix32(t.byte_id[b]);
     mix32(static_cast<uint32_t>(pairs.size()));
     for (const PairTable::Entry& e : pairs) {
       mix32(e.a);
       mix32(e.b);
+      mix32(e.id);
     }
     mix32(tok->eod_id_);
-    mix32(options.endoftext_is_special ? 1 : 0);
     tok->fingerprint_ = h;
   }
   // A pair listed twice also breaks merging one occurrence at a time (Tables::merges_monotone).

@@ -135,20 +135,20 @@ if ls "$work/r" | grep -q pileprep-tmp; then bad "resume left temporaries"; fi
 "$PILEPREP" --url "$work/src" --files 0-6 --output-dir "$work/r" --threads 2 --force 2>"$work/err" || bad "--force failed"
 grep -q skipped "$work/err" && bad "--force skipped something"
 
-# What made the outputs is recorded beside them ({prefix}_NN.pileprep.json): a rerun with another
+# What made each dataset is recorded beside it ({prefix}.pileprep.json): a rerun with another
 # end-of-text rule or another merges file (outputs made with either validate all the same) makes
-# nothing, changes nothing, names the setting and exits 2; --force makes every shard again with the
-# new settings; outputs without a record (Megatron's, an earlier pileprep's) are judged by
-# validation alone.
+# nothing, changes nothing, names each dataset and what differs and exits 2; --force makes every
+# shard again with the new settings; datasets without a record (Megatron's, an earlier
+# pileprep's) or with one that lists other sizes are judged by validation alone.
 s=$work/s
 "$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$s" --threads 2 -q 2>/dev/null || bad "settings: first run"
-grep -q '"tokenizer_fingerprint": "03d4a8fd61c086e9"' "$s/my-gpt3_00.pileprep.json" ||
-  bad "settings: no record with GPT-2's fingerprint: $(cat "$s/my-gpt3_00.pileprep.json")"
+grep -q '"vocabulary_fingerprint": "545cbcbf8f1c2374"' "$s/my-gpt3_00_text_document.pileprep.json" ||
+  bad "settings: no record with GPT-2's fingerprint: $(cat "$s/my-gpt3_00_text_document.pileprep.json")"
 cp -r "$s" "$work/s-before"
 "$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$s" --threads 2 --endoftext-as-text >"$work/out" 2>"$work/err"
 [[ $? -eq 2 ]] || bad "settings: another end-of-text rule: want exit 2"
-grep -q "00.jsonl.zst: its outputs were made with other settings (--endoftext-as-text: not set then, set now" "$work/err" &&
-  grep -q "2 shard(s) in $s were made with other settings" "$work/err" ||
+grep -q "my-gpt3_00_text_document.{bin,idx}: made with other settings (--endoftext-as-text: not set then, set now" "$work/err" &&
+  grep -q "2 dataset(s) in $s were made with other settings" "$work/err" ||
   { bad "settings: another end-of-text rule not reported"; cat "$work/err"; }
 mkdir -p "$work/tok"
 cp "$root/tokenizers/gpt2/encoder.json" "$root/tokenizers/gpt2/vocab.bpe" "$work/tok/"
@@ -156,22 +156,16 @@ sed -i '$d' "$work/tok/vocab.bpe"  # one merge fewer
 "$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$s" --threads 2 \
   --vocab-file "$work/tok/encoder.json" --merge-file "$work/tok/vocab.bpe" >"$work/out" 2>"$work/err"
 [[ $? -eq 2 ]] || bad "settings: another merges file: want exit 2"
-grep -q "01.jsonl.zst: its outputs were made with other settings (the vocabulary or merges: tokenizer fingerprint 03d4a8fd61c086e9 (50257 tokens) then" "$work/err" ||
+grep -q "my-gpt3_01_text_document.{bin,idx}: made with other settings (the vocabulary or merges: fingerprint 545cbcbf8f1c2374 (50257 tokens) then" "$work/err" ||
   { bad "settings: another merges file not reported"; cat "$work/err"; }
 diff -r "$s" "$work/s-before" >/dev/null || bad "settings: a refused run changed the directory: $(diff -r "$s" "$work/s-before")"
 "$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$s" --threads 2 --endoftext-as-text --force -q 2>/dev/null ||
   bad "settings: --force with the new rule failed"
-grep -q '"endoftext_as_text": true' "$s/my-gpt3_00.pileprep.json" || bad "settings: --force did not record the new rule"
+grep -q '"endoftext_as_text": true' "$s/my-gpt3_00_text_document.pileprep.json" || bad "settings: --force did not record the new rule"
 "$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$s" --threads 2 --endoftext-as-text 2>"$work/err" ||
   bad "settings: a rerun with the recorded rule failed"
 [[ $(grep -c "already complete and valid; skipped (--force redoes it)$" "$work/err") -eq 2 ]] ||
   { bad "settings: a rerun with the recorded rule did not skip both"; cat "$work/err"; }
-rm "$s/my-gpt3_01.pileprep.json"
-"$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$s" --threads 2 >"$work/out" 2>"$work/err"
-[[ $? -eq 2 ]] || bad "settings: the rule changed back: want exit 2"
-grep -q "01.jsonl.zst: outputs already complete and valid; skipped (--force redoes it); no record of the settings" "$work/err" &&
-  grep -q "1 shard(s) in $s were made with other settings" "$work/err" ||
-  { bad "settings: a shard without a record is not judged by validation alone"; cat "$work/err"; }
 # A --force run with other settings that stops before it publishes (here: a cut input) leaves the
 # old outputs and their record together: a rerun without --force still sees how they were made.
 mkdir -p "$work/src-cut"
@@ -179,8 +173,24 @@ head -c 100000 "$work/src/00.jsonl.zst" >"$work/src-cut/00.jsonl.zst"
 "$PILEPREP" --url "$work/src-cut" --files 0 --output-dir "$s" --threads 2 --force -q >/dev/null 2>&1
 [[ $? -eq 1 ]] || bad "settings: a --force run on a cut input: want exit 1"
 "$PILEPREP" --url "$work/src" --files 0 --output-dir "$s" --threads 2 >"$work/out" 2>"$work/err"
-[[ $? -eq 2 ]] && grep -q "00.jsonl.zst: its outputs were made with other settings (--endoftext-as-text: set then, not set now" "$work/err" ||
+[[ $? -eq 2 ]] && grep -q "my-gpt3_00_text_document.{bin,idx}: made with other settings (--endoftext-as-text: set then, not set now" "$work/err" ||
   { bad "settings: a failed --force run lost the record of the outputs it left"; cat "$work/err"; }
+# No record, or one that lists other sizes: validation alone, and the run says so.
+rm "$s/my-gpt3_01_text_document.pileprep.json"
+sed -i 's/"bin_bytes": /"bin_bytes": 1/' "$s/my-gpt3_00_text_document.pileprep.json"
+"$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$s" --threads 2 >"$work/out" 2>"$work/err" ||
+  { bad "settings: datasets without a record that describes them are not skipped"; cat "$work/err"; }
+grep -q "01.jsonl.zst: outputs already complete and valid; skipped (--force redoes it); my-gpt3_01_text_document: no record of the settings it was made with" "$work/err" &&
+  grep -q "00.jsonl.zst: outputs already complete and valid; skipped (--force redoes it); my-gpt3_00_text_document: its record .* lists other sizes" "$work/err" ||
+  { bad "settings: skips judged by validation alone are not said so"; cat "$work/err"; }
+# Ranks sharing a directory all refuse alike: rank 1, which has made nothing yet, refuses over the
+# dataset rank 0 made with other settings, and makes nothing.
+m=$work/m
+"$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$m" --nodes 2 --rank 0 --threads 2 -q 2>/dev/null || bad "settings: rank 0 failed"
+"$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$m" --nodes 2 --rank 1 --threads 2 --endoftext-as-text >"$work/out" 2>"$work/err"
+[[ $? -eq 2 ]] && grep -q "my-gpt3_00_text_document.{bin,idx}: made with other settings" "$work/err" ||
+  { bad "settings: rank 1 does not refuse over rank 0's dataset"; cat "$work/err"; }
+[[ -e "$m/my-gpt3_01_text_document.bin" ]] && bad "settings: rank 1 made its shard with other settings than rank 0's"
 
 # Another process holding a shard (flock(1) stands in for a second pileprep run on the same directory):
 # that shard is FAILED and left alone, temporaries included; the others are made; exit 1. Once it
@@ -205,16 +215,24 @@ kill -- -"$holder" 2>/dev/null; wait "$holder" 2>/dev/null; holder=
 cmp -s "$work/ref/my-gpt3_01_text_document.bin" "$work/l/my-gpt3_01_text_document.bin" || bad "lock: shard 01 not made on rerun"
 if ls "$work/l" | grep -q -E 'pileprep-(lock|tmp)'; then bad "lock files or temporaries left: $(ls "$work/l")"; fi
 
-# Every record describes the outputs beside it: they exist, with the sizes it lists.
+# Every record describes the dataset beside it (which exists, with the sizes it lists), and every
+# shard the last run made ("done" in its summary) has one.
 check_records() {  # dir what
-  /usr/bin/python3 - "$1" <<'PY' || bad "$2: a record does not describe its outputs"
+  /usr/bin/python3 - "$1" <<'PY' || bad "$2: a record does not describe its dataset, or one is missing"
 import glob, json, os, sys
-for path in glob.glob(os.path.join(sys.argv[1], "*.pileprep.json")):
-    for o in json.load(open(path))["outputs"]:
-        prefix = os.path.join(sys.argv[1], o["name"])
-        for ext, key in ((".bin", "bin_bytes"), (".idx", "idx_bytes")):
-            if not os.path.exists(prefix + ext) or os.path.getsize(prefix + ext) != o[key]:
-                sys.exit(f"{path}: {o['name']}{ext} missing or not {o[key]} bytes")
+d = sys.argv[1]
+for path in glob.glob(os.path.join(d, "*.pileprep.json")):
+    r = json.load(open(path))
+    prefix = path[: -len(".pileprep.json")]
+    for ext, key in ((".bin", "bin_bytes"), (".idx", "idx_bytes")):
+        if not os.path.exists(prefix + ext) or os.path.getsize(prefix + ext) != r[key]:
+            sys.exit(f"{path}: {prefix}{ext} missing or not {r[key]} bytes")
+summary = os.path.join(d, "pileprep-summary-rank0.json")
+if os.path.exists(summary):
+    for shard in json.load(open(summary))["shards"]:
+        for prefix in shard["outputs"] if shard["status"] == "done" else []:
+            if not os.path.exists(prefix + ".pileprep.json"):
+                sys.exit(f"{shard['shard']} done without a record {prefix}.pileprep.json")
 PY
 }
 # After an interruption: whatever is under a final name is complete (its .idx is the reference's).
@@ -234,10 +252,10 @@ check_rerun() {  # dir what
     done
   done
   local extra
-  extra=$(ls "$1" | grep -v -E '^my-gpt3_0[0-2]_text_document\.(bin|idx)$|^my-gpt3_0[0-2]\.pileprep\.json$|^pileprep-summary-rank0\.json$')
+  extra=$(ls "$1" | grep -v -E '^my-gpt3_0[0-2]_text_document\.(bin|idx|pileprep\.json)$|^pileprep-summary-rank0\.json$')
   [[ -z "$extra" ]] || bad "$2: stray files after the rerun: $extra"
   # A kill between a shard's publish and its record's leaves it without one (judged by validation
-  # alone on later reruns), so only: every record there describes its outputs.
+  # alone on later reruns): a shard the rerun skipped may have none.
   check_records "$1" "$2"
 }
 

@@ -259,8 +259,8 @@ TEST(SyntheticVocab, FingerprintIgnoresSpellingAndCacheOptions) {
   EXPECT_EQ(FingerprintOf(v, false, other_cache), base);
 }
 
-// ...and changes with anything that can change an id.
-TEST(SyntheticVocab, FingerprintChangesWithMergesTokensAndEndOfTextRule) {
+// ...and changes with anything in the files that can change an id.
+TEST(SyntheticVocab, FingerprintChangesWithMergesAndTokens) {
   Vocab v = Bytes();
   v.tokens.push_back("th");
   v.tokens.push_back("he");
@@ -279,9 +279,33 @@ TEST(SyntheticVocab, FingerprintChangesWithMergesTokensAndEndOfTextRule) {
   fewer.merges.pop_back();
   EXPECT_NE(FingerprintOf(fewer), base);
 
+  // The end-of-text rule is an option: apart from the fingerprint.
   Gpt2Tokenizer::Options as_text;
   as_text.endoftext_is_special = false;
-  EXPECT_NE(FingerprintOf(v, false, as_text), base);
+  EXPECT_EQ(FingerprintOf(v, false, as_text), base);
+}
+
+// encoder.json may give one spelling two ids (the last one counts, as in json.load): which one
+// comes last decides the ids, and so the fingerprint.
+TEST(SyntheticVocab, FingerprintFollowsTheIdARepeatedSpellingEndsWith) {
+  Vocab v = Bytes();
+  v.tokens.push_back("ab");  // 256
+  v.merges = {{"a", "b"}};
+  auto [json, merges] = VocabBuffers(v);
+  // "ab" at 256, then again at 300 (the merge's result is 300), or at 300 first and then at 256
+  // (it is 256). The ids no later entry keeps stay as holes. (257 is <|endoftext|>.)
+  const std::string ab = JsonString(Alphabet("ab"));
+  std::string last_300 = json, last_256 = json;
+  last_300.insert(json.size() - 1, ", " + ab + ": 300");
+  last_256.insert(1, ab + ": 300, ");
+  Gpt2Tokenizer::Options options;
+  options.cache_entries = 4096;
+  auto a = Gpt2Tokenizer::FromBuffers(last_300, merges, options);
+  auto b = Gpt2Tokenizer::FromBuffers(last_256, merges, options);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_NE(Encode(**a, "ab"), Encode(**b, "ab"));
+  EXPECT_NE((*a)->fingerprint(), (*b)->fingerprint());
 }
 
 TEST(SyntheticVocab, TinyMergeTableInOneBucketMatchesReference) {

@@ -171,6 +171,7 @@ void RemoveStaleTemporaries(const JobConfig& job, const Common& c, int n) {
     for (const char* ext : {".bin", ".idx", ".lengths", ".docidx"}) {
       paths.push_back(absl::StrCat(p, ext, kIndexedDatasetTempSuffix));
     }
+    paths.push_back(RecordPath(p) + kIndexedDatasetTempSuffix);
   }
   if (!job.keep_downloads.empty()) paths.push_back(CachePath(job, n) + kIndexedDatasetTempSuffix);
   for (const std::string& path : paths) {
@@ -181,18 +182,15 @@ void RemoveStaleTemporaries(const JobConfig& job, const Common& c, int n) {
   }
 }
 
-std::string RecordPath(const JobConfig& job, int n) {
-  return (std::filesystem::path(job.output_dir) /
-          absl::StrFormat("%s_%02d.pileprep.json", job.output_prefix, n))
-      .string();
-}
-
-// This run's settings for shard n as a record (ShardRecord); outputs not filled in.
-ShardRecord RecordOfThisRun(const Common& c, const Gpt2Tokenizer& tokenizer, int n) {
+// This run's settings for the dataset of shard n and key `json_key`, as a record (ShardRecord);
+// source and sizes not filled in.
+ShardRecord RecordOfThisRun(const Common& c, const Gpt2Tokenizer& tokenizer, int n,
+                            const std::string& json_key) {
   ShardRecord r;
   r.pileprep_version = PILEPREP_VERSION;
   r.shard = ShardFileName(n);
-  r.tokenizer_fingerprint = tokenizer.fingerprint();
+  r.json_key = json_key;
+  r.vocabulary_fingerprint = tokenizer.fingerprint();
   r.vocab_size = tokenizer.vocab_size();
   r.eod_id = tokenizer.eod_id();
   r.endoftext_as_text = !tokenizer.options().endoftext_is_special;
@@ -200,10 +198,30 @@ ShardRecord RecordOfThisRun(const Common& c, const Gpt2Tokenizer& tokenizer, int
   return r;
 }
 
-// True when every output of shard n exists and validates; fills the outcome's counts from them,
-// and `outputs` with their names and sizes.
+// Each of this run's datasets (every shard of --files, not only this rank's, and every key) whose
+// record says other settings made it, as "NAME: why". Before any work: ranks that share the
+// directory all see the same records, so they all refuse alike, and a Slurm array task refuses
+// for the others' shards as well as its own. Only records and file sizes are read.
+std::vector<std::string> DatasetsMadeWithOtherSettings(const JobConfig& job, const Common& c,
+                                                       const Gpt2Tokenizer& tokenizer,
+                                                       const std::vector<int>& files) {
+  std::vector<std::string> found;
+  for (int n : files) {
+    const std::vector<std::string> prefixes = PrefixesFor(job, c, n);
+    for (size_t k = 0; k < prefixes.size(); ++k) {
+      const RecordCheck check =
+          CheckRecord(prefixes[k], RecordOfThisRun(c, tokenizer, n, c.pipeline.jsonl.json_keys[k]));
+      if (check.verdict == RecordCheck::kOtherSettings) {
+        found.push_back(absl::StrCat(prefixes[k], ".{bin,idx}: ", check.why));
+      }
+    }
+  }
+  return found;
+}
+
+// True when every output of shard n exists and validates; fills the outcome's counts from them.
 bool AlreadyComplete(const JobConfig& job, const Common& c, const Gpt2Tokenizer& tokenizer, int n,
-                     ShardOutcome* outcome, std::vector<ShardRecord::Output>* outputs) {
+                     ShardOutcome* outcome) {
   ValidateOptions v;
   v.vocab_size = tokenizer.vocab_size();
   v.expect_eod = c.pipeline.append_eod;
@@ -211,10 +229,7 @@ bool AlreadyComplete(const JobConfig& job, const Common& c, const Gpt2Tokenizer&
   v.check_tokens = true;
   v.threads = c.pipeline.threads;
   uint64_t documents = 0, tokens = 0, bytes = 0;
-  outputs->clear();
-  const std::vector<std::string> prefixes = PrefixesFor(job, c, n);
-  for (size_t k = 0; k < prefixes.size(); ++k) {
-    const std::string& p = prefixes[k];
+  for (const std::string& p : PrefixesFor(job, c, n)) {
     if (!std::filesystem::exists(p + ".bin") || !std::filesystem::exists(p + ".idx")) return false;
     auto report = ValidateDataset(p, v);
     if (!report.ok() || !report->ok()) {
@@ -230,67 +245,12 @@ bool AlreadyComplete(const JobConfig& job, const Common& c, const Gpt2Tokenizer&
     tokens += report->tokens;
     bytes += report->bin_bytes;
     outcome->outputs.push_back(p);
-    std::error_code ec;
-    const uintmax_t idx_bytes = std::filesystem::file_size(p + ".idx", ec);
-    outputs->push_back({std::filesystem::path(p).filename().string(), c.pipeline.jsonl.json_keys[k],
-                        report->bin_bytes, ec ? 0 : static_cast<uint64_t>(idx_bytes)});
   }
   outcome->status = "skipped";
   outcome->stats.documents = documents;
   outcome->stats.tokens = tokens;
   outcome->stats.published = true;
   return true;
-}
-
-// What the record beside complete, valid outputs says of them.
-enum class Recorded {
-  kSameSettings,   // made with this run's settings: skip
-  kOtherSettings,  // made with other settings: refuse (`why` says which)
-  kUnknown,        // no record, or one that does not describe these outputs: validation alone
-};
-
-Recorded CheckRecord(const std::string& path, const ShardRecord& now,
-                     const std::vector<ShardRecord::Output>& outputs, std::string* why) {
-  absl::StatusOr<ShardRecord> recorded = absl::UnknownError("");
-  errno = 0;
-  std::ifstream in(path, std::ios::binary);
-  if (!in && errno == ENOENT) {
-    *why =
-        "no record of the settings they were made with (made by another tool or an earlier "
-        "pileprep): judged by validation alone";
-    return Recorded::kUnknown;
-  }
-  std::string text(size_t{64} << 10, '\0');  // a record is a few hundred bytes
-  if (!in) {
-    recorded = absl::DataLossError(errno != 0 ? std::strerror(errno) : "cannot open it");
-  } else {
-    in.read(text.data(), static_cast<std::streamsize>(text.size()));
-    text.resize(static_cast<size_t>(in.gcount()));
-    if (in.bad()) {
-      recorded = absl::DataLossError("read error");
-    } else if (!in.eof()) {
-      recorded = absl::DataLossError("larger than any record");
-    } else {
-      recorded = ParseShardRecord(text);
-    }
-  }
-  if (!recorded.ok()) {
-    *why = absl::StrCat("its record ", path, " is unreadable (", recorded.status().message(),
-                        "): judged by validation alone");
-    return Recorded::kUnknown;
-  }
-  for (const ShardRecord::Output& o : outputs) {
-    if (!RecordListsOutput(*recorded, o.name, o.bin_bytes, o.idx_bytes)) {
-      *why = absl::StrCat("its record ", path, " describes other outputs than ", o.name,
-                          ".{bin,idx}: judged by validation alone");
-      return Recorded::kUnknown;
-    }
-  }
-  const std::vector<std::string> differences = SettingsDifferences(*recorded, now);
-  if (differences.empty()) return Recorded::kSameSettings;
-  *why = absl::StrCat("made with other settings (", absl::StrJoin(differences, "; "), "; record ",
-                      path, ")");
-  return Recorded::kOtherSettings;
 }
 
 // An open input: a file, a cached download, or an HTTP download in flight.
@@ -350,8 +310,11 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& dat
     }
     done += static_cast<size_t>(w);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
+  int err = 0;
+  if (::fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && err == 0) err = errno;  // closed either way
+  if (err == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
+  if (err != 0) {
     ::unlink(tmp.c_str());
     return absl::DataLossError(absl::StrCat(path, ": ", std::strerror(err)));
   }
@@ -578,6 +541,23 @@ int RunShardJob(int argc, char** argv, int first) {
                  RedactUrl(job.source.base).c_str(), job.output_dir.c_str(), used_threads);
   }
 
+  // Outputs made with other settings (their records say so): this run would leave a directory of
+  // two tokenizations (what it makes beside what it skips), so it makes and changes nothing.
+  auto refuse_other_settings = [&](const std::vector<std::string>& found) {
+    for (const std::string& m : found) PrintError(m);
+    std::fprintf(stderr,
+                 "pileprep: %zu dataset(s) in %s were made with other settings (above); nothing "
+                 "was made or changed. Rerun with the settings they were made with, or with "
+                 "--force to make every shard again with these, or choose another --output-dir.\n",
+                 found.size(), job.output_dir.c_str());
+    return kExitUsage;
+  };
+  if (!job.force) {
+    const std::vector<std::string> found =
+        DatasetsMadeWithOtherSettings(job, c, **tokenizer, *files);
+    if (!found.empty()) return refuse_other_settings(found);
+  }
+
   // Resume: a killed run's temporaries go; complete, valid outputs stay and are not made again.
   // Each shard is locked first (ShardLock), and stays locked until this run is done with it: a
   // rank with many files holds as many descriptors, so the soft limit goes up to the hard one.
@@ -589,7 +569,7 @@ int RunShardJob(int argc, char** argv, int first) {
   std::vector<ShardOutcome> outcomes(mine->size());
   std::vector<std::unique_ptr<ShardLock>> locks(mine->size());
   std::vector<size_t> todo;
-  std::vector<std::string> other_settings;  // complete shards made with other settings
+  std::vector<std::string> other_settings;  // complete datasets made with other settings
   int busy = 0;  // shards another process holds
   bool said_unlocked = false;
   for (size_t i = 0; i < mine->size(); ++i) {
@@ -617,38 +597,34 @@ int RunShardJob(int argc, char** argv, int first) {
                    unsupported.c_str(), job.output_dir.c_str());
     }
     RemoveStaleTemporaries(job, c, n);
-    std::vector<ShardRecord::Output> outputs;
-    if (!job.force && !Cancelled() &&
-        AlreadyComplete(job, c, **tokenizer, n, &outcomes[i], &outputs)) {
-      std::string why;
-      const Recorded recorded =
-          CheckRecord(RecordPath(job, n), RecordOfThisRun(c, **tokenizer, n), outputs, &why);
-      if (recorded == Recorded::kOtherSettings) {
-        other_settings.push_back(absl::StrCat(outcomes[i].name, ": its outputs were ", why));
-        continue;
+    if (!job.force && !Cancelled() && AlreadyComplete(job, c, **tokenizer, n, &outcomes[i])) {
+      // Checked above already; a record written since (another run) is caught here.
+      std::string notes;
+      bool other = false;
+      const std::vector<std::string> prefixes = PrefixesFor(job, c, n);
+      for (size_t k = 0; k < prefixes.size(); ++k) {
+        const RecordCheck check = CheckRecord(
+            prefixes[k], RecordOfThisRun(c, **tokenizer, n, c.pipeline.jsonl.json_keys[k]));
+        if (check.verdict == RecordCheck::kOtherSettings) {
+          other_settings.push_back(absl::StrCat(prefixes[k], ".{bin,idx}: ", check.why));
+          other = true;
+        } else if (check.verdict != RecordCheck::kSameSettings) {
+          absl::StrAppend(&notes, "; ", std::filesystem::path(prefixes[k]).filename().string(),
+                          ": ", check.why);
+        }
       }
+      if (other) continue;
       locks[i].reset();  // complete: nothing more to guard, and one descriptor fewer
       if (!c.console.quiet) {
         std::fprintf(stderr,
                      "%s: outputs already complete and valid; skipped (--force redoes it)%s\n",
-                     outcomes[i].name.c_str(),
-                     recorded == Recorded::kUnknown ? absl::StrCat("; ", why).c_str() : "");
+                     outcomes[i].name.c_str(), notes.c_str());
       }
       continue;
     }
     todo.push_back(i);
   }
-  // Outputs made with other settings: the run would leave a directory of two tokenizations (the
-  // shards it makes with these settings beside the ones it skips), so it makes nothing.
-  if (!other_settings.empty()) {
-    for (const std::string& m : other_settings) PrintError(m);
-    std::fprintf(stderr,
-                 "pileprep: %zu shard(s) in %s were made with other settings (above); nothing was "
-                 "made or changed. Rerun with the settings they were made with, or with --force "
-                 "to make every shard again with these, or choose another --output-dir.\n",
-                 other_settings.size(), job.output_dir.c_str());
-    return kExitUsage;
-  }
+  if (!other_settings.empty()) return refuse_other_settings(other_settings);
 
   // Shards at once: one zstd stream decodes at about 1.2 GB/s in the pipeline's serial read stage,
   // which four to five workers keep up with, so on a large node several shards run side by side,
@@ -693,12 +669,11 @@ int RunShardJob(int argc, char** argv, int first) {
       return;
     }
     const std::vector<std::string> prefixes = PrefixesFor(job, shard_c, n);
-    // A record of outputs this run replaces stays until the new ones are published: if the run
-    // is killed or fails first, the old outputs are still there and so is what made them (a
+    // The records of datasets this run replaces stay until the new ones are published: if the
+    // run is killed or fails first, the old outputs are still there and so is what made them (a
     // --force run with new settings, preempted, then rerun without --force, must not take the
-    // old outputs for new ones). Beside the new outputs (a kill right after their publish) it
-    // lists other sizes, so it is not taken to describe them.
-    const std::string record_path = RecordPath(job, n);
+    // old outputs for new ones). Beside the new outputs (a kill right after their publish) a
+    // record lists other sizes, so it is not taken to describe them.
     if (cur.source == nullptr && cur.status.ok()) cur = OpenShard(job, shard_c, n, &observer);
     if (next != nullptr && cur.http != nullptr && t + 1 < todo.size()) {
       *next = OpenShard(job, shard_c, (*mine)[todo[t + 1]], &observer);
@@ -752,25 +727,34 @@ int RunShardJob(int argc, char** argv, int first) {
     std::lock_guard<std::mutex> lock(report_mu);  // a shard's report stays in one piece
     ReportOutcome(outcome.name, input, std::move(status), prefixes, shard_c, &outcome);
     if (outcome.status == "done") {
-      // The record of what made the outputs, once they are published (ShardRecord), replacing
-      // any older one. Without it the outputs are still complete: a rerun judges them by
-      // validation alone.
-      ShardRecord record = RecordOfThisRun(shard_c, **tokenizer, n);
-      record.source = input;
+      // Each dataset's record of what made it, once it is published (ShardRecord), replacing any
+      // older one. Without it the outputs are still complete: a rerun judges them by validation
+      // alone. When it cannot be written, the older one goes too: it no longer describes them.
       for (size_t k = 0; k < prefixes.size(); ++k) {
+        ShardRecord record =
+            RecordOfThisRun(shard_c, **tokenizer, n, shard_c.pipeline.jsonl.json_keys[k]);
+        record.source = input;
+        const std::string record_path = RecordPath(prefixes[k]);
         std::error_code ebin, eidx;
         const uintmax_t bin = std::filesystem::file_size(prefixes[k] + ".bin", ebin);
         const uintmax_t idx = std::filesystem::file_size(prefixes[k] + ".idx", eidx);
-        record.outputs.push_back({std::filesystem::path(prefixes[k]).filename().string(),
-                                  shard_c.pipeline.jsonl.json_keys[k],
-                                  ebin ? 0 : static_cast<uint64_t>(bin),
-                                  eidx ? 0 : static_cast<uint64_t>(idx)});
-      }
-      if (absl::Status s = WriteFileAtomically(record_path, ShardRecordJson(record)); !s.ok()) {
-        std::fprintf(stderr,
-                     "%s: outputs published, but their record was not written (%s): a rerun "
-                     "judges them by validation alone\n",
-                     outcome.name.c_str(), std::string(s.message()).c_str());
+        absl::Status written =
+            ebin || eidx ? absl::DataLossError(absl::StrCat("cannot read the outputs' sizes: ",
+                                                            (ebin ? ebin : eidx).message()))
+                         : absl::OkStatus();
+        if (written.ok()) {
+          record.bin_bytes = static_cast<uint64_t>(bin);
+          record.idx_bytes = static_cast<uint64_t>(idx);
+          written = WriteFileAtomically(record_path, ShardRecordJson(record));
+        }
+        if (!written.ok()) {
+          ::unlink(record_path.c_str());
+          std::fprintf(stderr,
+                       "%s: outputs published, but their record %s was not written (%s): a "
+                       "rerun judges them by validation alone\n",
+                       outcome.name.c_str(), record_path.c_str(),
+                       std::string(written.message()).c_str());
+        }
       }
     }
     locks[i].reset();  // published or not, this run is done with the shard

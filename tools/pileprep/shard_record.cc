@@ -1,38 +1,40 @@
 #include "shard_record.h"
 
 #include <simdjson.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "console.h"
 
 namespace pileprep::cli {
 namespace {
 
-std::string Fingerprint(uint64_t v) { return absl::StrFormat("%016x", v); }
+std::string Hex(uint64_t v) { return absl::StrFormat("%016x", v); }
 
 }  // namespace
+
+std::string RecordPath(const std::string& prefix) { return prefix + ".pileprep.json"; }
 
 std::string ShardRecordJson(const ShardRecord& r) {
   std::string out = "{\n";
   absl::StrAppend(&out, "  \"pileprep_version\": ", JsonString(r.pileprep_version), ",\n");
   absl::StrAppend(&out, "  \"shard\": ", JsonString(r.shard), ",\n");
   absl::StrAppend(&out, "  \"source\": ", JsonString(r.source), ",\n");
-  absl::StrAppend(&out, "  \"tokenizer_fingerprint\": \"", Fingerprint(r.tokenizer_fingerprint),
-                  "\",\n");
+  absl::StrAppend(&out, "  \"json_key\": ", JsonString(r.json_key), ",\n");
+  absl::StrAppend(&out, "  \"vocabulary_fingerprint\": \"", Hex(r.vocabulary_fingerprint), "\",\n");
   absl::StrAppend(&out, "  \"vocab_size\": ", r.vocab_size, ",\n");
   absl::StrAppend(&out, "  \"eod_id\": ", r.eod_id, ",\n");
   absl::StrAppend(&out, "  \"endoftext_as_text\": ", r.endoftext_as_text ? "true" : "false", ",\n");
   absl::StrAppend(&out, "  \"append_eod\": ", r.append_eod ? "true" : "false", ",\n");
-  out += "  \"outputs\": [";
-  for (size_t i = 0; i < r.outputs.size(); ++i) {
-    const ShardRecord::Output& o = r.outputs[i];
-    absl::StrAppend(&out, i ? "," : "", "\n    {\"name\": ", JsonString(o.name),
-                    ", \"json_key\": ", JsonString(o.json_key), ", \"bin_bytes\": ", o.bin_bytes,
-                    ", \"idx_bytes\": ", o.idx_bytes, "}");
-  }
-  out += r.outputs.empty() ? "]\n}\n" : "\n  ]\n}\n";
+  absl::StrAppend(&out, "  \"bin_bytes\": ", r.bin_bytes, ",\n");
+  absl::StrAppend(&out, "  \"idx_bytes\": ", r.idx_bytes, "\n}\n");
   return out;
 }
 
@@ -59,58 +61,95 @@ absl::StatusOr<ShardRecord> ParseShardRecord(std::string_view json) {
   if (!text("pileprep_version", &r.pileprep_version)) return missing("pileprep_version");
   if (!text("shard", &r.shard)) return missing("shard");
   if (!text("source", &r.source)) return missing("source");
-  if (!text("tokenizer_fingerprint", &fingerprint) || fingerprint.size() != 16 ||
-      !absl::SimpleHexAtoi(fingerprint, &r.tokenizer_fingerprint)) {
-    return missing("tokenizer_fingerprint");
+  if (!text("json_key", &r.json_key)) return missing("json_key");
+  if (!text("vocabulary_fingerprint", &fingerprint) || fingerprint.size() != 16 ||
+      !absl::SimpleHexAtoi(fingerprint, &r.vocabulary_fingerprint)) {
+    return missing("vocabulary_fingerprint");
   }
   if (root["vocab_size"].get(r.vocab_size)) return missing("vocab_size");
   if (root["eod_id"].get(eod) || eod > UINT32_MAX) return missing("eod_id");
   r.eod_id = static_cast<uint32_t>(eod);
   if (!flag("endoftext_as_text", &r.endoftext_as_text)) return missing("endoftext_as_text");
   if (!flag("append_eod", &r.append_eod)) return missing("append_eod");
-  simdjson::dom::array outputs;
-  if (root["outputs"].get(outputs)) return missing("outputs");
-  for (simdjson::dom::element e : outputs) {
-    ShardRecord::Output o;
-    std::string_view name, key;
-    if (e["name"].get(name) || e["json_key"].get(key) || e["bin_bytes"].get(o.bin_bytes) ||
-        e["idx_bytes"].get(o.idx_bytes)) {
-      return missing("outputs");
-    }
-    o.name.assign(name);
-    o.json_key.assign(key);
-    r.outputs.push_back(std::move(o));
-  }
+  if (root["bin_bytes"].get(r.bin_bytes)) return missing("bin_bytes");
+  if (root["idx_bytes"].get(r.idx_bytes)) return missing("idx_bytes");
   return r;
 }
 
 std::vector<std::string> SettingsDifferences(const ShardRecord& recorded, const ShardRecord& now) {
   std::vector<std::string> out;
-  auto yes_no = [](bool b) { return b ? "set" : "not set"; };
-  if (recorded.endoftext_as_text != now.endoftext_as_text) {
-    out.push_back(absl::StrCat("--endoftext-as-text: ", yes_no(recorded.endoftext_as_text),
-                               " then, ", yes_no(now.endoftext_as_text), " now"));
-  } else if (recorded.tokenizer_fingerprint != now.tokenizer_fingerprint) {
-    // The end-of-text rule is part of the fingerprint: only the files can differ here.
-    out.push_back(absl::StrCat(
-        "the vocabulary or merges: tokenizer fingerprint ",
-        Fingerprint(recorded.tokenizer_fingerprint), " (", recorded.vocab_size, " tokens) then, ",
-        Fingerprint(now.tokenizer_fingerprint), " (", now.vocab_size, " tokens) now"));
+  if (recorded.vocabulary_fingerprint != now.vocabulary_fingerprint) {
+    out.push_back(absl::StrCat("the vocabulary or merges: fingerprint ",
+                               Hex(recorded.vocabulary_fingerprint), " (", recorded.vocab_size,
+                               " tokens) then, ", Hex(now.vocabulary_fingerprint), " (",
+                               now.vocab_size, " tokens) now"));
   }
+  auto set = [](bool b) { return b ? "set" : "not set"; };
+  if (recorded.endoftext_as_text != now.endoftext_as_text) {
+    out.push_back(absl::StrCat("--endoftext-as-text: ", set(recorded.endoftext_as_text), " then, ",
+                               set(now.endoftext_as_text), " now"));
+  }
+  auto appended = [](bool b) { return b ? "appended" : "not appended"; };
   if (recorded.append_eod != now.append_eod) {
-    out.push_back(
-        absl::StrCat("end-of-document ids: ", recorded.append_eod ? "appended" : "not appended",
-                     " then, ", now.append_eod ? "appended" : "not appended", " now"));
+    out.push_back(absl::StrCat("end-of-document ids: ", appended(recorded.append_eod), " then, ",
+                               appended(now.append_eod), " now"));
   }
   return out;
 }
 
-bool RecordListsOutput(const ShardRecord& recorded, std::string_view name, uint64_t bin_bytes,
-                       uint64_t idx_bytes) {
-  for (const ShardRecord::Output& o : recorded.outputs) {
-    if (o.name == name) return o.bin_bytes == bin_bytes && o.idx_bytes == idx_bytes;
+RecordCheck CheckRecord(const std::string& prefix, const ShardRecord& now) {
+  RecordCheck check;
+  const std::string path = RecordPath(prefix);
+  errno = 0;
+  std::ifstream in(path, std::ios::binary);
+  if (!in && errno == ENOENT) {
+    check.verdict = RecordCheck::kNoRecord;
+    check.why =
+        "no record of the settings it was made with (made by another tool or an earlier "
+        "pileprep): judged by validation alone";
+    return check;
   }
-  return false;
+  absl::StatusOr<ShardRecord> recorded = absl::UnknownError("");
+  if (!in) {
+    recorded = absl::DataLossError(errno != 0 ? std::strerror(errno) : "cannot open it");
+  } else {
+    std::string text(size_t{64} << 10, '\0');  // a record is a few hundred bytes
+    in.read(text.data(), static_cast<std::streamsize>(text.size()));
+    text.resize(static_cast<size_t>(in.gcount()));
+    if (in.bad()) {
+      recorded = absl::DataLossError("read error");
+    } else if (!in.eof()) {
+      recorded = absl::DataLossError("larger than any record");
+    } else {
+      recorded = ParseShardRecord(text);
+    }
+  }
+  if (!recorded.ok()) {
+    check.verdict = RecordCheck::kUnreadable;
+    check.why = absl::StrCat("its record ", path, " is unreadable (", recorded.status().message(),
+                             "): judged by validation alone");
+    return check;
+  }
+  struct stat bin, idx;
+  if (::stat((prefix + ".bin").c_str(), &bin) != 0 ||
+      ::stat((prefix + ".idx").c_str(), &idx) != 0 ||
+      static_cast<uint64_t>(bin.st_size) != recorded->bin_bytes ||
+      static_cast<uint64_t>(idx.st_size) != recorded->idx_bytes) {
+    check.verdict = RecordCheck::kOtherOutputs;
+    check.why = absl::StrCat("its record ", path,
+                             " lists other sizes (it was not written for these files): judged by "
+                             "validation alone");
+    return check;
+  }
+  const std::vector<std::string> differences = SettingsDifferences(*recorded, now);
+  if (differences.empty()) {
+    check.verdict = RecordCheck::kSameSettings;
+    return check;
+  }
+  check.verdict = RecordCheck::kOtherSettings;
+  check.why = absl::StrCat("made with other settings (", absl::StrJoin(differences, "; "),
+                           "; record ", path, ")");
+  return check;
 }
 
 }  // namespace pileprep::cli
