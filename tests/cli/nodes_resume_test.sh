@@ -183,6 +183,40 @@ sed -i 's/"bin_bytes": /"bin_bytes": 1/' "$s/my-gpt3_00_text_document.pileprep.j
 grep -q "01.jsonl.zst: outputs already complete and valid; skipped (--force redoes it); my-gpt3_01_text_document: no record of the settings it was made with" "$work/err" &&
   grep -q "00.jsonl.zst: outputs already complete and valid; skipped (--force redoes it); my-gpt3_00_text_document: its record .* lists other sizes" "$work/err" ||
   { bad "settings: skips judged by validation alone are not said so"; cat "$work/err"; }
+# Outputs that would not even validate under the new tokenizer (a vocabulary without "Ġgazed" and
+# its merge, <|endoftext|> at 50255: the old EOD id 50256 lies outside it) are refused all the
+# same, not made again without a word.
+v=$work/v
+"$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$v" --threads 2 -q 2>/dev/null || bad "settings: vocabulary run"
+mkdir -p "$work/tok2"
+/usr/bin/python3 - "$root/tokenizers/gpt2/encoder.json" "$work/tok2/encoder.json" <<'PY'
+import json, sys
+e = json.load(open(sys.argv[1], encoding="utf-8"))
+del e["\u0120gazed"]
+e["<|endoftext|>"] = 50255
+json.dump(e, open(sys.argv[2], "w", encoding="utf-8"))
+PY
+sed '$d' "$root/tokenizers/gpt2/vocab.bpe" >"$work/tok2/vocab.bpe"
+tok2=(--vocab-file "$work/tok2/encoder.json" --merge-file "$work/tok2/vocab.bpe")
+cp -r "$v" "$work/v-before"
+"$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$v" --threads 2 "${tok2[@]}" >"$work/out" 2>"$work/err"
+[[ $? -eq 2 ]] && grep -q "my-gpt3_00_text_document.{bin,idx}: made with other settings (the vocabulary or merges: fingerprint 545cbcbf8f1c2374 (50257 tokens) then, [0-9a-f]* (50256 tokens) now" "$work/err" ||
+  { bad "settings: outputs invalid under a smaller vocabulary are not refused"; cat "$work/err"; }
+diff -r "$v" "$work/v-before" >/dev/null || bad "settings: a refused run changed the directory (smaller vocabulary)"
+# --remake-other-settings makes just those again: shard 01 first (as a requeued job that got that
+# far would have), then both: 00 made again, 01 kept; a rerun then skips both, with no note.
+"$PILEPREP" --url "$work/src" --files 1 --output-dir "$v" --threads 2 "${tok2[@]}" --remake-other-settings 2>"$work/err" &&
+  grep -q "my-gpt3_01_text_document.{bin,idx}: made with other settings (the vocabulary or merges: .*: making it again (--remake-other-settings)" "$work/err" ||
+  { bad "settings: --remake-other-settings on shard 01"; cat "$work/err"; }
+"$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$v" --threads 2 "${tok2[@]}" --remake-other-settings 2>"$work/err" &&
+  grep -q "my-gpt3_00_text_document.{bin,idx}: made with other settings .*: making it again" "$work/err" &&
+  grep -q "01.jsonl.zst: outputs already complete and valid; skipped (--force redoes it)$" "$work/err" ||
+  { bad "settings: --remake-other-settings on both"; cat "$work/err"; }
+"$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$v" --threads 2 "${tok2[@]}" 2>"$work/err" &&
+  [[ $(grep -c "already complete and valid; skipped (--force redoes it)$" "$work/err") -eq 2 ]] ||
+  { bad "settings: after --remake-other-settings a rerun does not skip both"; cat "$work/err"; }
+cmp -s "$v/my-gpt3_00_text_document.bin" "$work/v-before/my-gpt3_00_text_document.bin" &&
+  bad "settings: shard 00 was not made again with the smaller vocabulary"
 # Ranks sharing a directory all refuse alike: rank 1, which has made nothing yet, refuses over the
 # dataset rank 0 made with other settings, and makes nothing.
 m=$work/m

@@ -293,7 +293,8 @@ TEST(SyntheticVocab, FingerprintFollowsTheIdARepeatedSpellingEndsWith) {
   v.merges = {{"a", "b"}};
   auto [json, merges] = VocabBuffers(v);
   // "ab" at 256, then again at 300 (the merge's result is 300), or at 300 first and then at 256
-  // (it is 256). The ids no later entry keeps stay as holes. (257 is <|endoftext|>.)
+  // (it is 256). Both ids hold the bytes "ab" either way: only the merge's result differs. (257
+  // is <|endoftext|>; 258..299 are holes.)
   const std::string ab = JsonString(Alphabet("ab"));
   std::string last_300 = json, last_256 = json;
   last_300.insert(json.size() - 1, ", " + ab + ": 300");

@@ -60,6 +60,7 @@ struct JobConfig {
   std::string output_dir, output_prefix, keep_downloads;
   FetchOptions fetch;
   bool force = false;
+  bool remake_other_settings = false;
 };
 
 std::vector<std::string> PrefixesFor(const JobConfig& job, const Common& c, int n) {
@@ -294,7 +295,11 @@ OpenedSource OpenShard(const JobConfig& job, const Common& c, int n, FetchObserv
   return o;
 }
 
-absl::Status WriteFileAtomically(const std::string& path, const std::string& data) {
+// `renamed` (optional): set once the file is under its final name, so that a caller can tell a
+// failure after the rename (the directory sync) from one before it.
+absl::Status WriteFileAtomically(const std::string& path, const std::string& data,
+                                 bool* renamed = nullptr) {
+  if (renamed != nullptr) *renamed = false;
   const std::string tmp = path + kIndexedDatasetTempSuffix;
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return absl::PermissionDeniedError(absl::StrCat(tmp, ": ", std::strerror(errno)));
@@ -318,6 +323,7 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& dat
     ::unlink(tmp.c_str());
     return absl::DataLossError(absl::StrCat(path, ": ", std::strerror(err)));
   }
+  if (renamed != nullptr) *renamed = true;
   if (absl::Status synced = internal::SyncDirectory(internal::DirName(path)); !synced.ok()) {
     return absl::DataLossError(
         absl::StrCat(path, ": written, but its directory was not synced: ", synced.message()));
@@ -386,8 +392,12 @@ int RunShardJob(int argc, char** argv, int first) {
   args.Add("dry-run", Args::Kind::kSwitch, "",
            "print which rank does which shards (and which variables decided it) and exit");
   args.Add("force", Args::Kind::kSwitch, "",
-           "make every shard again, even those whose outputs already validate (needed when "
-           "outputs in --output-dir were made with another vocabulary or --endoftext-as-text)");
+           "make every shard again, even those whose outputs already validate (after a change "
+           "of source)");
+  args.Add("remake-other-settings", Args::Kind::kSwitch, "",
+           "make again the datasets whose records say another vocabulary, merges file or "
+           "end-of-text rule made them (without it such a run is refused); keeps those made "
+           "with this run's settings, so a requeued job with it still resumes");
   args.Add("keep-downloads", Args::Kind::kValue, "DIR",
            "also keep the downloaded NN.jsonl.zst in DIR (complete files only); a rerun reads them "
            "instead of downloading");
@@ -485,6 +495,7 @@ int RunShardJob(int argc, char** argv, int first) {
     }
   }
   job.force = args.Has("force");
+  job.remake_other_settings = args.Has("remake-other-settings");
   job.keep_downloads = args.Get("keep-downloads");
 
   auto files = ParseFileNumbers(args.Get("files", "0-29"));
@@ -547,12 +558,13 @@ int RunShardJob(int argc, char** argv, int first) {
     for (const std::string& m : found) PrintError(m);
     std::fprintf(stderr,
                  "pileprep: %zu dataset(s) in %s were made with other settings (above); nothing "
-                 "was made or changed. Rerun with the settings they were made with, or with "
-                 "--force to make every shard again with these, or choose another --output-dir.\n",
+                 "was made. Rerun with the settings they were made with; or add "
+                 "--remake-other-settings to make those again with these (keeping the ones "
+                 "made with these); or choose another --output-dir.\n",
                  found.size(), job.output_dir.c_str());
     return kExitUsage;
   };
-  if (!job.force) {
+  if (!job.force && !job.remake_other_settings) {
     const std::vector<std::string> found =
         DatasetsMadeWithOtherSettings(job, c, **tokenizer, *files);
     if (!found.empty()) return refuse_other_settings(found);
@@ -597,23 +609,41 @@ int RunShardJob(int argc, char** argv, int first) {
                    unsupported.c_str(), job.output_dir.c_str());
     }
     RemoveStaleTemporaries(job, c, n);
-    if (!job.force && !Cancelled() && AlreadyComplete(job, c, **tokenizer, n, &outcomes[i])) {
-      // Checked above already; a record written since (another run) is caught here.
-      std::string notes;
-      bool other = false;
-      const std::vector<std::string> prefixes = PrefixesFor(job, c, n);
-      for (size_t k = 0; k < prefixes.size(); ++k) {
-        const RecordCheck check = CheckRecord(
-            prefixes[k], RecordOfThisRun(c, **tokenizer, n, c.pipeline.jsonl.json_keys[k]));
-        if (check.verdict == RecordCheck::kOtherSettings) {
-          other_settings.push_back(absl::StrCat(prefixes[k], ".{bin,idx}: ", check.why));
-          other = true;
-        } else if (check.verdict != RecordCheck::kSameSettings) {
-          absl::StrAppend(&notes, "; ", std::filesystem::path(prefixes[k]).filename().string(),
-                          ": ", check.why);
+    if (job.force || Cancelled()) {
+      todo.push_back(i);
+      continue;
+    }
+    // Records (checked for every shard above already; one written since by another run is
+    // caught here), then validation: a dataset made with other settings is made again only
+    // with --remake-other-settings, even when it does not validate under this run's tokenizer.
+    const std::vector<std::string> prefixes = PrefixesFor(job, c, n);
+    std::vector<RecordCheck> checks;
+    bool other = false;
+    for (size_t k = 0; k < prefixes.size(); ++k) {
+      checks.push_back(CheckRecord(
+          prefixes[k], RecordOfThisRun(c, **tokenizer, n, c.pipeline.jsonl.json_keys[k])));
+      if (checks.back().verdict != RecordCheck::kOtherSettings) continue;
+      other = true;
+      if (job.remake_other_settings) {
+        if (!c.console.quiet) {
+          std::fprintf(stderr, "%s.{bin,idx}: %s: making it again (--remake-other-settings)\n",
+                       prefixes[k].c_str(), checks.back().why.c_str());
         }
+      } else {
+        other_settings.push_back(absl::StrCat(prefixes[k], ".{bin,idx}: ", checks.back().why));
       }
-      if (other) continue;
+    }
+    if (other) {
+      if (job.remake_other_settings) todo.push_back(i);
+      continue;
+    }
+    if (AlreadyComplete(job, c, **tokenizer, n, &outcomes[i])) {
+      std::string notes;
+      for (size_t k = 0; k < prefixes.size(); ++k) {
+        if (checks[k].verdict == RecordCheck::kSameSettings) continue;
+        absl::StrAppend(&notes, "; ", std::filesystem::path(prefixes[k]).filename().string(), ": ",
+                        checks[k].why);
+      }
       locks[i].reset();  // complete: nothing more to guard, and one descriptor fewer
       if (!c.console.quiet) {
         std::fprintf(stderr,
@@ -742,12 +772,17 @@ int RunShardJob(int argc, char** argv, int first) {
             ebin || eidx ? absl::DataLossError(absl::StrCat("cannot read the outputs' sizes: ",
                                                             (ebin ? ebin : eidx).message()))
                          : absl::OkStatus();
+        bool renamed = false;
         if (written.ok()) {
           record.bin_bytes = static_cast<uint64_t>(bin);
           record.idx_bytes = static_cast<uint64_t>(idx);
-          written = WriteFileAtomically(record_path, ShardRecordJson(record));
+          written = WriteFileAtomically(record_path, ShardRecordJson(record), &renamed);
         }
-        if (!written.ok()) {
+        if (!written.ok() && renamed) {
+          // In place, but its directory entry may not survive a crash (nor would the outputs').
+          std::fprintf(stderr, "%s: %s\n", outcome.name.c_str(),
+                       std::string(written.message()).c_str());
+        } else if (!written.ok()) {
           ::unlink(record_path.c_str());
           std::fprintf(stderr,
                        "%s: outputs published, but their record %s was not written (%s): a "

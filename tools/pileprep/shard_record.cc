@@ -1,11 +1,12 @@
 #include "shard_record.h"
 
+#include <fcntl.h>
 #include <simdjson.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -100,9 +101,8 @@ std::vector<std::string> SettingsDifferences(const ShardRecord& recorded, const 
 RecordCheck CheckRecord(const std::string& prefix, const ShardRecord& now) {
   RecordCheck check;
   const std::string path = RecordPath(prefix);
-  errno = 0;
-  std::ifstream in(path, std::ios::binary);
-  if (!in && errno == ENOENT) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT) {
     check.verdict = RecordCheck::kNoRecord;
     check.why =
         "no record of the settings it was made with (made by another tool or an earlier "
@@ -110,17 +110,26 @@ RecordCheck CheckRecord(const std::string& prefix, const ShardRecord& now) {
     return check;
   }
   absl::StatusOr<ShardRecord> recorded = absl::UnknownError("");
-  if (!in) {
-    recorded = absl::DataLossError(errno != 0 ? std::strerror(errno) : "cannot open it");
+  if (fd < 0) {
+    recorded = absl::DataLossError(std::strerror(errno));
   } else {
     std::string text(size_t{64} << 10, '\0');  // a record is a few hundred bytes
-    in.read(text.data(), static_cast<std::streamsize>(text.size()));
-    text.resize(static_cast<size_t>(in.gcount()));
-    if (in.bad()) {
-      recorded = absl::DataLossError("read error");
-    } else if (!in.eof()) {
+    size_t got = 0;
+    int err = 0;
+    while (got < text.size()) {
+      const ssize_t r = ::read(fd, text.data() + got, text.size() - got);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) err = errno;
+      if (r <= 0) break;
+      got += static_cast<size_t>(r);
+    }
+    ::close(fd);
+    if (err != 0) {
+      recorded = absl::DataLossError(std::strerror(err));
+    } else if (got == text.size()) {
       recorded = absl::DataLossError("larger than any record");
     } else {
+      text.resize(got);
       recorded = ParseShardRecord(text);
     }
   }
