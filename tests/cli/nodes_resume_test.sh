@@ -208,6 +208,8 @@ diff -r "$v" "$work/v-before" >/dev/null || bad "settings: a refused run changed
 "$PILEPREP" --url "$work/src" --files 1 --output-dir "$v" --threads 2 "${tok2[@]}" --remake-other-settings 2>"$work/err" &&
   grep -q "my-gpt3_01_text_document.{bin,idx}: made with other settings (the vocabulary or merges: .*: making it again (--remake-other-settings)" "$work/err" ||
   { bad "settings: --remake-other-settings on shard 01"; cat "$work/err"; }
+cmp -s "$v/my-gpt3_00_text_document.bin" "$work/v-before/my-gpt3_00_text_document.bin" ||
+  bad "settings: --remake-other-settings --files 1 touched shard 00"
 "$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$v" --threads 2 "${tok2[@]}" --remake-other-settings 2>"$work/err" &&
   grep -q "my-gpt3_00_text_document.{bin,idx}: made with other settings .*: making it again" "$work/err" &&
   grep -q "01.jsonl.zst: outputs already complete and valid; skipped (--force redoes it)$" "$work/err" ||
@@ -217,6 +219,25 @@ diff -r "$v" "$work/v-before" >/dev/null || bad "settings: a refused run changed
   { bad "settings: after --remake-other-settings a rerun does not skip both"; cat "$work/err"; }
 cmp -s "$v/my-gpt3_00_text_document.bin" "$work/v-before/my-gpt3_00_text_document.bin" &&
   bad "settings: shard 00 was not made again with the smaller vocabulary"
+# Several --json-keys: one record per dataset. A shard whose "title" dataset says other settings is
+# refused by name; --remake-other-settings makes the shard again, both keys, and says so of each.
+mk=$work/mk
+mkdir -p "$work/src-mk"
+/usr/bin/python3 -c 'import json
+for i in range(50): print(json.dumps({"text": "document %d body text" % i, "title": "Title %d" % i}))' |
+  zstd -q -c >"$work/src-mk/00.jsonl.zst"
+keys=(--json-keys text --json-keys title)
+"$PILEPREP" --url "$work/src-mk" --files 0 --output-dir "$mk" --threads 2 "${keys[@]}" -q 2>/dev/null || bad "settings: two keys"
+sed -i 's/"endoftext_as_text": false/"endoftext_as_text": true/' "$mk/my-gpt3_00_title_document.pileprep.json"
+"$PILEPREP" --url "$work/src-mk" --files 0 --output-dir "$mk" --threads 2 "${keys[@]}" >"$work/out" 2>"$work/err"
+[[ $? -eq 2 ]] && grep -q "my-gpt3_00_title_document.{bin,idx}: made with other settings (--endoftext-as-text: set then, not set now" "$work/err" &&
+  ! grep -q "my-gpt3_00_text_document.{bin,idx}: made with" "$work/err" ||
+  { bad "settings: two keys, one with other settings"; cat "$work/err"; }
+"$PILEPREP" --url "$work/src-mk" --files 0 --output-dir "$mk" --threads 2 "${keys[@]}" --remake-other-settings 2>"$work/err" &&
+  grep -q "my-gpt3_00_title_document.{bin,idx}: made with other settings .*: making it again" "$work/err" &&
+  grep -q "my-gpt3_00_text_document.{bin,idx}: made again with its shard's other key(s)" "$work/err" &&
+  grep -q '"endoftext_as_text": false' "$mk/my-gpt3_00_title_document.pileprep.json" ||
+  { bad "settings: two keys, --remake-other-settings"; cat "$work/err"; }
 # Ranks sharing a directory all refuse alike: rank 1, which has made nothing yet, refuses over the
 # dataset rank 0 made with other settings, and makes nothing.
 m=$work/m

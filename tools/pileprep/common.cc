@@ -62,7 +62,8 @@ std::string ExitCodeHelp() {
          "  0  every input was processed and its outputs published\n"
          "  1  one or more inputs failed (each is named above the summary); the others completed\n"
          "  2  usage or set-up error (bad flag, vocabulary not found, output directory unusable;\n"
-         "     the shard job: outputs there whose records say other settings made them)\n"
+         "     the shard job: outputs there whose records say other settings made them,\n"
+         "     unless --remake-other-settings or --force)\n"
          "  130, 143  stopped by SIGINT / SIGTERM: the input in progress was abandoned (its\n"
          "     temporary files removed, nothing published), later inputs not started; completed\n"
          "     outputs stay. A second signal stops at once; the next run removes what is left.\n";

@@ -395,9 +395,10 @@ int RunShardJob(int argc, char** argv, int first) {
            "make every shard again, even those whose outputs already validate (after a change "
            "of source)");
   args.Add("remake-other-settings", Args::Kind::kSwitch, "",
-           "make again the datasets whose records say another vocabulary, merges file or "
-           "end-of-text rule made them (without it such a run is refused); keeps those made "
-           "with this run's settings, so a requeued job with it still resumes");
+           "make again the shards whose datasets' records say another vocabulary, merges file "
+           "or end-of-text rule made them (without it such a run is refused); keeps those made "
+           "with this run's settings, so a requeued job with it still resumes. Each rank then "
+           "judges its own shards only");
   args.Add("keep-downloads", Args::Kind::kValue, "DIR",
            "also keep the downloaded NN.jsonl.zst in DIR (complete files only); a rerun reads them "
            "instead of downloading");
@@ -634,9 +635,18 @@ int RunShardJob(int argc, char** argv, int first) {
       }
     }
     if (other) {
-      if (job.remake_other_settings) todo.push_back(i);
+      if (!job.remake_other_settings) continue;
+      // A shard is made whole: its other keys' datasets are made again with it.
+      for (size_t k = 0; k < prefixes.size() && !c.console.quiet; ++k) {
+        if (checks[k].verdict == RecordCheck::kOtherSettings) continue;
+        std::fprintf(stderr, "%s.{bin,idx}: made again with its shard's other key(s)\n",
+                     prefixes[k].c_str());
+      }
+      todo.push_back(i);
       continue;
     }
+    // A run already bound to be refused need not validate the rest (many GB of tokens).
+    if (!other_settings.empty()) continue;
     if (AlreadyComplete(job, c, **tokenizer, n, &outcomes[i])) {
       std::string notes;
       for (size_t k = 0; k < prefixes.size(); ++k) {
@@ -654,7 +664,11 @@ int RunShardJob(int argc, char** argv, int first) {
     }
     todo.push_back(i);
   }
-  if (!other_settings.empty()) return refuse_other_settings(other_settings);
+  if (!other_settings.empty()) {
+    // A signal meanwhile says how the run ended; the refusal's reasons are still printed.
+    const int refused = refuse_other_settings(other_settings);
+    return CancelExitCode() != 0 ? CancelExitCode() : refused;
+  }
 
   // Shards at once: one zstd stream decodes at about 1.2 GB/s in the pipeline's serial read stage,
   // which four to five workers keep up with, so on a large node several shards run side by side,

@@ -1,7 +1,7 @@
 // What a dataset of the shard job was made with, written beside it once it is published
 // ({prefix}.pileprep.json beside {prefix}.bin and {prefix}.idx, one per --json-keys key), so that
 // a rerun can tell outputs made with its own settings (skipped) from outputs made with others
-// (the run is refused until --force).
+// (the run is refused, unless --remake-other-settings or --force).
 //
 // Why: the resume check validates the outputs, and a valid dataset made with another vocabulary or
 // with `--endoftext-as-text` looks just as valid: without the record, a rerun with changed
