@@ -245,12 +245,18 @@ uint64_t FingerprintOf(const Vocab& v, bool respelled = false,
   return tok.ok() ? (*tok)->fingerprint() : 0;
 }
 
-// The fingerprint names the mapping from text to ids: not the files' spelling, not the cache.
-TEST(SyntheticVocab, FingerprintIgnoresSpellingAndCacheOptions) {
+// Two merges that compete in "the": their order decides how it splits.
+Vocab ThHe() {
   Vocab v = Bytes();
   v.tokens.push_back("th");
-  v.tokens.push_back("the");
-  v.merges = {{"t", "h"}, {"th", "e"}};
+  v.tokens.push_back("he");
+  v.merges = {{"t", "h"}, {"h", "e"}};
+  return v;
+}
+
+// The fingerprint names the mapping from text to ids: not the files' spelling, not the cache.
+TEST(SyntheticVocab, FingerprintIgnoresSpellingAndCacheOptions) {
+  const Vocab v = ThHe();
   const uint64_t base = FingerprintOf(v);
   EXPECT_EQ(FingerprintOf(v, /*respelled=*/true), base);
   Gpt2Tokenizer::Options other_cache;
@@ -261,10 +267,7 @@ TEST(SyntheticVocab, FingerprintIgnoresSpellingAndCacheOptions) {
 
 // ...and changes with anything in the files that can change an id.
 TEST(SyntheticVocab, FingerprintChangesWithMergesAndTokens) {
-  Vocab v = Bytes();
-  v.tokens.push_back("th");
-  v.tokens.push_back("he");
-  v.merges = {{"t", "h"}, {"h", "e"}};
+  const Vocab v = ThHe();
   const uint64_t base = FingerprintOf(v);
 
   Vocab reordered = v;  // the same merges at other ranks: "the" splits the other way

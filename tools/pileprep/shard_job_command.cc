@@ -6,11 +6,9 @@
 // made them: shard_record.h), and stream the rest from a directory or over HTTP(S)
 // (with one shard at a time, the next shard's download starts while the current one is processed;
 // its queue bounds the memory).
-// A download that must start over (the file changed, the server ignores Range) reruns the shard from
-// byte 0; the pipeline's writers publish nothing from the aborted run. With --shards-at-once K > 1,
-// K runners each take the next shard not yet started (no prefetch: K downloads run at once).
-#include "common.h"
-
+// A download that must start over (the file changed, the server ignores Range) reruns the shard
+// from byte 0; the pipeline's writers publish nothing from the aborted run. With --shards-at-once K
+// > 1, K runners each take the next shard not yet started (no prefetch: K downloads run at once).
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/resource.h>
@@ -25,7 +23,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -37,6 +34,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common.h"
 #include "format/file_util.h"
 #include "oneapi/tbb/info.h"
 #include "pileprep/fetch.h"
@@ -199,8 +197,25 @@ ShardRecord RecordOfThisRun(const Common& c, const Gpt2Tokenizer& tokenizer, int
   return r;
 }
 
+// What the records of shard n's datasets (one per key, in PrefixesFor's order) say of them.
+std::vector<RecordCheck> CheckRecords(const JobConfig& job, const Common& c,
+                                      const Gpt2Tokenizer& tokenizer, int n) {
+  std::vector<RecordCheck> checks;
+  const std::vector<std::string> prefixes = PrefixesFor(job, c, n);
+  for (size_t k = 0; k < prefixes.size(); ++k) {
+    checks.push_back(
+        CheckRecord(prefixes[k], RecordOfThisRun(c, tokenizer, n, c.pipeline.jsonl.json_keys[k])));
+  }
+  return checks;
+}
+
+// "PREFIX.{bin,idx}: made with other settings (...)".
+std::string OtherSettingsLine(const std::string& prefix, const RecordCheck& check) {
+  return absl::StrCat(prefix, ".{bin,idx}: ", check.why);
+}
+
 // Each of this run's datasets (every shard of --files, not only this rank's, and every key) whose
-// record says other settings made it, as "NAME: why". Before any work: ranks that share the
+// record says other settings made it, as OtherSettingsLine. Before any work: ranks that share the
 // directory all see the same records, so they all refuse alike, and a Slurm array task refuses
 // for the others' shards as well as its own. Only records and file sizes are read.
 std::vector<std::string> DatasetsMadeWithOtherSettings(const JobConfig& job, const Common& c,
@@ -209,11 +224,10 @@ std::vector<std::string> DatasetsMadeWithOtherSettings(const JobConfig& job, con
   std::vector<std::string> found;
   for (int n : files) {
     const std::vector<std::string> prefixes = PrefixesFor(job, c, n);
+    const std::vector<RecordCheck> checks = CheckRecords(job, c, tokenizer, n);
     for (size_t k = 0; k < prefixes.size(); ++k) {
-      const RecordCheck check =
-          CheckRecord(prefixes[k], RecordOfThisRun(c, tokenizer, n, c.pipeline.jsonl.json_keys[k]));
-      if (check.verdict == RecordCheck::kOtherSettings) {
-        found.push_back(absl::StrCat(prefixes[k], ".{bin,idx}: ", check.why));
+      if (checks[k].verdict == RecordCheck::kOtherSettings) {
+        found.push_back(OtherSettingsLine(prefixes[k], checks[k]));
       }
     }
   }
@@ -618,20 +632,18 @@ int RunShardJob(int argc, char** argv, int first) {
     // caught here), then validation: a dataset made with other settings is made again only
     // with --remake-other-settings, even when it does not validate under this run's tokenizer.
     const std::vector<std::string> prefixes = PrefixesFor(job, c, n);
-    std::vector<RecordCheck> checks;
+    const std::vector<RecordCheck> checks = CheckRecords(job, c, **tokenizer, n);
     bool other = false;
     for (size_t k = 0; k < prefixes.size(); ++k) {
-      checks.push_back(CheckRecord(
-          prefixes[k], RecordOfThisRun(c, **tokenizer, n, c.pipeline.jsonl.json_keys[k])));
-      if (checks.back().verdict != RecordCheck::kOtherSettings) continue;
+      if (checks[k].verdict != RecordCheck::kOtherSettings) continue;
       other = true;
       if (job.remake_other_settings) {
         if (!c.console.quiet) {
-          std::fprintf(stderr, "%s.{bin,idx}: %s: making it again (--remake-other-settings)\n",
-                       prefixes[k].c_str(), checks.back().why.c_str());
+          std::fprintf(stderr, "%s: making it again (--remake-other-settings)\n",
+                       OtherSettingsLine(prefixes[k], checks[k]).c_str());
         }
       } else {
-        other_settings.push_back(absl::StrCat(prefixes[k], ".{bin,idx}: ", checks.back().why));
+        other_settings.push_back(OtherSettingsLine(prefixes[k], checks[k]));
       }
     }
     if (other) {
@@ -713,11 +725,6 @@ int RunShardJob(int argc, char** argv, int first) {
       return;
     }
     const std::vector<std::string> prefixes = PrefixesFor(job, shard_c, n);
-    // The records of datasets this run replaces stay until the new ones are published: if the
-    // run is killed or fails first, the old outputs are still there and so is what made them (a
-    // --force run with new settings, preempted, then rerun without --force, must not take the
-    // old outputs for new ones). Beside the new outputs (a kill right after their publish) a
-    // record lists other sizes, so it is not taken to describe them.
     if (cur.source == nullptr && cur.status.ok()) cur = OpenShard(job, shard_c, n, &observer);
     if (next != nullptr && cur.http != nullptr && t + 1 < todo.size()) {
       *next = OpenShard(job, shard_c, (*mine)[todo[t + 1]], &observer);
@@ -774,6 +781,10 @@ int RunShardJob(int argc, char** argv, int first) {
       // Each dataset's record of what made it, once it is published (ShardRecord), replacing any
       // older one. Without it the outputs are still complete: a rerun judges them by validation
       // alone. When it cannot be written, the older one goes too: it no longer describes them.
+      // Until here the older record stayed: a run killed or failed before its publish leaves the
+      // old outputs with what made them (a --force run with new settings, preempted, then rerun
+      // without --force, must not take the old outputs for new ones); beside new outputs (a kill
+      // right after their publish) it lists other sizes, so it is not taken to describe them.
       for (size_t k = 0; k < prefixes.size(); ++k) {
         ShardRecord record =
             RecordOfThisRun(shard_c, **tokenizer, n, shard_c.pipeline.jsonl.json_keys[k]);

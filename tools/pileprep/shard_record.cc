@@ -1,18 +1,14 @@
 #include "shard_record.h"
 
-#include <fcntl.h>
 #include <simdjson.h>
 #include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "console.h"
+#include "format/file_util.h"
 
 namespace pileprep::cli {
 namespace {
@@ -101,8 +97,8 @@ std::vector<std::string> SettingsDifferences(const ShardRecord& recorded, const 
 RecordCheck CheckRecord(const std::string& prefix, const ShardRecord& now) {
   RecordCheck check;
   const std::string path = RecordPath(prefix);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0 && errno == ENOENT) {
+  absl::StatusOr<internal::UniqueFd> fd = internal::OpenForRead(path);
+  if (absl::IsNotFound(fd.status())) {
     check.verdict = RecordCheck::kNoRecord;
     check.why =
         "no record of the settings it was made with (made by another tool or an earlier "
@@ -110,26 +106,17 @@ RecordCheck CheckRecord(const std::string& prefix, const ShardRecord& now) {
     return check;
   }
   absl::StatusOr<ShardRecord> recorded = absl::UnknownError("");
-  if (fd < 0) {
-    recorded = absl::DataLossError(std::strerror(errno));
+  if (!fd.ok()) {
+    recorded = fd.status();
   } else {
     std::string text(size_t{64} << 10, '\0');  // a record is a few hundred bytes
-    size_t got = 0;
-    int err = 0;
-    while (got < text.size()) {
-      const ssize_t r = ::read(fd, text.data() + got, text.size() - got);
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) err = errno;
-      if (r <= 0) break;
-      got += static_cast<size_t>(r);
-    }
-    ::close(fd);
-    if (err != 0) {
-      recorded = absl::DataLossError(std::strerror(err));
-    } else if (got == text.size()) {
+    absl::StatusOr<size_t> got = internal::ReadFull(fd->get(), text.data(), text.size(), path, 0);
+    if (!got.ok()) {
+      recorded = got.status();
+    } else if (*got == text.size()) {
       recorded = absl::DataLossError("larger than any record");
     } else {
-      text.resize(got);
+      text.resize(*got);
       recorded = ParseShardRecord(text);
     }
   }
