@@ -107,10 +107,11 @@ PYBIND11_MODULE(_pileprep, m) {
            [](py::object self, int64_t i) -> py::array {
              const auto& d = self.cast<const PyIndexedDataset&>();
              i = Normalize(i, d.view->num_sequences());
-             py::ssize_t n = d.view->sequence_lengths()[i];
-             // The pointer as the mapped .idx holds it now, checked (IndexedDatasetView::
-             // CheckedSequenceData): a file rewritten in place since it was opened gives an error.
-             const uint8_t* data = d.view->CheckedSequenceData(i);
+             // The pointer and length as the mapped .idx holds them now, checked
+             // (IndexedDatasetView::CheckedSequenceData): a file rewritten in place since it was
+             // opened gives an error.
+             int64_t n = 0;
+             const uint8_t* data = d.view->CheckedSequenceData(i, &n);
              if (data == nullptr) {
                Raise(absl::DataLossError(absl::StrCat(
                    d.view->prefix(), ": sequence ", i,
@@ -122,6 +123,8 @@ PYBIND11_MODULE(_pileprep, m) {
       .def_property_readonly("sequence_lengths",
                              [](py::object self) {
                                const auto& d = self.cast<const PyIndexedDataset&>();
+                               // int32 where they lie in the mapped .idx (not 4-byte
+                               // aligned, as with the pointers below)
                                auto s = d.view->sequence_lengths();
                                return View<int32_t>(s.data(), {static_cast<py::ssize_t>(s.size())},
                                                     self);

@@ -6,16 +6,17 @@
 //   absl::Span<const uint16_t> seq = ds->Sequence<uint16_t>(7);   // points into the mapped .bin
 //
 // Open maps the .idx and the .bin read-only and keeps both mapped, as Megatron's numpy memmaps do:
-// every process that opens a dataset (one per GPU) shares its pages through the page cache. Only
-// the sequence lengths are copied out (4 bytes per sequence; the 34-byte header leaves the arrays
-// unaligned, and the lengths are wanted as an aligned span): the pointers and document indices are
-// read where they lie (sequence_pointer(i), document_index(i)), so a dataset of The Pile's 210
-// million documents costs each process 0.8 GB, not 4.2. Token arrays inside the .bin are aligned
-// (the mapping is page-aligned and every pointer is a multiple of the item size, which Open
-// checks), so typed spans are safe. The files must not be rewritten in place while open (pileprep
-// publishes them by rename; Megatron's preprocess_data.py writes them in place): a file cut short
-// under a mapping raises SIGBUS where it is read, and a pointer changed after Open is no longer the
-// one checked, which SequenceInBounds(i) checks again.
+// every process that opens a dataset (one per GPU) shares its pages through the page cache, and
+// nothing proportional to the dataset is copied into the process. The .idx's arrays are read where
+// they lie (sequence_lengths(), sequence_pointer(i), document_index(i)): the 34-byte header leaves
+// them unaligned, so they are read by memcpy, never through a cast pointer. At The Pile's scale
+// (210 million documents) a copied index would cost each process 4.2 GB (0.8 GB for the lengths
+// alone). Token arrays inside the .bin are aligned (the mapping is page-aligned and every pointer
+// is a multiple of the item size, which Open checks), so typed spans are safe. The files must not
+// be rewritten in place while open (pileprep publishes them by rename; Megatron's
+// preprocess_data.py writes them in place): a file cut short under a mapping raises SIGBUS where
+// it is read, and a pointer or length changed after Open is no longer the one checked, which
+// CheckedSequenceData(i) checks again.
 //
 // Validation on open (each failure is InvalidArgument naming the file and byte offset or entry):
 // magic, version 1, dtype code 4 (int32) or 8 (uint16), an .idx long enough for its counts
@@ -48,6 +49,32 @@ struct IndexedDatasetViewOptions {
   bool advise_random = true;
 };
 
+// Little-endian int32 values where they lie in a mapping: `size()` of them from `data()`, with no
+// alignment assumed (each is read by memcpy, a plain load on the targets pileprep builds for).
+// Valid while the mapping lives.
+class MappedInt32s {
+ public:
+  MappedInt32s() = default;
+  MappedInt32s(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const uint8_t* data() const { return data_; }
+  int32_t operator[](size_t i) const {
+    int32_t v;
+    std::memcpy(&v, data_ + 4 * i, 4);
+    return v;
+  }
+  std::vector<int32_t> ToVector() const {
+    std::vector<int32_t> out(size_);
+    if (size_ > 0) std::memcpy(out.data(), data_, 4 * size_);
+    return out;
+  }
+
+ private:
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 class IndexedDatasetView {
  public:
   // Opens `{prefix}.idx` and `{prefix}.bin`. See the file comment for what is checked.
@@ -62,7 +89,7 @@ class IndexedDatasetView {
   // Bytes per token: 2 (uint16) or 4 (int32).
   size_t itemsize() const { return itemsize_; }
 
-  int64_t num_sequences() const { return static_cast<int64_t>(sequence_lengths_.size()); }
+  int64_t num_sequences() const { return num_sequences_; }
   // Documents (document_indices has one more entry).
   int64_t num_documents() const { return num_documents_; }
   // Σ sequence_lengths.
@@ -70,7 +97,12 @@ class IndexedDatasetView {
   // Size of the .bin in bytes.
   uint64_t bin_bytes() const { return bin_bytes_; }
 
-  absl::Span<const int32_t> sequence_lengths() const { return sequence_lengths_; }
+  // The lengths where they lie in the mapped .idx (Open checked each is >= 0).
+  MappedInt32s sequence_lengths() const {
+    return MappedInt32s(lengths_, static_cast<size_t>(num_sequences_));
+  }
+  // Length of sequence `i` (0 <= i < num_sequences(), unchecked).
+  int32_t sequence_length(int64_t i) const { return LoadInt32(lengths_ + 4 * i); }
   // Byte offset of sequence `i` in the .bin (0 <= i < num_sequences(), unchecked).
   int64_t sequence_pointer(int64_t i) const { return LoadInt64(pointers_ + 8 * i); }
   // Entry `i` of document_indices (0 <= i <= num_documents(), unchecked).
@@ -81,20 +113,24 @@ class IndexedDatasetView {
   const uint8_t* raw_sequence_pointers() const { return pointers_; }
   const uint8_t* raw_document_indices() const { return documents_; }
 
-  // Whether sequence `i`'s pointer, as the .idx holds it now, still passes Open's check (a multiple
-  // of the item size, the sequence inside the .bin). Open checked every pointer, but they are read
-  // where they lie: an .idx rewritten in place since (Megatron's preprocess_data.py writes its
-  // outputs in place) could hold another. GptDataset::GetSample and the Python module check it
-  // before reading a sequence (a few compares); the accessors below do not.
+  // Whether sequence `i`'s pointer and length, as the .idx holds them now, still pass Open's check
+  // (a length >= 0, a pointer that is a multiple of the item size, the sequence inside the .bin).
+  // Open checked every one, but they are read where they lie: an .idx rewritten in place since
+  // (Megatron's preprocess_data.py writes its outputs in place) could hold others. GptDataset::
+  // GetSample and the Python module check before reading a sequence (a few compares); the
+  // accessors below do not.
   bool SequenceInBounds(int64_t i) const { return CheckedSequenceData(i) != nullptr; }
-  // Sequence `i`'s bytes if its pointer, read once, passes that check; else nullptr.
-  const uint8_t* CheckedSequenceData(int64_t i) const {
+  // Sequence `i`'s bytes if its pointer and length, each read once, pass that check; else nullptr.
+  // `length`, when given, receives the length checked (tokens).
+  const uint8_t* CheckedSequenceData(int64_t i, int64_t* length = nullptr) const {
     const int64_t ptr = sequence_pointer(i);
-    const auto len = static_cast<uint64_t>(sequence_lengths_[static_cast<size_t>(i)]);
-    const bool in = ptr >= 0 && ptr % static_cast<int64_t>(itemsize_) == 0 &&
-                    static_cast<uint64_t>(ptr) <= bin_bytes_ &&
-                    len * itemsize_ <= bin_bytes_ - static_cast<uint64_t>(ptr);
+    const int64_t len = sequence_length(i);
+    const bool in =
+        len >= 0 && ptr >= 0 && ptr % static_cast<int64_t>(itemsize_) == 0 &&
+        static_cast<uint64_t>(ptr) <= bin_bytes_ &&
+        static_cast<uint64_t>(len) * itemsize_ <= bin_bytes_ - static_cast<uint64_t>(ptr);
     if (!in) return nullptr;
+    if (length != nullptr) *length = len;
     return data_ != nullptr ? data_ + ptr : kEmptyBin;  // an empty .bin is not mapped
   }
 
@@ -106,11 +142,11 @@ class IndexedDatasetView {
   absl::Span<const T> Sequence(int64_t i) const {
     static_assert(std::is_same_v<T, uint16_t> || std::is_same_v<T, int32_t>);
     return absl::Span<const T>(reinterpret_cast<const T*>(sequence_data(i)),
-                               static_cast<size_t>(sequence_lengths_[static_cast<size_t>(i)]));
+                               static_cast<size_t>(sequence_length(i)));
   }
   // Copies `count` tokens of sequence `i` starting at token `offset` into `out`, widened to int64
-  // (what Megatron's GPTDataset returns). The caller keeps offset + count <= length; the pointer is
-  // checked (CheckedSequenceData): false, nothing copied, when it no longer passes.
+  // (what Megatron's GPTDataset returns). Checked (CheckedSequenceData, and 0 <= offset,
+  // 0 <= count, offset + count <= the length read there): false, nothing copied, when it fails.
   bool CopyTokens(int64_t i, int64_t offset, int64_t count, int64_t* out) const;
 
  private:
@@ -122,18 +158,24 @@ class IndexedDatasetView {
   // What CheckedSequenceData gives for the (empty) sequences of an empty .bin: not nullptr.
   alignas(8) static constexpr uint8_t kEmptyBin[8] = {};
 
+  static int32_t LoadInt32(const uint8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);  // unaligned: never cast the pointer
+    return v;
+  }
   static int64_t LoadInt64(const uint8_t* p) {
     int64_t v;
     std::memcpy(&v, p, 8);  // unaligned: never cast the pointer
     return v;
   }
 
-  std::vector<int32_t> sequence_lengths_;
+  int64_t num_sequences_ = 0;
   int64_t num_documents_ = 0;
   int64_t num_tokens_ = 0;
   const uint8_t* idx_ = nullptr;        // the .idx mapping
   uint64_t idx_bytes_ = 0;
-  const uint8_t* pointers_ = nullptr;   // in it: the sequence pointers
+  const uint8_t* lengths_ = nullptr;    // in it: the sequence lengths,
+  const uint8_t* pointers_ = nullptr;   // the sequence pointers
   const uint8_t* documents_ = nullptr;  // and the document indices
   const uint8_t* data_ = nullptr;       // the .bin mapping (nullptr for an empty .bin)
   uint64_t bin_bytes_ = 0;

@@ -66,8 +66,9 @@ struct EpochPlan {
   int64_t samples_sans_final_epoch = 0;
 };
 
-absl::StatusOr<EpochPlan> PlanEpochs(absl::Span<const int32_t> sizes,
-                                     absl::Span<const int32_t> ids, const GptIndexOptions& o) {
+template <typename Sizes>
+absl::StatusOr<EpochPlan> PlanEpochs(const Sizes& sizes, absl::Span<const int32_t> ids,
+                                     const GptIndexOptions& o) {
   if (o.sequence_length < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("sequence_length ", o.sequence_length, " (expected >= 1)"));
@@ -126,7 +127,8 @@ void AppendShuffledEpochs(absl::Span<const int32_t> ids, int32_t epochs, NumpyRa
 }
 
 // helpers.cpp build_sample_idx.
-void BuildSampleIndex(absl::Span<const int32_t> sizes, const std::vector<int32_t>& doc_index,
+template <typename Sizes>
+void BuildSampleIndex(const Sizes& sizes, const std::vector<int32_t>& doc_index,
                       const GptIndexOptions& o, int32_t num_epochs, int64_t tokens_per_epoch,
                       std::vector<int64_t>* out) {
   const int64_t extra = o.add_extra_token ? 1 : 0;
@@ -182,15 +184,17 @@ void FillPlan(const EpochPlan& plan, GptIndices* out) {
   out->tokens_per_epoch = plan.tokens_per_epoch;
 }
 
-int64_t MaxSize(absl::Span<const int32_t> sizes) {
+template <typename Sizes>
+int64_t MaxSize(const Sizes& sizes) {
   int64_t m = 0;
-  for (int32_t s : sizes) m = std::max<int64_t>(m, s);
+  for (size_t i = 0; i < sizes.size(); ++i) m = std::max<int64_t>(m, sizes[i]);
   return m;
 }
 
 // Megatron's dtypes: sample_index int32 when max(len(document_index), the largest sequence) fits,
 // shuffle_index uint32 below 2^32 - 1 samples.
-IndexArray::Type SampleIndexType(absl::Span<const int32_t> sizes, size_t documents) {
+template <typename Sizes>
+IndexArray::Type SampleIndexType(const Sizes& sizes, size_t documents) {
   const int64_t sample_max = std::max<int64_t>(static_cast<int64_t>(documents), MaxSize(sizes));
   return sample_max > std::numeric_limits<int32_t>::max() ? IndexArray::Type::kInt64
                                                           : IndexArray::Type::kInt32;
@@ -199,9 +203,9 @@ IndexArray::Type ShuffleIndexType(int64_t samples) {
   return samples >= int64_t{0xFFFFFFFF} - 1 ? IndexArray::Type::kInt64 : IndexArray::Type::kUint32;
 }
 
-absl::StatusOr<GptIndices> BuildWithPlan(absl::Span<const int32_t> sizes,
-                                         absl::Span<const int32_t> ids, const GptIndexOptions& o,
-                                         const EpochPlan& plan) {
+template <typename Sizes>
+absl::StatusOr<GptIndices> BuildWithPlan(const Sizes& sizes, absl::Span<const int32_t> ids,
+                                         const GptIndexOptions& o, const EpochPlan& plan) {
   GptIndices out;
   FillPlan(plan, &out);
   NumpyRandomState rng(o.seed);
@@ -343,7 +347,8 @@ bool AllValues(const IndexArray& a, F ok) {
 
 // A cache hit fills `out` (its plan fields already set) with the mapped files; anything
 // unreadable or inconsistent is a miss, and the caller rebuilds and rewrites.
-bool LoadCached(const std::string& dir, const std::string& key, absl::Span<const int32_t> sizes,
+template <typename Sizes>
+bool LoadCached(const std::string& dir, const std::string& key, const Sizes& sizes,
                 absl::Span<const int32_t> ids, GptIndices* out) {
   const int64_t docs = static_cast<int64_t>(ids.size()) * out->num_epochs;
   auto doc = MapCached(internal::MapNpy(CachePath(dir, key, "document_index.npy")),
@@ -880,15 +885,16 @@ absl::Status GptDataset::LocalParts(int k, int64_t j, std::vector<SamplePart>* p
     return changed(
         absl::StrCat("sample index rows (", pos0, ", ", off0, "), (", pos1, ", ", off1, ")"));
   }
-  auto length_of = [&](int64_t seq) { return static_cast<int64_t>(p.view->sequence_lengths()[seq]); };
   parts->clear();
   int64_t total = 0;
   for (int64_t pos = pos0; pos <= pos1; ++pos) {
     const int64_t seq = ix.document_index[static_cast<size_t>(pos)];
-    if (seq < 0 || seq >= p.view->num_sequences() || !p.view->SequenceInBounds(seq)) {
+    // The length as checked with the pointer (both read where they lie in the mapped .idx).
+    int64_t length = 0;
+    if (seq < 0 || seq >= p.view->num_sequences() ||
+        p.view->CheckedSequenceData(seq, &length) == nullptr) {
       return changed(absl::StrCat("sequence ", seq));
     }
-    const int64_t length = length_of(seq);
     const int64_t begin = pos == pos0 ? std::min(off0, length) : 0;
     // numpy slicing clamps to the length (off1 compared first: off1 + extra_ could overflow).
     const int64_t end = pos == pos1 && off1 < length ? std::min(off1 + extra_, length) : length;

@@ -128,8 +128,8 @@ absl::StatusOr<std::shared_ptr<const IndexedDatasetView>> IndexedDatasetView::Op
   }
   if (d_count < 1) return bad(kIdxDocumentCountOffset, "document index count is 0 (expected >= 1)");
   const uint8_t* lengths = idx.data + kIdxHeaderBytes;
-  view->sequence_lengths_.resize(s_count);
-  if (s_count > 0) std::memcpy(view->sequence_lengths_.data(), lengths, 4 * s_count);
+  view->num_sequences_ = static_cast<int64_t>(s_count);
+  view->lengths_ = lengths;
   view->pointers_ = lengths + 4 * s_count;
   view->documents_ = view->pointers_ + 8 * s_count;
   view->num_documents_ = static_cast<int64_t>(d_count) - 1;
@@ -144,7 +144,7 @@ absl::StatusOr<std::shared_ptr<const IndexedDatasetView>> IndexedDatasetView::Op
   const uint64_t pointers_offset = kIdxHeaderBytes + 4 * s_count;
   int64_t total = 0;
   for (size_t i = 0; i < s_count; ++i) {
-    const int64_t len = view->sequence_lengths_[i];
+    const int64_t len = view->sequence_length(static_cast<int64_t>(i));
     const int64_t ptr = view->sequence_pointer(static_cast<int64_t>(i));
     if (len < 0) {
       return absl::InvalidArgumentError(absl::StrCat(idx_path, ": byte ", lengths_offset + 4 * i,
@@ -181,8 +181,11 @@ absl::StatusOr<std::shared_ptr<const IndexedDatasetView>> IndexedDatasetView::Op
 }
 
 bool IndexedDatasetView::CopyTokens(int64_t i, int64_t offset, int64_t count, int64_t* out) const {
-  const uint8_t* data = CheckedSequenceData(i);
-  if (data == nullptr) return false;
+  int64_t length = 0;
+  const uint8_t* data = CheckedSequenceData(i, &length);
+  if (data == nullptr || offset < 0 || count < 0 || offset > length || count > length - offset) {
+    return false;
+  }
   if (dtype_ == TokenDType::kUint16) {
     const uint16_t* p = reinterpret_cast<const uint16_t*>(data) + offset;
     for (int64_t k = 0; k < count; ++k) out[k] = p[k];

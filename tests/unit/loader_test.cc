@@ -287,6 +287,44 @@ TEST(GptDataset, FilesRewrittenInPlaceAfterOpenGiveErrorsNotStrayReads) {
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
 }
 
+// The lengths are read where they lie too: a length rewritten in place after Open, past the end of
+// the .bin or negative, is caught where a sample or a copy uses it.
+TEST(GptDataset, LengthsRewrittenInPlaceAfterOpenGiveErrorsNotStrayReads) {
+  ScopedTempDir tmp("loader_test_rewritten_lengths");
+  const std::string prefix = WriteVectorDataset(tmp.path());
+  GptDatasetOptions o = CachedVectorOptions(tmp.path() + "/cache");
+  o.cache_dir.clear();
+  auto ds = GptDataset::Open(prefix, o);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  std::vector<int64_t> text;
+  ASSERT_TRUE((*ds)->GetSample(0, &text).ok());
+  const IndexedDatasetView& view = (*ds)->dataset();
+  auto put_lengths = [&](int32_t length) {
+    std::string bytes(4, '\0');
+    std::memcpy(bytes.data(), &length, 4);
+    for (int64_t i = 0; i < view.num_sequences(); ++i) {
+      OverwriteInPlace(prefix + ".idx", kIdxHeaderBytes + 4 * i, bytes);
+    }
+  };
+  for (int32_t length : {static_cast<int32_t>(view.bin_bytes()), -1}) {
+    put_lengths(length);
+    EXPECT_EQ(view.sequence_length(0), length);
+    EXPECT_FALSE(view.SequenceInBounds(0)) << length;
+    int64_t out[1];
+    EXPECT_FALSE(view.CopyTokens(0, 0, 1, out)) << length;
+    absl::Status s = (*ds)->GetSample(0, &text);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << length << ": " << s;
+  }
+  // Shorter than when the samples were planned: a copy past the new length is refused.
+  put_lengths(1);
+  EXPECT_TRUE(view.SequenceInBounds(0));
+  int64_t out[2];
+  EXPECT_TRUE(view.CopyTokens(0, 0, 1, out));
+  EXPECT_FALSE(view.CopyTokens(0, 0, 2, out));
+  EXPECT_FALSE(view.CopyTokens(0, 1, 1, out));
+  EXPECT_FALSE(view.CopyTokens(0, -1, 1, out));
+}
+
 // A blend's own indices are cached and mapped too (Megatron caches BlendedDataset's), keyed by
 // what builds them: other weights miss; a damaged file misses and is rebuilt.
 TEST(GptDataset, BlendIndicesAreCachedAndMapped) {
@@ -545,15 +583,16 @@ TEST(GptDataset, SplitSelectsSequenceRange) {
 
 // ---- Reader ----
 
-// The .idx stays mapped: its pointers and document indices are read where they lie (shared by
-// every process that opens the dataset), only the lengths are copied.
-TEST(IndexedDatasetView, ReadsPointersAndDocumentIndicesFromTheMappedIdx) {
+// The .idx stays mapped: its lengths, pointers and document indices are read where they lie
+// (shared by every process that opens the dataset), nothing is copied.
+TEST(IndexedDatasetView, ReadsLengthsPointersAndDocumentIndicesFromTheMappedIdx) {
   const std::string prefix = std::string(PILEPREP_TEST_DATA_DIR) + "/format/hand_uint16";
   auto ds = IndexedDatasetView::Open(prefix);
   ASSERT_TRUE(ds.ok()) << ds.status();
   EXPECT_THAT(MappedFileAt((*ds)->raw_sequence_pointers()), ::testing::EndsWith("hand_uint16.idx"));
   EXPECT_THAT(MappedFileAt((*ds)->raw_document_indices()), ::testing::EndsWith("hand_uint16.idx"));
-  EXPECT_EQ(MappedFileAt((*ds)->sequence_lengths().data()), "");
+  EXPECT_THAT(MappedFileAt((*ds)->sequence_lengths().data()),
+              ::testing::EndsWith("hand_uint16.idx"));
   EXPECT_THAT(MappedFileAt((*ds)->sequence_data(0)), ::testing::EndsWith("hand_uint16.bin"));
 }
 
@@ -588,7 +627,9 @@ TEST(IndexedDatasetView, ReadsGoldenMegatronFiles) {
   auto ds = IndexedDatasetView::Open(std::string(PILEPREP_TEST_DATA_DIR) + "/format/hand_uint16");
   ASSERT_TRUE(ds.ok()) << ds.status();
   EXPECT_EQ((*ds)->dtype(), TokenDType::kUint16);
-  EXPECT_THAT((*ds)->sequence_lengths(), ElementsAre(3, 3, 2, 3, 1, 2));
+  EXPECT_THAT((*ds)->sequence_lengths().ToVector(), ElementsAre(3, 3, 2, 3, 1, 2));
+  EXPECT_EQ((*ds)->sequence_lengths()[4], 1);
+  EXPECT_EQ((*ds)->sequence_length(3), 3);
   std::vector<int64_t> documents;
   for (int64_t i = 0; i <= (*ds)->num_documents(); ++i)
     documents.push_back((*ds)->document_index(i));
