@@ -142,7 +142,11 @@ class Gpt2Tokenizer {
   // Concatenated bytes of the tokens (no UTF-8 repair). Unknown ids are skipped.
   std::string Decode(const std::vector<uint32_t>& ids) const;
 
+  // Entries in encoder.json (what Megatron sizes its embedding and picks the .bin's dtype by).
   size_t vocab_size() const { return vocab_size_; }
+  // One past the largest id: every id Encode gives is below it. vocab_size() for a vocabulary
+  // whose ids run 0..N-1 (GPT-2's); more when encoder.json leaves ids out.
+  size_t id_limit() const { return id_limit_; }
   // Every id is below 65,536: the 16-bit Encode works (GPT-2: yes).
   bool ids_fit_16_bits() const { return ids_fit_16_bits_; }
   uint32_t eod_id() const { return eod_id_; }
@@ -184,6 +188,7 @@ class Gpt2Tokenizer {
   uint64_t instance_ = 0;
   Options options_;
   size_t vocab_size_ = 0;
+  size_t id_limit_ = 0;
   uint32_t eod_id_ = 0;
   bool ids_fit_16_bits_ = false;
   uint64_t fingerprint_ = 0;

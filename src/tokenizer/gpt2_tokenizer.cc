@@ -775,7 +775,8 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromBuffers(
       if (made_at[e.a] >= e.rank || made_at[e.b] >= e.rank) t.merges_monotone = false;
     }
   }
-  tok->ids_fit_16_bits_ = t.id_bytes.size() <= 65536;  // ids run from 0 to id_bytes.size() - 1
+  tok->id_limit_ = t.id_bytes.size();  // ids run from 0 to id_bytes.size() - 1
+  tok->ids_fit_16_bits_ = t.id_bytes.size() <= 65536;
   {
     // fingerprint(): FNV-1a over what decides the ids, each field fixed-size or length-prefixed
     // so that no two different tokenizers hash the same bytes. The ids a spelling maps to (the

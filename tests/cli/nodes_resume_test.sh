@@ -219,6 +219,26 @@ cmp -s "$v/my-gpt3_00_text_document.bin" "$work/v-before/my-gpt3_00_text_documen
   { bad "settings: after --remake-other-settings a rerun does not skip both"; cat "$work/err"; }
 cmp -s "$v/my-gpt3_00_text_document.bin" "$work/v-before/my-gpt3_00_text_document.bin" &&
   bad "settings: shard 00 was not made again with the smaller vocabulary"
+# A vocabulary that leaves an id out (no "Ġgazed", <|endoftext|> kept at 50256): its outputs hold
+# ids up to 50256 with 50256 entries, and a rerun skips them rather than finding them invalid and
+# making them again on every run.
+h=$work/holes
+mkdir -p "$work/tok3"
+/usr/bin/python3 - "$root/tokenizers/gpt2/encoder.json" "$work/tok3/encoder.json" <<'PY'
+import json, sys
+e = json.load(open(sys.argv[1], encoding="utf-8"))
+del e["\u0120gazed"]
+json.dump(e, open(sys.argv[2], "w", encoding="utf-8"))
+PY
+tok3=(--vocab-file "$work/tok3/encoder.json" --merge-file "$work/tok2/vocab.bpe")
+"$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$h" --threads 2 "${tok3[@]}" -q 2>/dev/null || bad "settings: vocabulary with a hole"
+cp -r "$h" "$work/holes-before"
+"$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$h" --threads 2 "${tok3[@]}" 2>"$work/err" &&
+  [[ $(grep -c "already complete and valid; skipped (--force redoes it)$" "$work/err") -eq 2 ]] ||
+  { bad "settings: a vocabulary with a hole in its ids finds its own outputs invalid"; cat "$work/err"; }
+for f in "$work"/holes-before/my-gpt3_*; do
+  cmp -s "$f" "$h/${f##*/}" || bad "settings: a rerun with a vocabulary with a hole changed ${f##*/}"
+done
 # Several --json-keys: one record per dataset. A shard whose "title" dataset says other settings is
 # refused by name; --remake-other-settings makes the shard again, both keys, and says so of each.
 mk=$work/mk

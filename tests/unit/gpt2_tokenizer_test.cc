@@ -54,6 +54,7 @@ std::vector<uint32_t> Encode(const Gpt2Tokenizer& tok, std::string_view text) {
 TEST(Gpt2Tokenizer, LoadsShippedVocabulary) {
   auto tok = Load();
   EXPECT_EQ(tok->vocab_size(), 50257u);
+  EXPECT_EQ(tok->id_limit(), 50257u);  // ids 0..50256, no holes
   EXPECT_EQ(tok->eod_id(), 50256u);
 }
 

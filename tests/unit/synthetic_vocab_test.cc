@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pileprep/gpt2_tokenizer.h"
 #include "testing/files.h"
@@ -214,6 +215,8 @@ TEST(SyntheticVocab, VocabularyThatReusesAnIdIsRefused) {
   EXPECT_NE(tok.status().message().find("reuses id 7"), std::string::npos) << tok.status();
 }
 
+// An encoder.json that leaves ids out: vocab_size() counts its entries (what Megatron sizes the
+// embedding and picks the dtype by), id_limit() bounds the ids Encode gives.
 // encoder.json and vocab.bpe as buffers; `respelled`: the same vocabulary and merges written
 // another way (keys in reverse order, other whitespace, CRLF lines, no "#version" line).
 std::pair<std::string, std::string> VocabBuffers(const Vocab& v, bool respelled = false) {
@@ -252,6 +255,25 @@ Vocab ThHe() {
   v.tokens.push_back("he");
   v.merges = {{"t", "h"}, {"h", "e"}};
   return v;
+}
+
+TEST(SyntheticVocab, VocabularyWithHolesInItsIdsIsBoundedByItsLargestId) {
+  const ScopedTempDir vocab = WriteVocab(ThHe(), "holes");
+  const std::string& dir = vocab.path();
+  std::string json = ReadFile(dir + "/encoder.json");
+  const std::string eot = "\"<|endoftext|>\": 258";
+  ASSERT_NE(json.find(eot), std::string::npos);
+  json.replace(json.find(eot), eot.size(), "\"<|endoftext|>\": 300");
+  WriteFile(dir + "/encoder.json", json);
+  auto tok = Gpt2Tokenizer::FromFiles(dir + "/encoder.json", dir + "/vocab.bpe", {});
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  EXPECT_EQ((*tok)->vocab_size(), 259u);
+  EXPECT_EQ((*tok)->id_limit(), 301u);
+  EXPECT_EQ((*tok)->eod_id(), 300u);
+  Gpt2Tokenizer::Cache cache(**tok);
+  std::vector<uint32_t> ids;
+  (*tok)->Encode("the<|endoftext|>", cache, &ids);
+  EXPECT_THAT(ids, ::testing::ElementsAre(256, 'e', 300));
 }
 
 // The fingerprint names the mapping from text to ids: not the files' spelling, not the cache.

@@ -238,7 +238,9 @@ std::vector<std::string> DatasetsMadeWithOtherSettings(const JobConfig& job, con
 bool AlreadyComplete(const JobConfig& job, const Common& c, const Gpt2Tokenizer& tokenizer, int n,
                      ShardOutcome* outcome) {
   ValidateOptions v;
-  v.vocab_size = tokenizer.vocab_size();
+  // Every id this tokenizer can give, not the entry count: a vocabulary with holes in its ids
+  // would otherwise find its own outputs invalid and make them again on every run.
+  v.vocab_size = tokenizer.id_limit();
   v.expect_eod = c.pipeline.append_eod;
   v.eod_id = tokenizer.eod_id();
   v.check_tokens = true;
