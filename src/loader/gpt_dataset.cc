@@ -374,8 +374,11 @@ bool LoadCached(const std::string& dir, const std::string& key, const Sizes& siz
     }
     // -1 only in the last row, which no sample starts from.
     const bool last = static_cast<int64_t>(i / 2) + 1 == rows;
-    return v >= (last ? -1 : 0) &&
-           v <= sizes[static_cast<size_t>((*doc)[static_cast<size_t>(pos)])];
+    // The document index is read again from its mapping: bounded again, not trusted from the
+    // pass above (the file may have been rewritten in place since).
+    const int64_t d = (*doc)[static_cast<size_t>(pos)];
+    return v >= (last ? -1 : 0) && d >= 0 && d < static_cast<int64_t>(sizes.size()) &&
+           v <= sizes[static_cast<size_t>(d)];
   });
   if (!sample_ok) return false;
   if (!AllValues(*shuffle, [&](int64_t v, size_t) { return v >= 0 && v < samples; })) return false;
@@ -771,14 +774,16 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Open(const Blend& blend,
     for (int64_t i = 0; i < part.range.size(); ++i) {
       ids[static_cast<size_t>(i)] = static_cast<int32_t>(part.range.begin + i);
     }
+    // The key first: the lengths are read where they lie in the mapped .idx, and a build stored
+    // under it must come from the lengths it hashes (checked again below).
+    const std::string key =
+        options.cache_dir.empty() ? std::string() : CacheKey(*part.view, part.range, io);
     auto plan = PlanEpochs(part.view->sequence_lengths(), ids, io);
     if (!plan.ok()) {
       return absl::Status(plan.status().code(),
                           absl::StrCat(blend.prefixes[k], ": ", plan.status().message()));
     }
-    std::string key;
     if (!options.cache_dir.empty()) {
-      key = CacheKey(*part.view, part.range, io);
       FillPlan(*plan, &part.indices);
       part.from_cache =
           LoadCached(options.cache_dir, key, part.view->sequence_lengths(), ids, &part.indices);
@@ -787,6 +792,15 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Open(const Blend& blend,
       PILEPREP_ASSIGN_OR_RETURN(part.indices,
                                 BuildWithPlan(part.view->sequence_lengths(), ids, io, *plan));
       if (!options.cache_dir.empty()) {
+        // An .idx rewritten in place while the indices were built (Megatron's preprocess_data.py
+        // writes in place) would leave indices of other lengths under this key for every later
+        // run: nothing is stored.
+        if (CacheKey(*part.view, part.range, io) != key) {
+          return absl::DataLossError(
+              absl::StrCat(blend.prefixes[k],
+                           ".idx: its sequence lengths changed while the indices were "
+                           "built (was it rewritten in place?); nothing was cached"));
+        }
         PILEPREP_RETURN_IF_ERROR(StoreCached(options.cache_dir, key,
                                              CacheDescription(*part.view, part.range, io),
                                              part.indices));

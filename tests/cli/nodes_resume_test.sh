@@ -231,7 +231,9 @@ del e["\u0120gazed"]
 json.dump(e, open(sys.argv[2], "w", encoding="utf-8"))
 PY
 tok3=(--vocab-file "$work/tok3/encoder.json" --merge-file "$work/tok2/vocab.bpe")
-"$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$h" --threads 2 "${tok3[@]}" -q 2>/dev/null || bad "settings: vocabulary with a hole"
+"$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$h" --threads 2 "${tok3[@]}" -q 2>"$work/err" &&
+  grep -q "warning: .*/tok3/encoder.json leaves ids out: 50256 entries, ids up to 50256\. .*--vocab-size 50257" "$work/err" ||
+  { bad "settings: vocabulary with a hole: no run, or no warning"; cat "$work/err"; }
 cp -r "$h" "$work/holes-before"
 "$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$h" --threads 2 "${tok3[@]}" 2>"$work/err" &&
   [[ $(grep -c "already complete and valid; skipped (--force redoes it)$" "$work/err") -eq 2 ]] ||

@@ -215,8 +215,6 @@ TEST(SyntheticVocab, VocabularyThatReusesAnIdIsRefused) {
   EXPECT_NE(tok.status().message().find("reuses id 7"), std::string::npos) << tok.status();
 }
 
-// An encoder.json that leaves ids out: vocab_size() counts its entries (what Megatron sizes the
-// embedding and picks the dtype by), id_limit() bounds the ids Encode gives.
 // encoder.json and vocab.bpe as buffers; `respelled`: the same vocabulary and merges written
 // another way (keys in reverse order, other whitespace, CRLF lines, no "#version" line).
 std::pair<std::string, std::string> VocabBuffers(const Vocab& v, bool respelled = false) {
@@ -257,6 +255,8 @@ Vocab ThHe() {
   return v;
 }
 
+// An encoder.json that leaves ids out: vocab_size() counts its entries (what Megatron sizes the
+// embedding and picks the dtype by), id_limit() bounds the ids Encode gives.
 TEST(SyntheticVocab, VocabularyWithHolesInItsIdsIsBoundedByItsLargestId) {
   const ScopedTempDir vocab = WriteVocab(ThHe(), "holes");
   const std::string& dir = vocab.path();

@@ -128,10 +128,21 @@ absl::Status ReadCommon(const Args& args, Common* c) {
 }
 
 absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> LoadTokenizer(const Common& c) {
-  if (!c.vocab_file.empty()) {
-    return Gpt2Tokenizer::FromFiles(c.vocab_file, c.merge_file, c.tokenizer);
+  auto tokenizer = c.vocab_file.empty()
+                       ? Gpt2Tokenizer::FromDefaultFiles(c.tokenizer)
+                       : Gpt2Tokenizer::FromFiles(c.vocab_file, c.merge_file, c.tokenizer);
+  if (tokenizer.ok() && (*tokenizer)->id_limit() != (*tokenizer)->vocab_size()) {
+    // Written as Megatron writes them, but a training job sizes its embedding by the entry count
+    // (Megatron's vocab_size is len(encoder)): ids past it fail there, and `pileprep validate`
+    // flags them unless --vocab-size says otherwise.
+    std::fprintf(stderr,
+                 "pileprep: warning: %s leaves ids out: %zu entries, ids up to %zu. Megatron "
+                 "sizes its embedding by the entry count, so ids of %zu or more would fail "
+                 "there (validate them with --vocab-size %zu)\n",
+                 c.vocab_file.c_str(), (*tokenizer)->vocab_size(), (*tokenizer)->id_limit() - 1,
+                 (*tokenizer)->vocab_size(), (*tokenizer)->id_limit());
   }
-  return Gpt2Tokenizer::FromDefaultFiles(c.tokenizer);
+  return tokenizer;
 }
 
 absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> LoadTokenizerMakingCaches(
