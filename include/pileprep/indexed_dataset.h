@@ -133,8 +133,18 @@ class IndexedDatasetWriter {
   };
   // Assembles the .idx and publishes both files (see above). Call once. Errors: any write, fsync or
   // rename error (nothing is left published, no temporaries remain); FailedPrecondition after an
-  // earlier error or a second call.
+  // earlier error or a second call. Prepare() then Publish().
   absl::StatusOr<Result> Finish();
+
+  // Finish in two steps, for a caller that acts between them (the pipeline publishes several keys
+  // all or none; the shard job writes a pending record naming the temporaries' inodes, which the
+  // renames keep). Prepare assembles and syncs the .idx and leaves both files complete under
+  // bin_temp_path() / idx_temp_path(): Result with the sizes, published = false. A dataset with
+  // zero tokens is done there (temporaries removed, nothing to publish: Finish's empty case).
+  // Publish then renames them into place as Finish does. After Prepare only Publish or Abort (or
+  // the destructor, which removes the temporaries) may follow.
+  absl::StatusOr<Result> Prepare();
+  absl::StatusOr<Result> Publish();
 
   // Removes all temporaries; later calls fail with FailedPrecondition. No effect after Finish.
   void Abort();
@@ -145,6 +155,8 @@ class IndexedDatasetWriter {
   const std::string& prefix() const { return prefix_; }
   std::string bin_path() const { return prefix_ + ".bin"; }
   std::string idx_path() const { return prefix_ + ".idx"; }
+  std::string bin_temp_path() const;
+  std::string idx_temp_path() const;
 
  private:
   class Files;
@@ -157,13 +169,16 @@ class IndexedDatasetWriter {
   absl::Status AddTokens(absl::Span<const Id> tokens, absl::Span<const int32_t> sequence_lengths);
   absl::Status WriteTokens(absl::Span<const uint32_t> tokens);
   absl::Status WriteTokens(absl::Span<const uint16_t> tokens);
-  absl::StatusOr<Result> FinishImpl();
+  absl::StatusOr<Result> PrepareImpl();
+  absl::Status PublishImpl();
 
   std::string prefix_;
   IndexedDatasetWriterOptions options_;
   std::unique_ptr<Files> files_;
   absl::Status error_;   // first error; non-OK means failed
-  bool closed_ = false;  // Finish or Abort reached
+  bool closed_ = false;  // Finish, Publish or Abort reached
+  bool prepared_ = false;  // Prepare done, Publish not yet
+  Result prepared_result_;
   uint64_t num_tokens_ = 0;
   uint64_t num_sequences_ = 0;
   uint64_t num_documents_ = 0;

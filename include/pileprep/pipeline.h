@@ -30,6 +30,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -97,6 +98,14 @@ enum class InputFormat {
 // kZstd when `path` ends in ".zst", else kPlain.
 InputFormat InputFormatForPath(const std::string& path);
 
+// A dataset complete under its temporary names (IndexedDatasetWriter::Prepare), about to be
+// renamed into place.
+struct PreparedDataset {
+  std::string prefix;
+  std::string bin_temp_path, idx_temp_path;  // renamed to {prefix}.bin / .idx: same inodes
+  uint64_t bin_bytes = 0, idx_bytes = 0;
+};
+
 struct PipelineOptions {
   int threads = 0;                          // 0: all cores
   size_t batch_bytes = size_t{1} << 20;     // decompressed bytes per unit of parallel work
@@ -124,6 +133,11 @@ struct PipelineOptions {
   // keep them, warm, for the next input of the same pipeline width. Never shared between runs
   // at once. Null: each run makes its own and frees them. The output never depends on them.
   std::vector<std::unique_ptr<Gpt2Tokenizer::Cache>>* caches = nullptr;
+  // Called on RunPipeline's thread once every key's dataset is complete under its temporary names
+  // and before any is renamed into place (one entry per output prefix, in their order); not called
+  // when the run fails or publishes nothing. An error from it publishes nothing (the temporaries
+  // are removed) and is RunPipeline's. The shard job writes its pending records here.
+  std::function<absl::Status(const std::vector<PreparedDataset>&)> before_publish;
 };
 
 struct BadRecord {

@@ -120,9 +120,10 @@ absl::Status IndexedDatasetWriter::CheckUsable() const {
     return absl::FailedPreconditionError(
         absl::StrCat(prefix_, ": indexed dataset writer failed earlier: ", error_.message()));
   }
-  if (closed_) {
+  if (closed_ || prepared_) {
     return absl::FailedPreconditionError(
-        absl::StrCat(prefix_, ": indexed dataset writer already finished or aborted"));
+        absl::StrCat(prefix_, ": indexed dataset writer already ",
+                     prepared_ ? "prepared" : "finished or aborted"));
   }
   return absl::OkStatus();
 }
@@ -137,6 +138,7 @@ absl::Status IndexedDatasetWriter::Fail(absl::Status status) {
 void IndexedDatasetWriter::Abort() {
   if (closed_ && error_.ok()) return;  // finished (or aborted) already: nothing of ours remains
   closed_ = true;
+  prepared_ = false;  // nothing left to publish
   files_->RemoveAll();
 }
 
@@ -255,6 +257,15 @@ absl::Status IndexedDatasetWriter::AddTokens(absl::Span<const Id> tokens,
 }
 
 absl::StatusOr<IndexedDatasetWriter::Result> IndexedDatasetWriter::Finish() {
+  PILEPREP_ASSIGN_OR_RETURN(Result prepared, Prepare());
+  if (!prepared_) return prepared;  // no tokens: nothing to publish
+  return Publish();
+}
+
+std::string IndexedDatasetWriter::bin_temp_path() const { return files_->bin_tmp; }
+std::string IndexedDatasetWriter::idx_temp_path() const { return files_->idx_tmp; }
+
+absl::StatusOr<IndexedDatasetWriter::Result> IndexedDatasetWriter::Prepare() {
   PILEPREP_RETURN_IF_ERROR(CheckUsable());
   Result result;
   result.num_tokens = num_tokens_;
@@ -266,17 +277,16 @@ absl::StatusOr<IndexedDatasetWriter::Result> IndexedDatasetWriter::Finish() {
     files_->RemoveAll();
     return result;
   }
-  absl::StatusOr<Result> published = FinishImpl();
-  if (!published.ok()) return Fail(published.status());
-  closed_ = true;
-  return published;
+  absl::StatusOr<Result> prepared = PrepareImpl();
+  if (!prepared.ok()) return Fail(prepared.status());
+  prepared_ = true;
+  prepared_result_ = *prepared;
+  return prepared;
 }
 
-absl::StatusOr<IndexedDatasetWriter::Result> IndexedDatasetWriter::FinishImpl() {
+absl::StatusOr<IndexedDatasetWriter::Result> IndexedDatasetWriter::PrepareImpl() {
   Files& f = *files_;
   const uint64_t itemsize = DTypeSize(options_.dtype);
-  const std::string final_bin = bin_path();
-  const std::string final_idx = idx_path();
 
   if (options_.sync) PILEPREP_RETURN_IF_ERROR(f.bin->Sync());
   PILEPREP_RETURN_IF_ERROR(f.bin->Close());
@@ -340,7 +350,36 @@ absl::StatusOr<IndexedDatasetWriter::Result> IndexedDatasetWriter::FinishImpl() 
   PILEPREP_RETURN_IF_ERROR(internal::RemoveFileIfExists(f.lengths_tmp));
   PILEPREP_RETURN_IF_ERROR(internal::RemoveFileIfExists(f.docidx_tmp));
 
-  // Publish. The old .idx goes first so that no reader pairs it with the new .bin.
+  Result result;
+  result.num_tokens = num_tokens_;
+  result.num_sequences = num_sequences_;
+  result.num_documents = num_documents_;
+  result.bin_bytes = bin_bytes;
+  result.idx_bytes = idx_bytes;
+  return result;
+}
+
+absl::StatusOr<IndexedDatasetWriter::Result> IndexedDatasetWriter::Publish() {
+  if (!error_.ok() || !prepared_ || closed_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        prefix_, ": indexed dataset writer ",
+        !error_.ok() ? absl::StrCat("failed earlier: ", error_.message())
+                     : std::string(closed_ ? "already finished or aborted" : "not prepared")));
+  }
+  prepared_ = false;
+  absl::Status status = PublishImpl();
+  if (!status.ok()) return Fail(std::move(status));
+  closed_ = true;
+  Result result = prepared_result_;
+  result.published = true;
+  return result;
+}
+
+absl::Status IndexedDatasetWriter::PublishImpl() {
+  Files& f = *files_;
+  const std::string final_bin = bin_path();
+  const std::string final_idx = idx_path();
+  // The old .idx goes first so that no reader pairs it with the new .bin.
   PILEPREP_RETURN_IF_ERROR(internal::RemoveFileIfExists(final_idx));
   PILEPREP_RETURN_IF_ERROR(internal::RenameFile(f.bin_tmp, final_bin));
   absl::Status status = internal::RenameFile(f.idx_tmp, final_idx);
@@ -351,15 +390,7 @@ absl::StatusOr<IndexedDatasetWriter::Result> IndexedDatasetWriter::FinishImpl() 
     internal::RemoveFileIfExists(final_idx).IgnoreError();
     return status;
   }
-
-  Result result;
-  result.published = true;
-  result.num_tokens = num_tokens_;
-  result.num_sequences = num_sequences_;
-  result.num_documents = num_documents_;
-  result.bin_bytes = bin_bytes;
-  result.idx_bytes = idx_bytes;
-  return result;
+  return absl::OkStatus();
 }
 
 }  // namespace pileprep

@@ -848,45 +848,73 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
     for (auto& w : writers) w->Abort();
     return error;
   }
-  // Several keys are published all or none: a failure, or a key with no tokens at all (which
-  // publishes nothing: no reader can open an empty dataset) beside keys that have some, withdraws
-  // the datasets already renamed into place. Otherwise the shard would read as made while a key's
-  // outputs were missing, and a --force run would leave an older input's dataset for that key.
+  // Several keys are published all or none: a key with no tokens at all (which publishes nothing:
+  // no reader can open an empty dataset) beside keys that have some, or a failure, stops the
+  // shard, and a rename that fails withdraws the datasets already renamed into place. Otherwise
+  // the shard would read as made while a key's outputs were missing, and a --force run would leave
+  // an older input's dataset for that key.
   std::vector<bool> renamed(writers.size(), false);
   auto withdraw = [&] {
     for (size_t j = 0; j < writers.size(); ++j) {
-      if (!renamed[j]) continue;  // an empty key's older outputs are left as a failure leaves them
+      if (!renamed[j]) continue;  // older outputs not yet replaced are left as they are
       internal::RemoveFileIfExists(writers[j]->idx_path()).IgnoreError();
       internal::RemoveFileIfExists(writers[j]->bin_path()).IgnoreError();
     }
   };
-  size_t published = 0;
+  // Every key's files complete under their temporary names first, then (the caller's hook
+  // between) every rename: a key that fails or has no tokens stops the shard before any key is
+  // in place.
+  auto abort_all = [&] {
+    for (auto& w : writers) w->Abort();
+  };
+  auto guarded = [&](auto step) -> absl::StatusOr<IndexedDatasetWriter::Result> {
+    try {
+      return step();
+    } catch (const std::exception& e) {
+      return absl::StatusOr<IndexedDatasetWriter::Result>(ExceptionStatus(source, e));
+    }
+  };
+  std::vector<PreparedDataset> prepared;
   std::string empty_key_prefix;
   for (size_t k = 0; k < writers.size(); ++k) {
-    absl::StatusOr<IndexedDatasetWriter::Result> r = [&]() {
-      try {
-        return writers[k]->Finish();  // assembles the .idx: buffers
-      } catch (const std::exception& e) {
-        return absl::StatusOr<IndexedDatasetWriter::Result>(ExceptionStatus(source, e));
-      }
-    }();
+    absl::StatusOr<IndexedDatasetWriter::Result> r =
+        guarded([&] { return writers[k]->Prepare(); });  // assembles the .idx: buffers
     if (!r.ok()) {
-      withdraw();
-      for (size_t j = k + 1; j < writers.size(); ++j) writers[j]->Abort();
+      abort_all();
       return r.status();
     }
-    renamed[k] = r->published;
-    published += r->published;
-    if (!r->published && empty_key_prefix.empty()) empty_key_prefix = output_prefixes[k];
+    if (r->num_tokens == 0) {
+      if (empty_key_prefix.empty()) empty_key_prefix = output_prefixes[k];
+      continue;
+    }
+    prepared.push_back(PreparedDataset{output_prefixes[k], writers[k]->bin_temp_path(),
+                                       writers[k]->idx_temp_path(), r->bin_bytes, r->idx_bytes});
   }
-  if (published > 0 && published < writers.size()) {
-    withdraw();
+  if (prepared.empty()) return absl::OkStatus();  // no tokens in any key: nothing published
+  if (prepared.size() < writers.size()) {
+    abort_all();
     return absl::FailedPreconditionError(absl::StrCat(
         empty_key_prefix,
         ": no tokens in any document of its key, while the other keys have "
         "some; the keys of a shard are published all or none, so nothing was published"));
   }
-  stats.published = published > 0;
+  if (options.before_publish) {
+    absl::Status s = options.before_publish(prepared);
+    if (!s.ok()) {
+      abort_all();
+      return s;
+    }
+  }
+  for (size_t k = 0; k < writers.size(); ++k) {
+    absl::StatusOr<IndexedDatasetWriter::Result> r = guarded([&] { return writers[k]->Publish(); });
+    if (!r.ok()) {
+      withdraw();
+      for (size_t j = k + 1; j < writers.size(); ++j) writers[j]->Abort();
+      return r.status();
+    }
+    renamed[k] = true;
+  }
+  stats.published = true;
   return absl::OkStatus();
 }
 

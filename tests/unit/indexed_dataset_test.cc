@@ -413,6 +413,82 @@ TEST_F(IndexedDatasetTest, ExistingFinalFilesAreReplacedAtomically) {
   EXPECT_THAT(Files(), ElementsAre("ds.bin", "ds.idx"));
 }
 
+// Prepare leaves both files complete under their temporary names (the old dataset still in place),
+// Publish renames those very files (same inodes) into place.
+TEST_F(IndexedDatasetTest, PrepareCompletesTheTemporariesAndPublishRenamesThem) {
+  ASSERT_TRUE(WriteDataset(Prefix(), {{{1, 2, 3}, {3}}}).ok());
+  const std::string old_bin = ReadBytes(Prefix() + ".bin");
+  const std::string old_idx = ReadBytes(Prefix() + ".idx");
+  auto writer = IndexedDatasetWriter::Create(Prefix());
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  ASSERT_TRUE((*writer)->AddDocument(std::vector<uint32_t>{9, 8, 7, 6, 5}).ok());
+  auto prepared = (*writer)->Prepare();
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  EXPECT_FALSE(prepared->published);
+  EXPECT_EQ(prepared->bin_bytes, 10u);
+  EXPECT_EQ(prepared->idx_bytes, IdxBytes(8, {5}, {0}, {0, 1}).size());
+  EXPECT_THAT(Files(),
+              ElementsAre("ds.bin", "ds.bin.pileprep-tmp", "ds.idx", "ds.idx.pileprep-tmp"));
+  EXPECT_EQ((*writer)->bin_temp_path(), Prefix() + ".bin.pileprep-tmp");
+  EXPECT_EQ(ReadBytes((*writer)->bin_temp_path()), U16Bytes({9, 8, 7, 6, 5}));
+  EXPECT_EQ(ReadBytes((*writer)->idx_temp_path()), IdxBytes(8, {5}, {0}, {0, 1}));
+  EXPECT_EQ(ReadBytes(Prefix() + ".bin"), old_bin);
+  EXPECT_EQ(ReadBytes(Prefix() + ".idx"), old_idx);
+  struct stat bin_tmp, idx_tmp;
+  ASSERT_EQ(stat((*writer)->bin_temp_path().c_str(), &bin_tmp), 0);
+  ASSERT_EQ(stat((*writer)->idx_temp_path().c_str(), &idx_tmp), 0);
+  // Only Publish or Abort may follow.
+  EXPECT_EQ((*writer)->AddDocument(std::vector<uint32_t>{1}).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*writer)->Prepare().status().code(), absl::StatusCode::kFailedPrecondition);
+
+  auto published = (*writer)->Publish();
+  ASSERT_TRUE(published.ok()) << published.status();
+  EXPECT_TRUE(published->published);
+  EXPECT_EQ(published->bin_bytes, 10u);
+  EXPECT_EQ(published->num_documents, 1u);
+  EXPECT_THAT(Files(), ElementsAre("ds.bin", "ds.idx"));
+  struct stat bin, idx;
+  ASSERT_EQ(stat((Prefix() + ".bin").c_str(), &bin), 0);
+  ASSERT_EQ(stat((Prefix() + ".idx").c_str(), &idx), 0);
+  EXPECT_EQ(bin.st_ino, bin_tmp.st_ino);
+  EXPECT_EQ(idx.st_ino, idx_tmp.st_ino);
+  EXPECT_EQ((*writer)->Publish().status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(IndexedDatasetTest, AbortAfterPrepareKeepsTheOldDatasetAndRemovesTheTemporaries) {
+  ASSERT_TRUE(WriteDataset(Prefix(), {{{1, 2, 3}, {3}}}).ok());
+  const std::string old_bin = ReadBytes(Prefix() + ".bin");
+  {
+    auto writer = IndexedDatasetWriter::Create(Prefix());
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    ASSERT_TRUE((*writer)->AddDocument(std::vector<uint32_t>{4}).ok());
+    ASSERT_TRUE((*writer)->Prepare().ok());
+    (*writer)->Abort();
+    EXPECT_EQ((*writer)->Publish().status().code(), absl::StatusCode::kFailedPrecondition);
+  }
+  EXPECT_THAT(Files(), ElementsAre("ds.bin", "ds.idx"));
+  EXPECT_EQ(ReadBytes(Prefix() + ".bin"), old_bin);
+  {
+    auto writer = IndexedDatasetWriter::Create(Prefix());  // destroyed after Prepare
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    ASSERT_TRUE((*writer)->AddDocument(std::vector<uint32_t>{4}).ok());
+    ASSERT_TRUE((*writer)->Prepare().ok());
+  }
+  EXPECT_THAT(Files(), ElementsAre("ds.bin", "ds.idx"));
+  EXPECT_EQ(ReadBytes(Prefix() + ".bin"), old_bin);
+  // No tokens: Prepare is the end (nothing to publish), as Finish's empty case.
+  auto writer = IndexedDatasetWriter::Create(Prefix());
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  ASSERT_TRUE((*writer)->AddDocument(std::vector<uint32_t>{}).ok());
+  auto prepared = (*writer)->Prepare();
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  EXPECT_FALSE(prepared->published);
+  EXPECT_EQ(prepared->num_documents, 1u);
+  EXPECT_EQ((*writer)->Publish().status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(Files(), ElementsAre("ds.bin", "ds.idx"));
+}
+
 // Runs in a forked child: as root, drops to nobody first, since root ignores directory permissions.
 TEST_F(IndexedDatasetTest, ReadOnlyDirectoryGivesClearError) {
   const std::string ro = dir_ + "/ro";

@@ -756,6 +756,86 @@ TEST_F(PipelineTest, KeyWithNoTokensBesideOthersPublishesNoKey) {
     EXPECT_FALSE(fs::exists(p + ".bin")) << p;
     EXPECT_FALSE(fs::exists(p + ".idx")) << p;
   }
+  // Over a shard made before: both keys' older outputs stay as they were (no key is renamed into
+  // place before every key is known to have tokens).
+  MemorySource good("{\"a\": \"old\", \"b\": \"old\"}\n", 1000);
+  ASSERT_TRUE(RunPipeline(good, InputFormat::kPlain, *tokenizer_, {pa, pb}, options, &stats).ok());
+  const std::string old_a = ReadFile(pa + ".bin") + ReadFile(pa + ".idx");
+  const std::string old_b = ReadFile(pb + ".bin") + ReadFile(pb + ".idx");
+  MemorySource again(plain, 1000);
+  EXPECT_EQ(RunPipeline(again, InputFormat::kPlain, *tokenizer_, {pa, pb}, options, &stats).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ReadFile(pa + ".bin") + ReadFile(pa + ".idx"), old_a);
+  EXPECT_EQ(ReadFile(pb + ".bin") + ReadFile(pb + ".idx"), old_b);
+  EXPECT_FALSE(fs::exists(pa + ".bin.pileprep-tmp"));
+}
+
+// The hook between the two halves of publishing: it sees every key's dataset complete under its
+// temporary name with the old outputs still in place; its error publishes nothing and keeps the
+// old outputs; without an error, the very files it saw (same inodes) are renamed into place.
+TEST_F(PipelineTest, BeforePublishSeesEveryKeyCompleteAndItsErrorPublishesNothing) {
+  PipelineOptions options;
+  options.jsonl.json_keys = {"a", "b"};
+  options.writer.sync = false;
+  const std::string pa = (dir_ / "h_a").string(), pb = (dir_ / "h_b").string();
+  ShardStats stats;
+  {
+    MemorySource old_source("{\"a\": \"old\", \"b\": \"old text\"}\n", 1000);
+    ASSERT_TRUE(
+        RunPipeline(old_source, InputFormat::kPlain, *tokenizer_, {pa, pb}, options, &stats).ok());
+  }
+  const std::string old_a = ReadFile(pa + ".bin") + ReadFile(pa + ".idx");
+  const std::string old_b = ReadFile(pb + ".bin") + ReadFile(pb + ".idx");
+  const std::string input =
+      "{\"a\": \"one two\", \"b\": \"three\"}\n{\"a\": \"x\", \"b\": \"y\"}\n";
+  std::vector<ino_t> inodes;
+  int calls = 0;
+  options.before_publish = [&](const std::vector<PreparedDataset>& prepared) -> absl::Status {
+    ++calls;
+    inodes.clear();
+    EXPECT_EQ(prepared.size(), 2u);
+    for (size_t k = 0; k < prepared.size(); ++k) {
+      const PreparedDataset& d = prepared[k];
+      EXPECT_EQ(d.prefix, k == 0 ? pa : pb);
+      EXPECT_EQ(fs::file_size(d.bin_temp_path), d.bin_bytes) << d.prefix;
+      EXPECT_EQ(fs::file_size(d.idx_temp_path), d.idx_bytes) << d.prefix;
+      EXPECT_EQ(ReadFile(d.prefix + ".bin") + ReadFile(d.prefix + ".idx"), k == 0 ? old_a : old_b);
+      struct stat st;
+      EXPECT_EQ(::stat(d.bin_temp_path.c_str(), &st), 0);
+      inodes.push_back(st.st_ino);
+      EXPECT_EQ(::stat(d.idx_temp_path.c_str(), &st), 0);
+      inodes.push_back(st.st_ino);
+    }
+    return calls == 1 ? absl::DataLossError("hook refused") : absl::OkStatus();
+  };
+  {
+    MemorySource source(input, 1000);
+    const absl::Status s =
+        RunPipeline(source, InputFormat::kPlain, *tokenizer_, {pa, pb}, options, &stats);
+    EXPECT_EQ(s, absl::DataLossError("hook refused"));
+    EXPECT_FALSE(stats.published);
+  }
+  EXPECT_EQ(ReadFile(pa + ".bin") + ReadFile(pa + ".idx"), old_a);
+  EXPECT_EQ(ReadFile(pb + ".bin") + ReadFile(pb + ".idx"), old_b);
+  EXPECT_FALSE(fs::exists(pa + ".bin.pileprep-tmp"));
+  EXPECT_FALSE(fs::exists(pb + ".idx.pileprep-tmp"));
+  {
+    MemorySource source(input, 1000);
+    ASSERT_TRUE(
+        RunPipeline(source, InputFormat::kPlain, *tokenizer_, {pa, pb}, options, &stats).ok());
+    EXPECT_TRUE(stats.published);
+  }
+  EXPECT_EQ(calls, 2);
+  ASSERT_EQ(inodes.size(), 4u);
+  size_t i = 0;
+  for (const std::string& p : {pa, pb}) {
+    for (const char* ext : {".bin", ".idx"}) {
+      struct stat st;
+      ASSERT_EQ(::stat((p + ext).c_str(), &st), 0);
+      EXPECT_EQ(st.st_ino, inodes[i++]) << p << ext;
+    }
+  }
+  EXPECT_NE(ReadFile(pa + ".bin") + ReadFile(pa + ".idx"), old_a);
 }
 
 }  // namespace
