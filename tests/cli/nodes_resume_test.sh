@@ -241,6 +241,53 @@ cp -r "$h" "$work/holes-before"
 for f in "$work"/holes-before/my-gpt3_*; do
   cmp -s "$f" "$h/${f##*/}" || bad "settings: a rerun with a vocabulary with a hole changed ${f##*/}"
 done
+# A record pending from a run killed around its publish (tools/pileprep/shard_record.h): the files
+# under the final names tell which way it went. Each state is made by hand from a finished run.
+p=$work/pending
+"$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$p" --threads 2 -q 2>/dev/null || bad "pending: first run"
+check_records "$p" "pending: first run"
+ls "$p" | grep -q '\.pending' && bad "pending: a pending record left by a finished run"
+r0=$p/my-gpt3_00_text_document
+# rewrite FILE FIELD=VALUE...: a record with fields changed (VALUE as JSON; ino+K: the inode + K)
+rewrite() {
+  /usr/bin/python3 - "$@" <<'PY'
+import json, os, sys
+src, dst, *changes = sys.argv[1:]
+r = json.load(open(src))
+prefix = dst.split(".pileprep.json")[0]
+for c in changes:
+    k, v = c.split("=", 1)
+    r[k] = os.stat(prefix + "." + k.split("_")[0]).st_ino + int(v[4:]) if v.startswith("ino+") else json.loads(v)
+json.dump(r, open(dst, "w"))
+PY
+}
+cp "$r0.pileprep.json" "$work/r0-record"
+same_record() { /usr/bin/python3 -c 'import json, sys; sys.exit(json.load(open(sys.argv[1])) != json.load(open(sys.argv[2])))' "$1" "$2"; }
+# Killed after the publish, before the record's rename: the old record (other settings, and by
+# coincidence the same sizes) beside the pending one that names the files. The pending record
+# is theirs: the run is not refused, completes it and skips the shard.
+rewrite "$work/r0-record" "$r0.pileprep.json.pending"
+rewrite "$work/r0-record" "$r0.pileprep.json" endoftext_as_text=true
+"$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$p" --threads 2 >"$work/out" 2>"$work/err" &&
+  grep -q "00.jsonl.zst: an interrupted run's pending record .*: its outputs were published; it is their record now" "$work/err" &&
+  [[ $(grep -c "already complete and valid; skipped (--force redoes it)$" "$work/err") -eq 2 ]] &&
+  [[ ! -e $r0.pileprep.json.pending ]] && same_record "$r0.pileprep.json" "$work/r0-record" ||
+  { bad "pending: a published dataset's pending record is not taken"; cat "$work/err"; }
+# The same with the pending record saying other settings: refused by the pending record's word,
+# and the refused run leaves it pending.
+rewrite "$work/r0-record" "$r0.pileprep.json.pending" endoftext_as_text=true
+"$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$p" --threads 2 >"$work/out" 2>"$work/err"
+[[ $? -eq 2 ]] && grep -q "my-gpt3_00_text_document.{bin,idx}: made with other settings (--endoftext-as-text: set then, not set now; record $r0.pileprep.json.pending)" "$work/err" &&
+  [[ -e $r0.pileprep.json.pending ]] ||
+  { bad "pending: a pending record naming the files, with other settings, is not heeded"; cat "$work/err"; }
+# Killed before the publish: the pending record (other settings) names files that never came; the
+# old outputs keep their own record, and the pending one is removed.
+rewrite "$work/r0-record" "$r0.pileprep.json.pending" endoftext_as_text=true bin_inode=ino+7 idx_inode=ino+7
+"$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$p" --threads 2 >"$work/out" 2>"$work/err" &&
+  grep -q "00.jsonl.zst: an interrupted run's pending record .*: its outputs were not published; removed" "$work/err" &&
+  [[ $(grep -c "already complete and valid; skipped (--force redoes it)$" "$work/err") -eq 2 ]] &&
+  [[ ! -e $r0.pileprep.json.pending ]] && same_record "$r0.pileprep.json" "$work/r0-record" ||
+  { bad "pending: an unpublished run's pending record is not removed"; cat "$work/err"; }
 # Several --json-keys: one record per dataset. A shard whose "title" dataset says other settings is
 # refused by name; --remake-other-settings makes the shard again, both keys, and says so of each.
 mk=$work/mk
@@ -298,18 +345,28 @@ check_records() {  # dir what
   /usr/bin/python3 - "$1" <<'PY' || bad "$2: a record does not describe its dataset, or one is missing"
 import glob, json, os, sys
 d = sys.argv[1]
+def names_files(r, prefix):  # a pending record that names the files in place (inodes, sizes)
+    return all(os.path.exists(prefix + ext) and os.stat(prefix + ext).st_ino == r[ext[1:] + "_inode"]
+               and os.path.getsize(prefix + ext) == r[ext[1:] + "_bytes"] for ext in (".bin", ".idx"))
 for path in glob.glob(os.path.join(d, "*.pileprep.json")):
     r = json.load(open(path))
     prefix = path[: -len(".pileprep.json")]
+    pending = path + ".pending"
+    if os.path.exists(pending) and names_files(json.load(open(pending)), prefix):
+        continue  # a kill between the publish and the record's rename: the pending one is it
     for ext, key in ((".bin", "bin_bytes"), (".idx", "idx_bytes")):
         if not os.path.exists(prefix + ext) or os.path.getsize(prefix + ext) != r[key]:
             sys.exit(f"{path}: {prefix}{ext} missing or not {r[key]} bytes")
+        if os.stat(prefix + ext).st_ino != r[ext[1:] + "_inode"]:
+            sys.exit(f"{path}: {prefix}{ext} is not the file it names (inode)")
 summary = os.path.join(d, "pileprep-summary-rank0.json")
 if os.path.exists(summary):
     for shard in json.load(open(summary))["shards"]:
         for prefix in shard["outputs"] if shard["status"] == "done" else []:
             if not os.path.exists(prefix + ".pileprep.json"):
                 sys.exit(f"{shard['shard']} done without a record {prefix}.pileprep.json")
+            if os.path.exists(prefix + ".pileprep.json.pending"):
+                sys.exit(f"{shard['shard']} done with its record still pending")
 PY
 }
 # After an interruption: whatever is under a final name is complete (its .idx is the reference's).

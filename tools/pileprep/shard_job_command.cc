@@ -171,6 +171,7 @@ void RemoveStaleTemporaries(const JobConfig& job, const Common& c, int n) {
       paths.push_back(absl::StrCat(p, ext, kIndexedDatasetTempSuffix));
     }
     paths.push_back(RecordPath(p) + kIndexedDatasetTempSuffix);
+    paths.push_back(PendingRecordPath(p) + kIndexedDatasetTempSuffix);
   }
   if (!job.keep_downloads.empty()) paths.push_back(CachePath(job, n) + kIndexedDatasetTempSuffix);
   for (const std::string& path : paths) {
@@ -311,11 +312,7 @@ OpenedSource OpenShard(const JobConfig& job, const Common& c, int n, FetchObserv
   return o;
 }
 
-// `renamed` (optional): set once the file is under its final name, so that a caller can tell a
-// failure after the rename (the directory sync) from one before it.
-absl::Status WriteFileAtomically(const std::string& path, const std::string& data,
-                                 bool* renamed = nullptr) {
-  if (renamed != nullptr) *renamed = false;
+absl::Status WriteFileAtomically(const std::string& path, const std::string& data) {
   const std::string tmp = path + kIndexedDatasetTempSuffix;
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return absl::PermissionDeniedError(absl::StrCat(tmp, ": ", std::strerror(errno)));
@@ -339,7 +336,6 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& dat
     ::unlink(tmp.c_str());
     return absl::DataLossError(absl::StrCat(path, ": ", std::strerror(err)));
   }
-  if (renamed != nullptr) *renamed = true;
   if (absl::Status synced = internal::SyncDirectory(internal::DirName(path)); !synced.ok()) {
     return absl::DataLossError(
         absl::StrCat(path, ": written, but its directory was not synced: ", synced.message()));
@@ -626,6 +622,20 @@ int RunShardJob(int argc, char** argv, int first) {
                    unsupported.c_str(), job.output_dir.c_str());
     }
     RemoveStaleTemporaries(job, c, n);
+    // A record a killed run left pending: completed if its outputs were published, else removed.
+    for (const std::string& p : PrefixesFor(job, c, n)) {
+      absl::StatusOr<PendingRecord> pending = ResolvePendingRecord(p);
+      if (!pending.ok()) {
+        std::fprintf(stderr, "%s: %s\n", outcomes[i].name.c_str(),
+                     std::string(pending.status().message()).c_str());
+      } else if (*pending != PendingRecord::kNone && !c.console.quiet) {
+        std::fprintf(stderr, "%s: an interrupted run's pending record %s: %s\n",
+                     outcomes[i].name.c_str(), PendingRecordPath(p).c_str(),
+                     *pending == PendingRecord::kCompleted
+                         ? "its outputs were published; it is their record now"
+                         : "its outputs were not published; removed");
+      }
+    }
     if (job.force || Cancelled()) {
       todo.push_back(i);
       continue;
@@ -720,6 +730,42 @@ int RunShardJob(int argc, char** argv, int first) {
     PipelineOptions pipeline = shard_c.pipeline;
     pipeline.threads = threads;
     pipeline.caches = caches;
+    // Each dataset's record (ShardRecord) is written before its outputs are renamed into place,
+    // as a pending record naming the finished temporaries' inodes, and renamed over the older
+    // record once they are published (below): there is no instant at which the outputs under
+    // the final names have no record or the older one describes them (shard_record.h). Until the
+    // publish the older record stays: a run killed or failed before it leaves the old outputs
+    // with what made them (a --force run with new settings, preempted, then rerun without
+    // --force, must not take the old outputs for new ones). A pending record that cannot be
+    // written publishes nothing: the shard fails.
+    OpenedSource* source_of_shard = &cur;
+    pipeline.before_publish = [&, source_of_shard,
+                               n](const std::vector<PreparedDataset>& prepared) -> absl::Status {
+      for (size_t k = 0; k < prepared.size(); ++k) {
+        ShardRecord record =
+            RecordOfThisRun(shard_c, **tokenizer, n, shard_c.pipeline.jsonl.json_keys[k]);
+        record.source = source_of_shard->input;
+        record.bin_bytes = prepared[k].bin_bytes;
+        record.idx_bytes = prepared[k].idx_bytes;
+        struct stat bin, idx;
+        if (::stat(prepared[k].bin_temp_path.c_str(), &bin) != 0 ||
+            ::stat(prepared[k].idx_temp_path.c_str(), &idx) != 0) {
+          return absl::DataLossError(
+              absl::StrCat(prepared[k].prefix,
+                           ": cannot stat the finished temporaries: ", std::strerror(errno)));
+        }
+        record.bin_inode = static_cast<uint64_t>(bin.st_ino);
+        record.idx_inode = static_cast<uint64_t>(idx.st_ino);
+        const std::string path = PendingRecordPath(prepared[k].prefix);
+        if (absl::Status s = WriteFileAtomically(path, ShardRecordJson(record)); !s.ok()) {
+          for (size_t j = 0; j <= k; ++j) ::unlink(PendingRecordPath(prepared[j].prefix).c_str());
+          return absl::DataLossError(absl::StrCat("the record of ", prepared[k].prefix,
+                                                  " could not be written (", s.message(),
+                                                  "): nothing was published"));
+        }
+      }
+      return absl::OkStatus();
+    };
     if (Cancelled()) {
       // Stopped by a signal: the shards not started yet are listed as such in the summary.
       outcome.status = "cancelled";
@@ -780,44 +826,22 @@ int RunShardJob(int argc, char** argv, int first) {
     std::lock_guard<std::mutex> lock(report_mu);  // a shard's report stays in one piece
     ReportOutcome(outcome.name, input, std::move(status), prefixes, shard_c, &outcome);
     if (outcome.status == "done") {
-      // Each dataset's record of what made it, once it is published (ShardRecord), replacing any
-      // older one. Without it the outputs are still complete: a rerun judges them by validation
-      // alone. When it cannot be written, the older one goes too: it no longer describes them.
-      // Until here the older record stayed: a run killed or failed before its publish leaves the
-      // old outputs with what made them (a --force run with new settings, preempted, then rerun
-      // without --force, must not take the old outputs for new ones); beside new outputs (a kill
-      // right after their publish) it lists other sizes, so it is not taken to describe them.
-      for (size_t k = 0; k < prefixes.size(); ++k) {
-        ShardRecord record =
-            RecordOfThisRun(shard_c, **tokenizer, n, shard_c.pipeline.jsonl.json_keys[k]);
-        record.source = input;
-        const std::string record_path = RecordPath(prefixes[k]);
-        std::error_code ebin, eidx;
-        const uintmax_t bin = std::filesystem::file_size(prefixes[k] + ".bin", ebin);
-        const uintmax_t idx = std::filesystem::file_size(prefixes[k] + ".idx", eidx);
-        absl::Status written =
-            ebin || eidx ? absl::DataLossError(absl::StrCat("cannot read the outputs' sizes: ",
-                                                            (ebin ? ebin : eidx).message()))
-                         : absl::OkStatus();
-        bool renamed = false;
-        if (written.ok()) {
-          record.bin_bytes = static_cast<uint64_t>(bin);
-          record.idx_bytes = static_cast<uint64_t>(idx);
-          written = WriteFileAtomically(record_path, ShardRecordJson(record), &renamed);
-        }
-        if (!written.ok() && renamed) {
-          // In place, but its directory entry may not survive a crash (nor would the outputs').
-          std::fprintf(stderr, "%s: %s\n", outcome.name.c_str(),
-                       std::string(written.message()).c_str());
-        } else if (!written.ok()) {
-          ::unlink(record_path.c_str());
+      // Published: each pending record becomes the record (the older one goes by the rename).
+      for (const std::string& p : prefixes) {
+        absl::Status s = internal::RenameFile(PendingRecordPath(p), RecordPath(p));
+        if (s.ok()) s = internal::SyncDirectory(internal::DirName(p));
+        if (!s.ok()) {
           std::fprintf(stderr,
-                       "%s: outputs published, but their record %s was not written (%s): a "
-                       "rerun judges them by validation alone\n",
-                       outcome.name.c_str(), record_path.c_str(),
-                       std::string(written.message()).c_str());
+                       "%s: outputs published; their record stays pending at %s (%s): the next "
+                       "run completes it\n",
+                       outcome.name.c_str(), PendingRecordPath(p).c_str(),
+                       std::string(s.message()).c_str());
         }
       }
+    } else {
+      // Nothing of this run was published (the pipeline withdraws a partial publish): pending
+      // records, if the hook wrote them, describe nothing.
+      for (const std::string& p : prefixes) ::unlink(PendingRecordPath(p).c_str());
     }
     locks[i].reset();  // published or not, this run is done with the shard
     if (drop_cache) {

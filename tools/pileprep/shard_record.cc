@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "console.h"
 #include "format/file_util.h"
+#include "pileprep/status_macros.h"
 
 namespace pileprep::cli {
 namespace {
@@ -18,6 +19,9 @@ std::string Hex(uint64_t v) { return absl::StrFormat("%016x", v); }
 }  // namespace
 
 std::string RecordPath(const std::string& prefix) { return prefix + ".pileprep.json"; }
+std::string PendingRecordPath(const std::string& prefix) {
+  return prefix + ".pileprep.json.pending";
+}
 
 std::string ShardRecordJson(const ShardRecord& r) {
   std::string out = "{\n";
@@ -31,7 +35,9 @@ std::string ShardRecordJson(const ShardRecord& r) {
   absl::StrAppend(&out, "  \"endoftext_as_text\": ", r.endoftext_as_text ? "true" : "false", ",\n");
   absl::StrAppend(&out, "  \"append_eod\": ", r.append_eod ? "true" : "false", ",\n");
   absl::StrAppend(&out, "  \"bin_bytes\": ", r.bin_bytes, ",\n");
-  absl::StrAppend(&out, "  \"idx_bytes\": ", r.idx_bytes, "\n}\n");
+  absl::StrAppend(&out, "  \"idx_bytes\": ", r.idx_bytes, ",\n");
+  absl::StrAppend(&out, "  \"bin_inode\": ", r.bin_inode, ",\n");
+  absl::StrAppend(&out, "  \"idx_inode\": ", r.idx_inode, "\n}\n");
   return out;
 }
 
@@ -70,6 +76,13 @@ absl::StatusOr<ShardRecord> ParseShardRecord(std::string_view json) {
   if (!flag("append_eod", &r.append_eod)) return missing("append_eod");
   if (root["bin_bytes"].get(r.bin_bytes)) return missing("bin_bytes");
   if (root["idx_bytes"].get(r.idx_bytes)) return missing("idx_bytes");
+  // Optional: records written before pileprep named the inodes have none.
+  auto optional_number = [&root](const char* field, uint64_t* out) {
+    simdjson::dom::element e;
+    return root[field].get(e) != simdjson::SUCCESS || !e.get(*out);
+  };
+  if (!optional_number("bin_inode", &r.bin_inode)) return missing("bin_inode");
+  if (!optional_number("idx_inode", &r.idx_inode)) return missing("idx_inode");
   return r;
 }
 
@@ -94,31 +107,62 @@ std::vector<std::string> SettingsDifferences(const ShardRecord& recorded, const 
   return out;
 }
 
+namespace {
+
+// The record at `path`: NotFound when there is none, else its read or parse error.
+absl::StatusOr<ShardRecord> ReadRecord(const std::string& path) {
+  PILEPREP_ASSIGN_OR_RETURN(internal::UniqueFd fd, internal::OpenForRead(path));
+  std::string text(size_t{64} << 10, '\0');  // a record is a few hundred bytes
+  PILEPREP_ASSIGN_OR_RETURN(size_t got,
+                            internal::ReadFull(fd.get(), text.data(), text.size(), path, 0));
+  if (got == text.size()) return absl::DataLossError("larger than any record");
+  text.resize(got);
+  return ParseShardRecord(text);
+}
+
+// Whether the pending record names the files now under the prefix's final names: the inodes the
+// temporaries had (a rename keeps them; the older files, there at the same time, had others) and
+// the sizes.
+bool NamesTheFilesInPlace(const ShardRecord& pending, const std::string& prefix) {
+  struct stat bin, idx;
+  return pending.bin_inode != 0 && pending.idx_inode != 0 &&
+         ::stat((prefix + ".bin").c_str(), &bin) == 0 &&
+         ::stat((prefix + ".idx").c_str(), &idx) == 0 &&
+         static_cast<uint64_t>(bin.st_ino) == pending.bin_inode &&
+         static_cast<uint64_t>(idx.st_ino) == pending.idx_inode &&
+         static_cast<uint64_t>(bin.st_size) == pending.bin_bytes &&
+         static_cast<uint64_t>(idx.st_size) == pending.idx_bytes;
+}
+
+}  // namespace
+
+absl::StatusOr<PendingRecord> ResolvePendingRecord(const std::string& prefix) {
+  const std::string pending_path = PendingRecordPath(prefix);
+  absl::StatusOr<ShardRecord> pending = ReadRecord(pending_path);
+  if (absl::IsNotFound(pending.status())) return PendingRecord::kNone;
+  if (pending.ok() && NamesTheFilesInPlace(*pending, prefix)) {
+    PILEPREP_RETURN_IF_ERROR(internal::RenameFile(pending_path, RecordPath(prefix)));
+    PILEPREP_RETURN_IF_ERROR(internal::SyncDirectory(internal::DirName(prefix)));
+    return PendingRecord::kCompleted;
+  }
+  PILEPREP_RETURN_IF_ERROR(internal::RemoveFileIfExists(pending_path));
+  return PendingRecord::kRemoved;
+}
+
 RecordCheck CheckRecord(const std::string& prefix, const ShardRecord& now) {
   RecordCheck check;
-  const std::string path = RecordPath(prefix);
-  absl::StatusOr<internal::UniqueFd> fd = internal::OpenForRead(path);
-  if (absl::IsNotFound(fd.status())) {
+  std::string path = PendingRecordPath(prefix);
+  absl::StatusOr<ShardRecord> recorded = ReadRecord(path);
+  if (!recorded.ok() || !NamesTheFilesInPlace(*recorded, prefix)) {
+    path = RecordPath(prefix);
+    recorded = ReadRecord(path);
+  }
+  if (absl::IsNotFound(recorded.status())) {
     check.verdict = RecordCheck::kNoRecord;
     check.why =
         "no record of the settings it was made with (made by another tool or an earlier "
         "pileprep): judged by validation alone";
     return check;
-  }
-  absl::StatusOr<ShardRecord> recorded = absl::UnknownError("");
-  if (!fd.ok()) {
-    recorded = fd.status();
-  } else {
-    std::string text(size_t{64} << 10, '\0');  // a record is a few hundred bytes
-    absl::StatusOr<size_t> got = internal::ReadFull(fd->get(), text.data(), text.size(), path, 0);
-    if (!got.ok()) {
-      recorded = got.status();
-    } else if (*got == text.size()) {
-      recorded = absl::DataLossError("larger than any record");
-    } else {
-      text.resize(*got);
-      recorded = ParseShardRecord(text);
-    }
   }
   if (!recorded.ok()) {
     check.verdict = RecordCheck::kUnreadable;

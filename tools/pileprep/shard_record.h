@@ -10,6 +10,16 @@
 // the version and the source are there for people. A record describes the dataset beside it only
 // while the .bin and .idx have the sizes it lists. Datasets without one (made by Megatron, by
 // hand, by a pileprep before records) are judged by validation alone, as before.
+//
+// No instant without a record: the new record is written first as {prefix}.pileprep.json.pending,
+// naming the inodes of the finished temporaries (PipelineOptions::before_publish), before the
+// outputs are renamed into place (a rename keeps the inode), and renamed over the old record once
+// they are. A run killed in between leaves the pending record; what is under the final names then
+// tells which way it went: the files it names (same inodes and sizes: the publish happened) or
+// not (it did not, and the old record still describes the old outputs). CheckRecord reads it so,
+// and ResolvePendingRecord (under the shard's lock) completes or removes it. Inodes are compared
+// only there, moments after they were read on the same filesystem: a directory copied elsewhere
+// keeps its records (sizes), not its inodes.
 #ifndef PILEPREP_TOOLS_PILEPREP_SHARD_RECORD_H_
 #define PILEPREP_TOOLS_PILEPREP_SHARD_RECORD_H_
 
@@ -33,10 +43,15 @@ struct ShardRecord {
   bool endoftext_as_text = false;
   bool append_eod = true;
   uint64_t bin_bytes = 0, idx_bytes = 0;
+  // The files' inode numbers when the record was written (0: not known, as in records of
+  // pileprep before them); for a pending record only.
+  uint64_t bin_inode = 0, idx_inode = 0;
 };
 
 // "{prefix}.pileprep.json".
 std::string RecordPath(const std::string& prefix);
+// "{prefix}.pileprep.json.pending".
+std::string PendingRecordPath(const std::string& prefix);
 
 std::string ShardRecordJson(const ShardRecord& record);
 // InvalidArgument (with the cause) for anything that is not a record as ShardRecordJson writes it.
@@ -58,7 +73,15 @@ struct RecordCheck {
   Verdict verdict = kNoRecord;
   std::string why;  // for a person; empty for kSameSettings
 };
+// Reads a pending record that names the files now under the prefix's final names in place of the
+// record. Reads only.
 RecordCheck CheckRecord(const std::string& prefix, const ShardRecord& now);
+
+// A pending record left by a run killed around its publish: renamed over the record when it names
+// the files under the final names (kCompleted), else removed (kRemoved); kNone when there is none.
+// Errors: the rename or unlink failing (path and strerror).
+enum class PendingRecord { kNone, kCompleted, kRemoved };
+absl::StatusOr<PendingRecord> ResolvePendingRecord(const std::string& prefix);
 
 }  // namespace pileprep::cli
 
