@@ -146,7 +146,8 @@ class IndexedDatasetWriter {
   absl::StatusOr<Result> Prepare();
   absl::StatusOr<Result> Publish();
 
-  // Removes all temporaries; later calls fail with FailedPrecondition. No effect after Finish.
+  // Removes all temporaries; later calls fail with FailedPrecondition. No effect after Finish or
+  // Publish.
   void Abort();
 
   uint64_t num_tokens() const { return num_tokens_; }

@@ -280,6 +280,12 @@ rewrite "$work/r0-record" "$r0.pileprep.json.pending" endoftext_as_text=true
 [[ $? -eq 2 ]] && grep -q "my-gpt3_00_text_document.{bin,idx}: made with other settings (--endoftext-as-text: set then, not set now; record $r0.pileprep.json.pending)" "$work/err" &&
   [[ -e $r0.pileprep.json.pending ]] ||
   { bad "pending: a pending record naming the files, with other settings, is not heeded"; cat "$work/err"; }
+# A pending record that names the files' inodes but other sizes is not theirs: removed.
+rewrite "$work/r0-record" "$r0.pileprep.json.pending" endoftext_as_text=true bin_bytes=2
+"$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$p" --threads 2 >"$work/out" 2>"$work/err" &&
+  grep -q "00.jsonl.zst: an interrupted run's pending record .*: its outputs were not published; removed" "$work/err" &&
+  [[ ! -e $r0.pileprep.json.pending ]] ||
+  { bad "pending: a pending record listing other sizes is taken"; cat "$work/err"; }
 # Killed before the publish: the pending record (other settings) names files that never came; the
 # old outputs keep their own record, and the pending one is removed.
 rewrite "$work/r0-record" "$r0.pileprep.json.pending" endoftext_as_text=true bin_inode=ino+7 idx_inode=ino+7
@@ -307,6 +313,31 @@ sed -i 's/"endoftext_as_text": false/"endoftext_as_text": true/' "$mk/my-gpt3_00
   grep -q "my-gpt3_00_text_document.{bin,idx}: made again with its shard's other key(s)" "$work/err" &&
   grep -q '"endoftext_as_text": false' "$mk/my-gpt3_00_title_document.pileprep.json" ||
   { bad "settings: two keys, --remake-other-settings"; cat "$work/err"; }
+# Killed between two keys' renames: "text" published (its pending record names its files), "title"
+# not (its pending record names files that never came). The shard is withdrawn and made again,
+# not left with keys from two runs; it ends as an undisturbed run makes it.
+mkt=$mk/my-gpt3_00_text_document mkl=$mk/my-gpt3_00_title_document
+cp -r "$mk" "$work/mk-before"
+rewrite "$mkt.pileprep.json" "$mkt.pileprep.json.pending"
+rewrite "$mkl.pileprep.json" "$mkl.pileprep.json.pending" bin_inode=ino+7 idx_inode=ino+7
+"$PILEPREP" --url "$work/src-mk" --files 0 --output-dir "$mk" --threads 2 "${keys[@]}" >"$work/out" 2>"$work/err" &&
+  grep -q "00.jsonl.zst: an interrupted run published $mkt and not the shard's other key(s): withdrawn, the shard is made again" "$work/err" &&
+  ! grep -q "skipped" "$work/err" && ! ls "$mk" | grep -q pending ||
+  { bad "pending: a shard published for one key of two is not made again"; cat "$work/err"; }
+for f in "$work"/mk-before/my-gpt3_00_*_document.{bin,idx}; do
+  cmp -s "$f" "$mk/${f##*/}" || bad "pending: a torn shard made again differs: ${f##*/}"
+done
+check_records "$mk" "pending: a torn shard made again"
+# A pending record that cannot be written (its temporary's name taken by a directory) publishes
+# nothing: the shard fails, the old outputs and records stay, no pending record is left.
+cp -r "$mk" "$work/mk-before2"
+mkdir "$mkl.pileprep.json.pending.pileprep-tmp"
+"$PILEPREP" --url "$work/src-mk" --files 0 --output-dir "$mk" --threads 2 "${keys[@]}" --force >"$work/out" 2>"$work/err"
+rc=$?
+rmdir "$mkl.pileprep.json.pending.pileprep-tmp"
+[[ $rc -eq 1 ]] && grep -q "the record of $mkl could not be written (.*): nothing was published" "$work/err" &&
+  diff -r -x 'pileprep-summary-rank0.json' "$mk" "$work/mk-before2" >/dev/null ||
+  { bad "pending: a pending record that cannot be written publishes something (rc $rc)"; cat "$work/err"; diff -r -x 'pileprep-summary-rank0.json' "$mk" "$work/mk-before2"; }
 # Ranks sharing a directory all refuse alike: rank 1, which has made nothing yet, refuses over the
 # dataset rank 0 made with other settings, and makes nothing.
 m=$work/m
@@ -348,12 +379,16 @@ d = sys.argv[1]
 def names_files(r, prefix):  # a pending record that names the files in place (inodes, sizes)
     return all(os.path.exists(prefix + ext) and os.stat(prefix + ext).st_ino == r[ext[1:] + "_inode"]
                and os.path.getsize(prefix + ext) == r[ext[1:] + "_bytes"] for ext in (".bin", ".idx"))
-for path in glob.glob(os.path.join(d, "*.pileprep.json")):
-    r = json.load(open(path))
-    prefix = path[: -len(".pileprep.json")]
-    pending = path + ".pending"
+# Every dataset under its final names has a record that describes it: the record, or a pending one
+# that names its files (a kill between the publish and the record's rename).
+for idx in glob.glob(os.path.join(d, "*.idx")):
+    prefix = idx[: -len(".idx")]
+    path, pending = prefix + ".pileprep.json", prefix + ".pileprep.json.pending"
     if os.path.exists(pending) and names_files(json.load(open(pending)), prefix):
-        continue  # a kill between the publish and the record's rename: the pending one is it
+        continue
+    if not os.path.exists(path):
+        sys.exit(f"{prefix}: under its final names without a record")
+    r = json.load(open(path))
     for ext, key in ((".bin", "bin_bytes"), (".idx", "idx_bytes")):
         if not os.path.exists(prefix + ext) or os.path.getsize(prefix + ext) != r[key]:
             sys.exit(f"{path}: {prefix}{ext} missing or not {r[key]} bytes")
@@ -388,8 +423,8 @@ check_rerun() {  # dir what
   local extra
   extra=$(ls "$1" | grep -v -E '^my-gpt3_0[0-2]_text_document\.(bin|idx|pileprep\.json)$|^pileprep-summary-rank0\.json$')
   [[ -z "$extra" ]] || bad "$2: stray files after the rerun: $extra"
-  # A kill between a shard's publish and its record's leaves it without one (judged by validation
-  # alone on later reruns): a shard the rerun skipped may have none.
+  # No instant without a record: every dataset the rerun skipped has one, completed from a pending
+  # record if the kill came between its publish and the record's rename.
   check_records "$1" "$2"
 }
 

@@ -622,18 +622,31 @@ int RunShardJob(int argc, char** argv, int first) {
                    unsupported.c_str(), job.output_dir.c_str());
     }
     RemoveStaleTemporaries(job, c, n);
-    // A record a killed run left pending: completed if its outputs were published, else removed.
-    for (const std::string& p : PrefixesFor(job, c, n)) {
-      absl::StatusOr<PendingRecord> pending = ResolvePendingRecord(p);
-      if (!pending.ok()) {
-        std::fprintf(stderr, "%s: %s\n", outcomes[i].name.c_str(),
-                     std::string(pending.status().message()).c_str());
-      } else if (*pending != PendingRecord::kNone && !c.console.quiet) {
-        std::fprintf(stderr, "%s: an interrupted run's pending record %s: %s\n",
-                     outcomes[i].name.c_str(), PendingRecordPath(p).c_str(),
-                     *pending == PendingRecord::kCompleted
-                         ? "its outputs were published; it is their record now"
-                         : "its outputs were not published; removed");
+    // Records a killed run left pending: completed if their outputs were published, else
+    // removed; a shard published for some keys only is withdrawn, and so made again below.
+    absl::StatusOr<PendingResolution> pending = ResolvePendingRecords(PrefixesFor(job, c, n));
+    if (!pending.ok()) {
+      std::fprintf(stderr, "%s: an interrupted run's pending records: %s\n",
+                   outcomes[i].name.c_str(), std::string(pending.status().message()).c_str());
+    } else if (!c.console.quiet) {
+      for (const std::string& path : pending->completed) {
+        std::fprintf(stderr,
+                     "%s: an interrupted run's pending record %s: its outputs were published; it "
+                     "is their record now\n",
+                     outcomes[i].name.c_str(), path.c_str());
+      }
+      if (!pending->withdrawn.empty()) {
+        std::fprintf(stderr,
+                     "%s: an interrupted run published %s and not the shard's other key(s): "
+                     "withdrawn, the shard is made again\n",
+                     outcomes[i].name.c_str(), absl::StrJoin(pending->withdrawn, ", ").c_str());
+      } else {
+        for (const std::string& path : pending->removed) {
+          std::fprintf(stderr,
+                       "%s: an interrupted run's pending record %s: its outputs were not "
+                       "published; removed\n",
+                       outcomes[i].name.c_str(), path.c_str());
+        }
       }
     }
     if (job.force || Cancelled()) {
@@ -750,9 +763,10 @@ int RunShardJob(int argc, char** argv, int first) {
         struct stat bin, idx;
         if (::stat(prepared[k].bin_temp_path.c_str(), &bin) != 0 ||
             ::stat(prepared[k].idx_temp_path.c_str(), &idx) != 0) {
-          return absl::DataLossError(
-              absl::StrCat(prepared[k].prefix,
-                           ": cannot stat the finished temporaries: ", std::strerror(errno)));
+          const int err = errno;
+          for (size_t j = 0; j < k; ++j) ::unlink(PendingRecordPath(prepared[j].prefix).c_str());
+          return absl::DataLossError(absl::StrCat(
+              prepared[k].prefix, ": cannot stat the finished temporaries: ", std::strerror(err)));
         }
         record.bin_inode = static_cast<uint64_t>(bin.st_ino);
         record.idx_inode = static_cast<uint64_t>(idx.st_ino);

@@ -136,17 +136,48 @@ bool NamesTheFilesInPlace(const ShardRecord& pending, const std::string& prefix)
 
 }  // namespace
 
-absl::StatusOr<PendingRecord> ResolvePendingRecord(const std::string& prefix) {
-  const std::string pending_path = PendingRecordPath(prefix);
-  absl::StatusOr<ShardRecord> pending = ReadRecord(pending_path);
-  if (absl::IsNotFound(pending.status())) return PendingRecord::kNone;
-  if (pending.ok() && NamesTheFilesInPlace(*pending, prefix)) {
-    PILEPREP_RETURN_IF_ERROR(internal::RenameFile(pending_path, RecordPath(prefix)));
-    PILEPREP_RETURN_IF_ERROR(internal::SyncDirectory(internal::DirName(prefix)));
-    return PendingRecord::kCompleted;
+absl::StatusOr<PendingResolution> ResolvePendingRecords(const std::vector<std::string>& prefixes) {
+  enum State { kNone, kNamesFiles, kStale };
+  std::vector<State> state(prefixes.size(), kNone);
+  bool any_names = false, any_stale = false;
+  for (size_t k = 0; k < prefixes.size(); ++k) {
+    absl::StatusOr<ShardRecord> pending = ReadRecord(PendingRecordPath(prefixes[k]));
+    if (absl::IsNotFound(pending.status())) continue;
+    state[k] = pending.ok() && NamesTheFilesInPlace(*pending, prefixes[k]) ? kNamesFiles : kStale;
+    any_names |= state[k] == kNamesFiles;
+    any_stale |= state[k] == kStale;
   }
-  PILEPREP_RETURN_IF_ERROR(internal::RemoveFileIfExists(pending_path));
-  return PendingRecord::kRemoved;
+  const bool torn = any_names && any_stale;
+  PendingResolution out;
+  absl::Status first = absl::OkStatus();
+  auto note = [&first](absl::Status s) {
+    if (first.ok()) first = std::move(s);
+  };
+  for (size_t k = 0; k < prefixes.size(); ++k) {
+    const std::string path = PendingRecordPath(prefixes[k]);
+    if (state[k] == kNamesFiles && !torn) {
+      absl::Status s = internal::RenameFile(path, RecordPath(prefixes[k]));
+      if (s.ok()) out.completed.push_back(path);
+      note(std::move(s));
+      continue;
+    }
+    if (state[k] == kNamesFiles) {  // torn: this key's half-publish goes, .idx first
+      absl::Status s = internal::RemoveFileIfExists(prefixes[k] + ".idx");
+      if (s.ok()) s = internal::RemoveFileIfExists(prefixes[k] + ".bin");
+      if (s.ok()) out.withdrawn.push_back(prefixes[k]);
+      note(std::move(s));
+    }
+    if (state[k] != kNone) {
+      absl::Status s = internal::RemoveFileIfExists(path);
+      if (s.ok()) out.removed.push_back(path);
+      note(std::move(s));
+    }
+  }
+  if (!out.completed.empty() || !out.withdrawn.empty()) {
+    note(internal::SyncDirectory(internal::DirName(prefixes[0])));
+  }
+  if (!first.ok()) return first;
+  return out;
 }
 
 RecordCheck CheckRecord(const std::string& prefix, const ShardRecord& now) {

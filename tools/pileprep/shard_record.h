@@ -17,9 +17,12 @@
 // they are. A run killed in between leaves the pending record; what is under the final names then
 // tells which way it went: the files it names (same inodes and sizes: the publish happened) or
 // not (it did not, and the old record still describes the old outputs). CheckRecord reads it so,
-// and ResolvePendingRecord (under the shard's lock) completes or removes it. Inodes are compared
-// only there, moments after they were read on the same filesystem: a directory copied elsewhere
-// keeps its records (sizes), not its inodes.
+// and ResolvePendingRecords (under the shard's lock, where locks work) completes or removes it.
+// Inodes are compared only for a pending record, on the next run (a requeue may run on another
+// node: NFS and Lustre give every client the same inode numbers; some FUSE mounts do not, and a
+// directory copied between the kill and the rerun has new ones: then the pending record is removed
+// and the old record, if it lists the same sizes, is taken to describe the new outputs). Completed
+// records keep the inodes but are judged by sizes, so a directory copied elsewhere keeps them.
 #ifndef PILEPREP_TOOLS_PILEPREP_SHARD_RECORD_H_
 #define PILEPREP_TOOLS_PILEPREP_SHARD_RECORD_H_
 
@@ -43,8 +46,8 @@ struct ShardRecord {
   bool endoftext_as_text = false;
   bool append_eod = true;
   uint64_t bin_bytes = 0, idx_bytes = 0;
-  // The files' inode numbers when the record was written (0: not known, as in records of
-  // pileprep before them); for a pending record only.
+  // The inode numbers of the files it was written for (0: not known, as in records of pileprep
+  // before them); compared only while the record is pending.
   uint64_t bin_inode = 0, idx_inode = 0;
 };
 
@@ -77,11 +80,18 @@ struct RecordCheck {
 // record. Reads only.
 RecordCheck CheckRecord(const std::string& prefix, const ShardRecord& now);
 
-// A pending record left by a run killed around its publish: renamed over the record when it names
-// the files under the final names (kCompleted), else removed (kRemoved); kNone when there is none.
-// Errors: the rename or unlink failing (path and strerror).
-enum class PendingRecord { kNone, kCompleted, kRemoved };
-absl::StatusOr<PendingRecord> ResolvePendingRecord(const std::string& prefix);
+// The pending records a run killed around its publish left for one shard's datasets (`prefixes`,
+// one per key), resolved together: each that names the files under its final names is renamed
+// over the record (completed), each that does not is removed. A shard whose keys were published
+// only in part (killed between two keys' renames: some pending records name their files, others
+// do not) is torn: the keys already renamed are withdrawn (their .idx and .bin removed) with all
+// the pending records, so the shard is made again rather than left with keys from two runs.
+// Errors: a rename, unlink or directory sync failing (path and strerror); the rest is still done.
+struct PendingResolution {
+  std::vector<std::string> completed, removed;  // the pending records' paths
+  std::vector<std::string> withdrawn;           // torn: the prefixes whose outputs were removed
+};
+absl::StatusOr<PendingResolution> ResolvePendingRecords(const std::vector<std::string>& prefixes);
 
 }  // namespace pileprep::cli
 
