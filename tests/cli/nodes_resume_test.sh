@@ -159,6 +159,26 @@ sed -i '$d' "$work/tok/vocab.bpe"  # one merge fewer
 grep -q "my-gpt3_01_text_document.{bin,idx}: made with other settings (the vocabulary or merges: fingerprint 545cbcbf8f1c2374 (50257 tokens) then" "$work/err" ||
   { bad "settings: another merges file not reported"; cat "$work/err"; }
 diff -r "$s" "$work/s-before" >/dev/null || bad "settings: a refused run changed the directory: $(diff -r "$s" "$work/s-before")"
+# --dry-run says what a run would do with each shard, from the files and records, and changes nothing.
+"$PILEPREP" --url "$work/src" --files 0-2 --output-dir "$s" --dry-run >"$work/out" 2>&1 &&
+  grep -q "00.jsonl.zst -> $s/my-gpt3_00_text_document.{bin,idx}: made with these settings: skipped if it validates$" "$work/out" &&
+  grep -q "02.jsonl.zst -> $s/my-gpt3_02_text_document.{bin,idx}: made$" "$work/out" &&
+  ! grep -q "would be refused" "$work/out" ||
+  { bad "dry-run: the state of made and missing shards"; cat "$work/out"; }
+"$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$s" --dry-run --endoftext-as-text >"$work/out" 2>&1 &&
+  grep -q "01.jsonl.zst -> .*: REFUSED: made with other settings (--endoftext-as-text: not set then, set now" "$work/out" &&
+  grep -q "the run would be refused (exit 2)" "$work/out" ||
+  { bad "dry-run: datasets made with other settings"; cat "$work/out"; }
+"$PILEPREP" --url "$work/src" --files 0,2 --output-dir "$s" --dry-run --endoftext-as-text --nodes 2 --rank 1 >"$work/out" 2>&1 &&
+  grep -q "02.jsonl.zst -> .*: made$" "$work/out" && grep -q "the run would be refused (exit 2)" "$work/out" ||
+  { bad "dry-run: rank 1 is not told the run would be refused over rank 0's dataset"; cat "$work/out"; }
+"$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$s" --dry-run --endoftext-as-text --remake-other-settings >"$work/out" 2>&1 &&
+  grep -q "00.jsonl.zst -> .*: made again (--remake-other-settings): made with other settings" "$work/out" &&
+  ! grep -q "would be refused" "$work/out" ||
+  { bad "dry-run: --remake-other-settings"; cat "$work/out"; }
+"$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$s" --dry-run --force | grep -q "01.jsonl.zst -> .*: made again (--force)$" ||
+  bad "dry-run: --force"
+diff -r "$s" "$work/s-before" >/dev/null || bad "dry-run changed the directory: $(diff -r "$s" "$work/s-before")"
 "$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$s" --threads 2 --endoftext-as-text --force -q 2>/dev/null ||
   bad "settings: --force with the new rule failed"
 grep -q '"endoftext_as_text": true' "$s/my-gpt3_00_text_document.pileprep.json" || bad "settings: --force did not record the new rule"

@@ -343,8 +343,44 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& dat
   return absl::OkStatus();
 }
 
+// What a run would do with shard n, from the files and records in the output directory (read
+// only; the outputs are not validated: that is the run's first step).
+std::string ShardPlanState(const JobConfig& job, const Common& c, const Gpt2Tokenizer& tokenizer,
+                           int n, bool* refused) {
+  const std::vector<std::string> prefixes = PrefixesFor(job, c, n);
+  const std::vector<RecordCheck> checks = CheckRecords(job, c, tokenizer, n);
+  size_t present = 0, same = 0;
+  bool pending = false;
+  std::vector<std::string> other;
+  for (size_t k = 0; k < prefixes.size(); ++k) {
+    std::error_code e1, e2;
+    present += std::filesystem::exists(prefixes[k] + ".bin", e1) &&
+               std::filesystem::exists(prefixes[k] + ".idx", e2);
+    same += checks[k].verdict == RecordCheck::kSameSettings;
+    pending |= std::filesystem::exists(PendingRecordPath(prefixes[k]), e1);
+    if (checks[k].verdict == RecordCheck::kOtherSettings) other.push_back(checks[k].why);
+  }
+  const std::string resolve =
+      pending ? " (an interrupted run's pending record is resolved first)" : "";
+  if (job.force) return "made again (--force)";
+  if (!other.empty()) {
+    if (job.remake_other_settings) {
+      return absl::StrCat("made again (--remake-other-settings): ", absl::StrJoin(other, "; "));
+    }
+    *refused = true;
+    return absl::StrCat("REFUSED: ", absl::StrJoin(other, "; "));
+  }
+  if (present == 0) return absl::StrCat("made", resolve);
+  if (present < prefixes.size()) return absl::StrCat("incomplete: made again", resolve);
+  if (same == prefixes.size()) {
+    return absl::StrCat("made with these settings: skipped if it validates", resolve);
+  }
+  return absl::StrCat("present, without a record that describes it: skipped if it validates",
+                      resolve);
+}
+
 void PrintPlan(const std::vector<int>& files, const RankAssignment& a, const JobConfig& job,
-               const Common& c) {
+               const Common& c, const Gpt2Tokenizer& tokenizer) {
   std::printf("pileprep plan: %zu file(s) from %s\n", files.size(),
               RedactUrl(job.source.base).c_str());
   std::printf("decided by: %s\n", a.decided_by.c_str());
@@ -363,11 +399,22 @@ void PrintPlan(const std::vector<int>& files, const RankAssignment& a, const Job
     }
   }
   auto mine = FilesForAssignment(files, a);
+  bool refused = false;
   if (mine.ok()) {
     for (int n : *mine) {
-      std::printf("  %s -> %s.{bin,idx}\n", RedactUrl(ShardInput(job.source, n)).c_str(),
-                  absl::StrJoin(PrefixesFor(job, c, n), ".{bin,idx}, ").c_str());
+      std::printf("  %s -> %s.{bin,idx}: %s\n", RedactUrl(ShardInput(job.source, n)).c_str(),
+                  absl::StrJoin(PrefixesFor(job, c, n), ".{bin,idx}, ").c_str(),
+                  ShardPlanState(job, c, tokenizer, n, &refused).c_str());
     }
+  }
+  if (!refused && !job.force && !job.remake_other_settings) {
+    // Every rank refuses over any dataset of --files made with other settings, not only its own.
+    refused = !DatasetsMadeWithOtherSettings(job, c, tokenizer, files).empty();
+  }
+  if (refused) {
+    std::printf(
+        "the run would be refused (exit 2): datasets of --files were made with other settings "
+        "(--remake-other-settings makes them again)\n");
   }
   std::printf("summary: %s/pileprep-summary-rank%d.json\n", job.output_dir.c_str(),
               a.array_task >= 0 ? a.array_task : a.rank);
@@ -402,7 +449,9 @@ int RunShardJob(int argc, char** argv, int first) {
            "this process's rank, 0..N-1 (default: from NGC_ARRAY_INDEX, RANK, OMPI_COMM_WORLD_RANK "
            "or SLURM_PROCID; SLURM_ARRAY_TASK_ID alone processes just that file)");
   args.Add("dry-run", Args::Kind::kSwitch, "",
-           "print which rank does which shards (and which variables decided it) and exit");
+           "print which rank does which shards (and which variables decided it), what it would do "
+           "with each (make, skip if valid, make again, refuse: from the files and records "
+           "there), and exit");
   args.Add("force", Args::Kind::kSwitch, "",
            "make every shard again, even those whose outputs already validate (after a change "
            "of source)");
@@ -536,7 +585,13 @@ int RunShardJob(int argc, char** argv, int first) {
     return kExitUsage;
   }
   if (args.Has("dry-run")) {
-    PrintPlan(*files, *assignment, job, c);
+    // The tokenizer too, so that a plan says which outputs were made with these settings.
+    auto tokenizer = LoadTokenizer(c);
+    if (!tokenizer.ok()) {
+      PrintError(std::string(tokenizer.status().message()));
+      return kExitUsage;
+    }
+    PrintPlan(*files, *assignment, job, c, **tokenizer);
     return kExitOk;
   }
   const int summary_rank = assignment->array_task >= 0 ? assignment->array_task : assignment->rank;
