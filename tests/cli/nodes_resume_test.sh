@@ -165,12 +165,12 @@ diff -r "$s" "$work/s-before" >/dev/null || bad "settings: a refused run changed
   grep -q "02.jsonl.zst -> $s/my-gpt3_02_text_document.{bin,idx}: made$" "$work/out" &&
   ! grep -q "would be refused" "$work/out" ||
   { bad "dry-run: the state of made and missing shards"; cat "$work/out"; }
-"$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$s" --dry-run --endoftext-as-text >"$work/out" 2>&1 &&
-  grep -q "01.jsonl.zst -> .*: REFUSED: made with other settings (--endoftext-as-text: not set then, set now" "$work/out" &&
+"$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$s" --dry-run --endoftext-as-text >"$work/out" 2>&1
+[[ $? -eq 2 ]] && grep -q "01.jsonl.zst -> .*: REFUSED: made with other settings (--endoftext-as-text: not set then, set now" "$work/out" &&
   grep -q "the run would be refused (exit 2)" "$work/out" ||
   { bad "dry-run: datasets made with other settings"; cat "$work/out"; }
-"$PILEPREP" --url "$work/src" --files 0,2 --output-dir "$s" --dry-run --endoftext-as-text --nodes 2 --rank 1 >"$work/out" 2>&1 &&
-  grep -q "02.jsonl.zst -> .*: made$" "$work/out" && grep -q "the run would be refused (exit 2)" "$work/out" ||
+"$PILEPREP" --url "$work/src" --files 0,2 --output-dir "$s" --dry-run --endoftext-as-text --nodes 2 --rank 1 >"$work/out" 2>&1
+[[ $? -eq 2 ]] && grep -q "02.jsonl.zst -> .*: made$" "$work/out" && grep -q "the run would be refused (exit 2)" "$work/out" ||
   { bad "dry-run: rank 1 is not told the run would be refused over rank 0's dataset"; cat "$work/out"; }
 "$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$s" --dry-run --endoftext-as-text --remake-other-settings >"$work/out" 2>&1 &&
   grep -q "00.jsonl.zst -> .*: made again (--remake-other-settings): made with other settings" "$work/out" &&
@@ -306,6 +306,16 @@ rewrite "$work/r0-record" "$r0.pileprep.json.pending" endoftext_as_text=true bin
   grep -q "00.jsonl.zst: an interrupted run's pending record .*: its outputs were not published; removed" "$work/err" &&
   [[ ! -e $r0.pileprep.json.pending ]] ||
   { bad "pending: a pending record listing other sizes is taken"; cat "$work/err"; }
+# A pending record that cannot be read (here a directory in its place) gives no verdict: the shard is
+# not skipped on the strength of either record but made again (which fails here, as its own pending
+# record cannot take that name), and the outputs stay as they were.
+mkdir "$r0.pileprep.json.pending"
+"$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$p" --threads 2 >"$work/out" 2>"$work/err"
+rc=$?
+rmdir "$r0.pileprep.json.pending"
+[[ $rc -eq 1 ]] && grep -q "00.jsonl.zst: an interrupted run's pending records: .*; the shard is made again" "$work/err" &&
+  ! grep -q "00.jsonl.zst: outputs already complete" "$work/err" && same_record "$r0.pileprep.json" "$work/r0-record" ||
+  { bad "pending: an unreadable pending record (rc $rc)"; cat "$work/err"; }
 # Killed before the publish: the pending record (other settings) names files that never came; the
 # old outputs keep their own record, and the pending one is removed.
 rewrite "$work/r0-record" "$r0.pileprep.json.pending" endoftext_as_text=true bin_inode=ino+7 idx_inode=ino+7
@@ -340,6 +350,9 @@ mkt=$mk/my-gpt3_00_text_document mkl=$mk/my-gpt3_00_title_document
 cp -r "$mk" "$work/mk-before"
 rewrite "$mkt.pileprep.json" "$mkt.pileprep.json.pending"
 rewrite "$mkl.pileprep.json" "$mkl.pileprep.json.pending" bin_inode=ino+7 idx_inode=ino+7
+"$PILEPREP" --url "$work/src-mk" --files 0 --output-dir "$mk" "${keys[@]}" --dry-run 2>&1 |
+  grep -q "00.jsonl.zst -> .*: made again: an interrupted run published it for some of its keys only$" ||
+  bad "dry-run: a torn shard"
 "$PILEPREP" --url "$work/src-mk" --files 0 --output-dir "$mk" --threads 2 "${keys[@]}" >"$work/out" 2>"$work/err" &&
   grep -q "00.jsonl.zst: an interrupted run published $mkt and not the shard's other key(s): withdrawn, the shard is made again" "$work/err" &&
   ! grep -q "skipped" "$work/err" && ! ls "$mk" | grep -q pending ||

@@ -203,9 +203,14 @@ std::vector<RecordCheck> CheckRecords(const JobConfig& job, const Common& c,
                                       const Gpt2Tokenizer& tokenizer, int n) {
   std::vector<RecordCheck> checks;
   const std::vector<std::string> prefixes = PrefixesFor(job, c, n);
+  // A pending record that names the files in place is theirs, unless the shard is torn (its
+  // renamed keys are withdrawn at its start) or a pending record cannot be read.
+  const absl::StatusOr<PendingStates> pending = ReadPendingStates(prefixes);
   for (size_t k = 0; k < prefixes.size(); ++k) {
-    checks.push_back(
-        CheckRecord(prefixes[k], RecordOfThisRun(c, tokenizer, n, c.pipeline.jsonl.json_keys[k])));
+    const bool theirs =
+        pending.ok() && !pending->torn && pending->state[k] == PendingStates::kNamesFiles;
+    checks.push_back(CheckRecord(
+        prefixes[k], RecordOfThisRun(c, tokenizer, n, c.pipeline.jsonl.json_keys[k]), theirs));
   }
   return checks;
 }
@@ -362,13 +367,21 @@ std::string ShardPlanState(const JobConfig& job, const Common& c, const Gpt2Toke
   }
   const std::string resolve =
       pending ? " (an interrupted run's pending record is resolved first)" : "";
-  if (job.force) return "made again (--force)";
-  if (!other.empty()) {
-    if (job.remake_other_settings) {
-      return absl::StrCat("made again (--remake-other-settings): ", absl::StrJoin(other, "; "));
-    }
-    *refused = true;
+  if (!other.empty() && !job.force && !job.remake_other_settings) {
+    *refused = true;  // the whole run is, before any shard's pending records are resolved
     return absl::StrCat("REFUSED: ", absl::StrJoin(other, "; "));
+  }
+  const absl::StatusOr<PendingStates> states = ReadPendingStates(prefixes);
+  if (!states.ok()) {
+    return absl::StrCat("made again: an interrupted run's pending records cannot be read (",
+                        states.status().message(), ")");
+  }
+  if (states->torn) {
+    return "made again: an interrupted run published it for some of its keys only";
+  }
+  if (job.force) return present == 0 ? "made" : "made again (--force)";
+  if (!other.empty()) {
+    return absl::StrCat("made again (--remake-other-settings): ", absl::StrJoin(other, "; "));
   }
   if (present == 0) return absl::StrCat("made", resolve);
   if (present < prefixes.size()) return absl::StrCat("incomplete: made again", resolve);
@@ -379,7 +392,8 @@ std::string ShardPlanState(const JobConfig& job, const Common& c, const Gpt2Toke
                       resolve);
 }
 
-void PrintPlan(const std::vector<int>& files, const RankAssignment& a, const JobConfig& job,
+// Returns whether the run would be refused (datasets made with other settings).
+bool PrintPlan(const std::vector<int>& files, const RankAssignment& a, const JobConfig& job,
                const Common& c, const Gpt2Tokenizer& tokenizer) {
   std::printf("pileprep plan: %zu file(s) from %s\n", files.size(),
               RedactUrl(job.source.base).c_str());
@@ -418,6 +432,7 @@ void PrintPlan(const std::vector<int>& files, const RankAssignment& a, const Job
   }
   std::printf("summary: %s/pileprep-summary-rank%d.json\n", job.output_dir.c_str(),
               a.array_task >= 0 ? a.array_task : a.rank);
+  return refused;
 }
 
 }  // namespace
@@ -451,7 +466,7 @@ int RunShardJob(int argc, char** argv, int first) {
   args.Add("dry-run", Args::Kind::kSwitch, "",
            "print which rank does which shards (and which variables decided it), what it would do "
            "with each (make, skip if valid, make again, refuse: from the files and records "
-           "there), and exit");
+           "there), and exit: 2 if the run would be refused, else 0");
   args.Add("force", Args::Kind::kSwitch, "",
            "make every shard again, even those whose outputs already validate (after a change "
            "of source)");
@@ -591,8 +606,8 @@ int RunShardJob(int argc, char** argv, int first) {
       PrintError(std::string(tokenizer.status().message()));
       return kExitUsage;
     }
-    PrintPlan(*files, *assignment, job, c, **tokenizer);
-    return kExitOk;
+    // The exit status the run would have where it is known before any work: refused, 2.
+    return PrintPlan(*files, *assignment, job, c, **tokenizer) ? kExitUsage : kExitOk;
   }
   const int summary_rank = assignment->array_task >= 0 ? assignment->array_task : assignment->rank;
   if (auto s = EnsureDirectory(job.output_dir); !s.ok()) {
@@ -681,9 +696,14 @@ int RunShardJob(int argc, char** argv, int first) {
     // removed; a shard published for some keys only is withdrawn, and so made again below.
     absl::StatusOr<PendingResolution> pending = ResolvePendingRecords(PrefixesFor(job, c, n));
     if (!pending.ok()) {
-      std::fprintf(stderr, "%s: an interrupted run's pending records: %s\n",
+      // Which way the interrupted run went is not known: made again, whatever is there now.
+      std::fprintf(stderr,
+                   "%s: an interrupted run's pending records: %s; the shard is made again\n",
                    outcomes[i].name.c_str(), std::string(pending.status().message()).c_str());
-    } else if (!c.console.quiet) {
+      todo.push_back(i);
+      continue;
+    }
+    if (!c.console.quiet) {
       for (const std::string& path : pending->completed) {
         std::fprintf(stderr,
                      "%s: an interrupted run's pending record %s: its outputs were published; it "

@@ -136,55 +136,63 @@ bool NamesTheFilesInPlace(const ShardRecord& pending, const std::string& prefix)
 
 }  // namespace
 
-absl::StatusOr<PendingResolution> ResolvePendingRecords(const std::vector<std::string>& prefixes) {
-  enum State { kNone, kNamesFiles, kStale };
-  std::vector<State> state(prefixes.size(), kNone);
+absl::StatusOr<PendingStates> ReadPendingStates(const std::vector<std::string>& prefixes) {
+  PendingStates out;
+  out.state.assign(prefixes.size(), PendingStates::kNone);
   bool any_names = false, any_stale = false;
   for (size_t k = 0; k < prefixes.size(); ++k) {
     absl::StatusOr<ShardRecord> pending = ReadRecord(PendingRecordPath(prefixes[k]));
     if (absl::IsNotFound(pending.status())) continue;
-    state[k] = pending.ok() && NamesTheFilesInPlace(*pending, prefixes[k]) ? kNamesFiles : kStale;
-    any_names |= state[k] == kNamesFiles;
-    any_stale |= state[k] == kStale;
-  }
-  const bool torn = any_names && any_stale;
-  PendingResolution out;
-  absl::Status first = absl::OkStatus();
-  auto note = [&first](absl::Status s) {
-    if (first.ok()) first = std::move(s);
-  };
-  for (size_t k = 0; k < prefixes.size(); ++k) {
-    const std::string path = PendingRecordPath(prefixes[k]);
-    if (state[k] == kNamesFiles && !torn) {
-      absl::Status s = internal::RenameFile(path, RecordPath(prefixes[k]));
-      if (s.ok()) out.completed.push_back(path);
-      note(std::move(s));
-      continue;
+    // Not a record (a crash cannot cut one short: it is written whole and renamed): names nothing.
+    // A read error is not a verdict: the caller does not act on the shard's pending records.
+    if (!pending.ok() && !absl::IsInvalidArgument(pending.status()) &&
+        !absl::IsDataLoss(pending.status())) {
+      return pending.status();
     }
-    if (state[k] == kNamesFiles) {  // torn: this key's half-publish goes, .idx first
-      absl::Status s = internal::RemoveFileIfExists(prefixes[k] + ".idx");
-      if (s.ok()) s = internal::RemoveFileIfExists(prefixes[k] + ".bin");
-      if (s.ok()) out.withdrawn.push_back(prefixes[k]);
-      note(std::move(s));
-    }
-    if (state[k] != kNone) {
-      absl::Status s = internal::RemoveFileIfExists(path);
-      if (s.ok()) out.removed.push_back(path);
-      note(std::move(s));
-    }
+    const bool names = pending.ok() && NamesTheFilesInPlace(*pending, prefixes[k]);
+    out.state[k] = names ? PendingStates::kNamesFiles : PendingStates::kStale;
+    any_names |= names;
+    any_stale |= !names;
   }
-  if (!out.completed.empty() || !out.withdrawn.empty()) {
-    note(internal::SyncDirectory(internal::DirName(prefixes[0])));
-  }
-  if (!first.ok()) return first;
+  out.torn = any_names && any_stale;
   return out;
 }
 
-RecordCheck CheckRecord(const std::string& prefix, const ShardRecord& now) {
+absl::StatusOr<PendingResolution> ResolvePendingRecords(const std::vector<std::string>& prefixes) {
+  PILEPREP_ASSIGN_OR_RETURN(const PendingStates states, ReadPendingStates(prefixes));
+  PendingResolution out;
+  if (states.torn) {
+    // This run's half-publish goes, .idx first; the pending records only once every key's
+    // outputs are gone (if one cannot be removed, they stay, and the error says why).
+    for (size_t k = 0; k < prefixes.size(); ++k) {
+      if (states.state[k] != PendingStates::kNamesFiles) continue;
+      PILEPREP_RETURN_IF_ERROR(internal::RemoveFileIfExists(prefixes[k] + ".idx"));
+      PILEPREP_RETURN_IF_ERROR(internal::RemoveFileIfExists(prefixes[k] + ".bin"));
+      out.withdrawn.push_back(prefixes[k]);
+    }
+  }
+  for (size_t k = 0; k < prefixes.size(); ++k) {
+    const std::string path = PendingRecordPath(prefixes[k]);
+    if (states.state[k] == PendingStates::kNamesFiles && !states.torn) {
+      PILEPREP_RETURN_IF_ERROR(internal::RenameFile(path, RecordPath(prefixes[k])));
+      out.completed.push_back(path);
+    } else if (states.state[k] != PendingStates::kNone) {
+      PILEPREP_RETURN_IF_ERROR(internal::RemoveFileIfExists(path));
+      out.removed.push_back(path);
+    }
+  }
+  if (!out.completed.empty() || !out.withdrawn.empty()) {
+    PILEPREP_RETURN_IF_ERROR(internal::SyncDirectory(internal::DirName(prefixes[0])));
+  }
+  return out;
+}
+
+RecordCheck CheckRecord(const std::string& prefix, const ShardRecord& now, bool pending_is_theirs) {
   RecordCheck check;
   std::string path = PendingRecordPath(prefix);
-  absl::StatusOr<ShardRecord> recorded = ReadRecord(path);
-  if (!recorded.ok() || !NamesTheFilesInPlace(*recorded, prefix)) {
+  absl::StatusOr<ShardRecord> recorded = absl::NotFoundError("");
+  if (pending_is_theirs) recorded = ReadRecord(path);
+  if (!recorded.ok()) {
     path = RecordPath(prefix);
     recorded = ReadRecord(path);
   }

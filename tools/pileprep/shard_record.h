@@ -76,9 +76,20 @@ struct RecordCheck {
   Verdict verdict = kNoRecord;
   std::string why;  // for a person; empty for kSameSettings
 };
-// Reads a pending record that names the files now under the prefix's final names in place of the
-// record. Reads only.
-RecordCheck CheckRecord(const std::string& prefix, const ShardRecord& now);
+// `pending_is_theirs` (PendingStates: kNamesFiles in a shard that is not torn): the pending record
+// is read in place of the record. Reads only.
+RecordCheck CheckRecord(const std::string& prefix, const ShardRecord& now, bool pending_is_theirs);
+
+// What the pending records of one shard's datasets (`prefixes`, one per key) say, read only: none,
+// one that names the files under its final names (same inodes and sizes), or one that does not (or
+// is not a record). Torn: some keys' name their files and others' do not (a run killed between two
+// keys' renames). Errors: a pending record that cannot be read (not NotFound): no verdict.
+struct PendingStates {
+  enum State { kNone, kNamesFiles, kStale };
+  std::vector<State> state;
+  bool torn = false;
+};
+absl::StatusOr<PendingStates> ReadPendingStates(const std::vector<std::string>& prefixes);
 
 // The pending records a run killed around its publish left for one shard's datasets (`prefixes`,
 // one per key), resolved together: each that names the files under its final names is renamed
@@ -86,7 +97,8 @@ RecordCheck CheckRecord(const std::string& prefix, const ShardRecord& now);
 // only in part (killed between two keys' renames: some pending records name their files, others
 // do not) is torn: the keys already renamed are withdrawn (their .idx and .bin removed) with all
 // the pending records, so the shard is made again rather than left with keys from two runs.
-// Errors: a rename, unlink or directory sync failing (path and strerror); the rest is still done.
+// Errors: a pending record that cannot be read, a rename, unlink or directory sync failing (path
+// and strerror); a torn shard's pending records stay until each of its renamed keys is withdrawn.
 struct PendingResolution {
   std::vector<std::string> completed, removed;  // the pending records' paths
   std::vector<std::string> withdrawn;           // torn: the prefixes whose outputs were removed
