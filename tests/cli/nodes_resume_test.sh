@@ -16,6 +16,39 @@ holder=  # a lock holder (below), killed on the way out too
 trap 'stop_server; [[ -n "$pid" ]] && kill -KILL "$pid" 2>/dev/null; [[ -n "$holder" ]] && kill -- -"$holder" 2>/dev/null; rm -rf "$work"' EXIT
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
+# Every dataset under its final names has a record that describes it (defined before its first use).
+check_records() {  # dir what
+  /usr/bin/python3 - "$1" <<'PY' || bad "$2: a record does not describe its dataset, or one is missing"
+import glob, json, os, sys
+d = sys.argv[1]
+def names_files(r, prefix):  # a pending record that names the files in place (inodes, sizes)
+    return all(os.path.exists(prefix + ext) and os.stat(prefix + ext).st_ino == r[ext[1:] + "_inode"]
+               and os.path.getsize(prefix + ext) == r[ext[1:] + "_bytes"] for ext in (".bin", ".idx"))
+# Every dataset under its final names has a record that describes it: the record, or a pending one
+# that names its files (a kill between the publish and the record's rename).
+for idx in glob.glob(os.path.join(d, "*.idx")):
+    prefix = idx[: -len(".idx")]
+    path, pending = prefix + ".pileprep.json", prefix + ".pileprep.json.pending"
+    if os.path.exists(pending) and names_files(json.load(open(pending)), prefix):
+        continue
+    if not os.path.exists(path):
+        sys.exit(f"{prefix}: under its final names without a record")
+    r = json.load(open(path))
+    for ext, key in ((".bin", "bin_bytes"), (".idx", "idx_bytes")):
+        if not os.path.exists(prefix + ext) or os.path.getsize(prefix + ext) != r[key]:
+            sys.exit(f"{path}: {prefix}{ext} missing or not {r[key]} bytes")
+        if os.stat(prefix + ext).st_ino != r[ext[1:] + "_inode"]:
+            sys.exit(f"{path}: {prefix}{ext} is not the file it names (inode)")
+summary = os.path.join(d, "pileprep-summary-rank0.json")
+if os.path.exists(summary):
+    for shard in json.load(open(summary))["shards"]:
+        for prefix in shard["outputs"] if shard["status"] == "done" else []:
+            if not os.path.exists(prefix + ".pileprep.json"):
+                sys.exit(f"{shard['shard']} done without a record {prefix}.pileprep.json")
+            if os.path.exists(prefix + ".pileprep.json.pending"):
+                sys.exit(f"{shard['shard']} done with its record still pending")
+PY
+}
 # No rank variables from the environment this test runs in.
 unset NGC_ARRAY_INDEX NGC_ARRAY_SIZE RANK WORLD_SIZE OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE \
   SLURM_PROCID SLURM_NTASKS SLURM_STEP_NUM_TASKS SLURM_ARRAY_TASK_ID
@@ -306,16 +339,22 @@ rewrite "$work/r0-record" "$r0.pileprep.json.pending" endoftext_as_text=true bin
   grep -q "00.jsonl.zst: an interrupted run's pending record .*: its outputs were not published; removed" "$work/err" &&
   [[ ! -e $r0.pileprep.json.pending ]] ||
   { bad "pending: a pending record listing other sizes is taken"; cat "$work/err"; }
-# A pending record that cannot be read (here a directory in its place) gives no verdict: the shard is
-# not skipped on the strength of either record but made again (which fails here, as its own pending
-# record cannot take that name), and the outputs stay as they were.
+# A pending record that cannot be read (here a directory in its place) gives no verdict, and it may
+# be the only word on what made the outputs: the shard is neither skipped nor made again but left
+# alone and FAILED (exit 1), its files as they were; the other shard is skipped.
+cp "$r0.bin" "$work/r0-bin"
 mkdir "$r0.pileprep.json.pending"
+"$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$p" --threads 2 --dry-run 2>&1 |
+  grep -q "00.jsonl.zst -> .*: FAILED, left alone: an interrupted run's pending records cannot be read" ||
+  bad "dry-run: an unreadable pending record"
 "$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$p" --threads 2 >"$work/out" 2>"$work/err"
 rc=$?
-rmdir "$r0.pileprep.json.pending"
-[[ $rc -eq 1 ]] && grep -q "00.jsonl.zst: an interrupted run's pending records: .*; the shard is made again" "$work/err" &&
-  ! grep -q "00.jsonl.zst: outputs already complete" "$work/err" && same_record "$r0.pileprep.json" "$work/r0-record" ||
+[[ $rc -eq 1 ]] && grep -q "00.jsonl.zst: an interrupted run's pending records: .*; left alone (neither skipped nor made again)" "$work/err" &&
+  grep -q "01.jsonl.zst: outputs already complete" "$work/err" && [[ -d $r0.pileprep.json.pending ]] &&
+  ! grep -q "00.jsonl.zst: outputs already complete" "$work/err" && same_record "$r0.pileprep.json" "$work/r0-record" &&
+  cmp -s "$r0.bin" "$work/r0-bin" ||
   { bad "pending: an unreadable pending record (rc $rc)"; cat "$work/err"; }
+rmdir "$r0.pileprep.json.pending"
 # Killed before the publish: the pending record (other settings) names files that never came; the
 # old outputs keep their own record, and the pending one is removed.
 rewrite "$work/r0-record" "$r0.pileprep.json.pending" endoftext_as_text=true bin_inode=ino+7 idx_inode=ino+7
@@ -405,38 +444,6 @@ if ls "$work/l" | grep -q -E 'pileprep-(lock|tmp)'; then bad "lock files or temp
 
 # Every record describes the dataset beside it (which exists, with the sizes it lists), and every
 # shard the last run made ("done" in its summary) has one.
-check_records() {  # dir what
-  /usr/bin/python3 - "$1" <<'PY' || bad "$2: a record does not describe its dataset, or one is missing"
-import glob, json, os, sys
-d = sys.argv[1]
-def names_files(r, prefix):  # a pending record that names the files in place (inodes, sizes)
-    return all(os.path.exists(prefix + ext) and os.stat(prefix + ext).st_ino == r[ext[1:] + "_inode"]
-               and os.path.getsize(prefix + ext) == r[ext[1:] + "_bytes"] for ext in (".bin", ".idx"))
-# Every dataset under its final names has a record that describes it: the record, or a pending one
-# that names its files (a kill between the publish and the record's rename).
-for idx in glob.glob(os.path.join(d, "*.idx")):
-    prefix = idx[: -len(".idx")]
-    path, pending = prefix + ".pileprep.json", prefix + ".pileprep.json.pending"
-    if os.path.exists(pending) and names_files(json.load(open(pending)), prefix):
-        continue
-    if not os.path.exists(path):
-        sys.exit(f"{prefix}: under its final names without a record")
-    r = json.load(open(path))
-    for ext, key in ((".bin", "bin_bytes"), (".idx", "idx_bytes")):
-        if not os.path.exists(prefix + ext) or os.path.getsize(prefix + ext) != r[key]:
-            sys.exit(f"{path}: {prefix}{ext} missing or not {r[key]} bytes")
-        if os.stat(prefix + ext).st_ino != r[ext[1:] + "_inode"]:
-            sys.exit(f"{path}: {prefix}{ext} is not the file it names (inode)")
-summary = os.path.join(d, "pileprep-summary-rank0.json")
-if os.path.exists(summary):
-    for shard in json.load(open(summary))["shards"]:
-        for prefix in shard["outputs"] if shard["status"] == "done" else []:
-            if not os.path.exists(prefix + ".pileprep.json"):
-                sys.exit(f"{shard['shard']} done without a record {prefix}.pileprep.json")
-            if os.path.exists(prefix + ".pileprep.json.pending"):
-                sys.exit(f"{shard['shard']} done with its record still pending")
-PY
-}
 # After an interruption: whatever is under a final name is complete (its .idx is the reference's).
 check_final_names() {  # dir what
   for idx in "$1"/*.idx; do

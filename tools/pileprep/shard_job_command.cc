@@ -373,7 +373,7 @@ std::string ShardPlanState(const JobConfig& job, const Common& c, const Gpt2Toke
   }
   const absl::StatusOr<PendingStates> states = ReadPendingStates(prefixes);
   if (!states.ok()) {
-    return absl::StrCat("made again: an interrupted run's pending records cannot be read (",
+    return absl::StrCat("FAILED, left alone: an interrupted run's pending records cannot be read (",
                         states.status().message(), ")");
   }
   if (states->torn) {
@@ -466,7 +466,7 @@ int RunShardJob(int argc, char** argv, int first) {
   args.Add("dry-run", Args::Kind::kSwitch, "",
            "print which rank does which shards (and which variables decided it), what it would do "
            "with each (make, skip if valid, make again, refuse: from the files and records "
-           "there), and exit: 2 if the run would be refused, else 0");
+           "there), and exit: 2 if the run would be refused (or for bad flags), else 0");
   args.Add("force", Args::Kind::kSwitch, "",
            "make every shard again, even those whose outputs already validate (after a change "
            "of source)");
@@ -665,7 +665,8 @@ int RunShardJob(int argc, char** argv, int first) {
   std::vector<std::unique_ptr<ShardLock>> locks(mine->size());
   std::vector<size_t> todo;
   std::vector<std::string> other_settings;  // complete datasets made with other settings
-  int busy = 0;  // shards another process holds
+  int busy = 0;  // shards left alone: another process holds them, or their pending records
+                 // cannot be read
   bool said_unlocked = false;
   for (size_t i = 0; i < mine->size(); ++i) {
     const int n = (*mine)[i];
@@ -696,11 +697,15 @@ int RunShardJob(int argc, char** argv, int first) {
     // removed; a shard published for some keys only is withdrawn, and so made again below.
     absl::StatusOr<PendingResolution> pending = ResolvePendingRecords(PrefixesFor(job, c, n));
     if (!pending.ok()) {
-      // Which way the interrupted run went is not known: made again, whatever is there now.
-      std::fprintf(stderr,
-                   "%s: an interrupted run's pending records: %s; the shard is made again\n",
-                   outcomes[i].name.c_str(), std::string(pending.status().message()).c_str());
-      todo.push_back(i);
+      // Which way the interrupted run went is not known, and its pending records are the only
+      // word on what made the outputs: the shard is left alone, pending records and all.
+      outcomes[i].status = "FAILED";
+      outcomes[i].error = absl::StrCat(
+          outcomes[i].name, ": an interrupted run's pending records: ", pending.status().message(),
+          "; left alone (neither skipped nor made again). Fix the cause and rerun");
+      PrintError(outcomes[i].error);
+      locks[i].reset();
+      ++busy;
       continue;
     }
     if (!c.console.quiet) {

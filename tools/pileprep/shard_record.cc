@@ -170,6 +170,10 @@ absl::StatusOr<PendingResolution> ResolvePendingRecords(const std::vector<std::s
       PILEPREP_RETURN_IF_ERROR(internal::RemoveFileIfExists(prefixes[k] + ".bin"));
       out.withdrawn.push_back(prefixes[k]);
     }
+    // The withdrawal durable before any pending record goes.
+    if (!out.withdrawn.empty()) {
+      PILEPREP_RETURN_IF_ERROR(internal::SyncDirectory(internal::DirName(prefixes[0])));
+    }
   }
   for (size_t k = 0; k < prefixes.size(); ++k) {
     const std::string path = PendingRecordPath(prefixes[k]);
