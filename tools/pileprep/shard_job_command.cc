@@ -198,14 +198,15 @@ ShardRecord RecordOfThisRun(const Common& c, const Gpt2Tokenizer& tokenizer, int
   return r;
 }
 
-// What the records of shard n's datasets (one per key, in PrefixesFor's order) say of them.
+// What the records of shard n's datasets (one per key, in PrefixesFor's order) say of them, given
+// what its pending records say (ReadPendingStates).
 std::vector<RecordCheck> CheckRecords(const JobConfig& job, const Common& c,
-                                      const Gpt2Tokenizer& tokenizer, int n) {
+                                      const Gpt2Tokenizer& tokenizer, int n,
+                                      const absl::StatusOr<PendingStates>& pending) {
   std::vector<RecordCheck> checks;
   const std::vector<std::string> prefixes = PrefixesFor(job, c, n);
   // A pending record that names the files in place is theirs, unless the shard is torn (its
   // renamed keys are withdrawn at its start) or a pending record cannot be read.
-  const absl::StatusOr<PendingStates> pending = ReadPendingStates(prefixes);
   for (size_t k = 0; k < prefixes.size(); ++k) {
     const bool theirs =
         pending.ok() && !pending->torn && pending->state[k] == PendingStates::kNamesFiles;
@@ -213,6 +214,10 @@ std::vector<RecordCheck> CheckRecords(const JobConfig& job, const Common& c,
         prefixes[k], RecordOfThisRun(c, tokenizer, n, c.pipeline.jsonl.json_keys[k]), theirs));
   }
   return checks;
+}
+std::vector<RecordCheck> CheckRecords(const JobConfig& job, const Common& c,
+                                      const Gpt2Tokenizer& tokenizer, int n) {
+  return CheckRecords(job, c, tokenizer, n, ReadPendingStates(PrefixesFor(job, c, n)));
 }
 
 // "PREFIX.{bin,idx}: made with other settings (...)".
@@ -353,7 +358,8 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& dat
 std::string ShardPlanState(const JobConfig& job, const Common& c, const Gpt2Tokenizer& tokenizer,
                            int n, bool* refused) {
   const std::vector<std::string> prefixes = PrefixesFor(job, c, n);
-  const std::vector<RecordCheck> checks = CheckRecords(job, c, tokenizer, n);
+  const absl::StatusOr<PendingStates> states = ReadPendingStates(prefixes);
+  const std::vector<RecordCheck> checks = CheckRecords(job, c, tokenizer, n, states);
   size_t present = 0, same = 0;
   bool pending = false;
   std::vector<std::string> other;
@@ -362,7 +368,7 @@ std::string ShardPlanState(const JobConfig& job, const Common& c, const Gpt2Toke
     present += std::filesystem::exists(prefixes[k] + ".bin", e1) &&
                std::filesystem::exists(prefixes[k] + ".idx", e2);
     same += checks[k].verdict == RecordCheck::kSameSettings;
-    pending |= std::filesystem::exists(PendingRecordPath(prefixes[k]), e1);
+    pending |= states.ok() && states->state[k] != PendingStates::kNone;
     if (checks[k].verdict == RecordCheck::kOtherSettings) other.push_back(checks[k].why);
   }
   const std::string resolve =
@@ -371,7 +377,6 @@ std::string ShardPlanState(const JobConfig& job, const Common& c, const Gpt2Toke
     *refused = true;  // the whole run is, before any shard's pending records are resolved
     return absl::StrCat("REFUSED: ", absl::StrJoin(other, "; "));
   }
-  const absl::StatusOr<PendingStates> states = ReadPendingStates(prefixes);
   if (!states.ok()) {
     return absl::StrCat("FAILED, left alone: an interrupted run's pending records cannot be read (",
                         states.status().message(), ")");
@@ -830,7 +835,8 @@ int RunShardJob(int argc, char** argv, int first) {
     // publish the older record stays: a run killed or failed before it leaves the old outputs
     // with what made them (a --force run with new settings, preempted, then rerun without
     // --force, must not take the old outputs for new ones). A pending record that cannot be
-    // written publishes nothing: the shard fails.
+    // written publishes nothing: the shard fails, and its failure below removes the pending
+    // records already written.
     OpenedSource* source_of_shard = &cur;
     pipeline.before_publish = [&, source_of_shard,
                                n](const std::vector<PreparedDataset>& prepared) -> absl::Status {
@@ -843,16 +849,14 @@ int RunShardJob(int argc, char** argv, int first) {
         struct stat bin, idx;
         if (::stat(prepared[k].bin_temp_path.c_str(), &bin) != 0 ||
             ::stat(prepared[k].idx_temp_path.c_str(), &idx) != 0) {
-          const int err = errno;
-          for (size_t j = 0; j < k; ++j) ::unlink(PendingRecordPath(prepared[j].prefix).c_str());
-          return absl::DataLossError(absl::StrCat(
-              prepared[k].prefix, ": cannot stat the finished temporaries: ", std::strerror(err)));
+          return absl::DataLossError(
+              absl::StrCat(prepared[k].prefix,
+                           ": cannot stat the finished temporaries: ", std::strerror(errno)));
         }
         record.bin_inode = static_cast<uint64_t>(bin.st_ino);
         record.idx_inode = static_cast<uint64_t>(idx.st_ino);
         const std::string path = PendingRecordPath(prepared[k].prefix);
         if (absl::Status s = WriteFileAtomically(path, ShardRecordJson(record)); !s.ok()) {
-          for (size_t j = 0; j <= k; ++j) ::unlink(PendingRecordPath(prepared[j].prefix).c_str());
           return absl::DataLossError(absl::StrCat("the record of ", prepared[k].prefix,
                                                   " could not be written (", s.message(),
                                                   "): nothing was published"));
