@@ -23,13 +23,16 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -148,6 +151,44 @@ class ShardLock {
     }
     *held_by = "processes that keep replacing the lock file";
     return nullptr;
+  }
+
+  // For --dry-run, without taking the lock: a probe that took it, even for a moment, could turn a
+  // real run away from the shard. The holder's name when the lock is held: its file is there and
+  // this node's kernel lists a flock on it (/proc/locks), or it names another host, whose locks
+  // this node cannot see (there the run would find out). Nothing when no file is there, or when it
+  // was left by a holder that was killed (the run takes such a lock over).
+  static std::optional<std::string> Holder(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return std::nullopt;
+    struct stat st;
+    char buf[256];
+    const bool statted = ::fstat(fd, &st) == 0;
+    const ssize_t got = ::pread(fd, buf, sizeof(buf) - 1, 0);
+    ::close(fd);
+    if (!statted) return std::nullopt;
+    std::string who(buf, got > 0 ? static_cast<size_t>(got) : 0);
+    while (!who.empty() && (who.back() == '\n' || who.back() == '\0')) who.pop_back();
+    if (who.empty()) who = "another process";
+    // Lines "N: FLOCK  ADVISORY  WRITE PID MAJ:MIN:INODE START END". Matched on the inode alone:
+    // on overlayfs the device listed is the lower file system's, not the one stat reports.
+    std::ifstream locks("/proc/locks");
+    if (!locks) return absl::StrCat(who, ", if it still runs");  // no word from the kernel
+    const std::string ino = absl::StrCat(":", st.st_ino, " ");
+    for (std::string line; std::getline(locks, line);) {
+      if (line.find(" FLOCK ") != std::string::npos && line.find(ino) != std::string::npos) {
+        return who;
+      }
+    }
+    char host[256] = "";
+    ::gethostname(host, sizeof(host) - 1);
+    const std::string here = absl::StrCat(" on ", host);
+    if (who.size() >= here.size() &&
+        who.compare(who.size() - here.size(), here.size(), here) == 0) {
+      return std::nullopt;  // this host's, and no longer held
+    }
+    if (who == "another process") return std::nullopt;  // unnamed, and no lock this node sees
+    return absl::StrCat(who, ", if it still runs there");
   }
 
   ~ShardLock() {
@@ -377,6 +418,11 @@ std::string ShardPlanState(const JobConfig& job, const Common& c, const Gpt2Toke
     *refused = true;  // the whole run is, before any shard's pending records are resolved
     return absl::StrCat("REFUSED: ", absl::StrJoin(other, "; "));
   }
+  // The run takes each shard's lock before it looks at anything else of the shard.
+  if (const std::optional<std::string> holder = ShardLock::Holder(ShardLock::PathFor(job, n))) {
+    return absl::StrCat("FAILED, left alone: another pileprep process is making it (", *holder,
+                        ")");
+  }
   if (!states.ok()) {
     return absl::StrCat("FAILED, left alone: an interrupted run's pending records cannot be read (",
                         states.status().message(), ")");
@@ -419,11 +465,13 @@ bool PrintPlan(const std::vector<int>& files, const RankAssignment& a, const Job
   }
   auto mine = FilesForAssignment(files, a);
   bool refused = false;
+  int left_alone = 0;
   if (mine.ok()) {
     for (int n : *mine) {
+      const std::string state = ShardPlanState(job, c, tokenizer, n, &refused);
+      left_alone += absl::StartsWith(state, "FAILED");
       std::printf("  %s -> %s.{bin,idx}: %s\n", RedactUrl(ShardInput(job.source, n)).c_str(),
-                  absl::StrJoin(PrefixesFor(job, c, n), ".{bin,idx}, ").c_str(),
-                  ShardPlanState(job, c, tokenizer, n, &refused).c_str());
+                  absl::StrJoin(PrefixesFor(job, c, n), ".{bin,idx}, ").c_str(), state.c_str());
     }
   }
   if (!refused && !job.force && !job.remake_other_settings) {
@@ -434,6 +482,8 @@ bool PrintPlan(const std::vector<int>& files, const RankAssignment& a, const Job
     std::printf(
         "the run would be refused (exit 2): datasets of --files were made with other settings "
         "(--remake-other-settings makes them again)\n");
+  } else if (left_alone > 0) {
+    std::printf("the run would leave %d shard(s) alone (FAILED above) and exit 1\n", left_alone);
   }
   std::printf("summary: %s/pileprep-summary-rank%d.json\n", job.output_dir.c_str(),
               a.array_task >= 0 ? a.array_task : a.rank);
@@ -468,10 +518,11 @@ int RunShardJob(int argc, char** argv, int first) {
   args.Add("rank", Args::Kind::kValue, "R",
            "this process's rank, 0..N-1 (default: from NGC_ARRAY_INDEX, RANK, OMPI_COMM_WORLD_RANK "
            "or SLURM_PROCID; SLURM_ARRAY_TASK_ID alone processes just that file)");
-  args.Add("dry-run", Args::Kind::kSwitch, "",
-           "print which rank does which shards (and which variables decided it), what it would do "
-           "with each (make, skip if valid, make again, refuse: from the files and records "
-           "there), and exit: 2 if the run would be refused (or for bad flags), else 0");
+  args.Add(
+      "dry-run", Args::Kind::kSwitch, "",
+      "print which rank does which shards (and which variables decided it), what it would do "
+      "with each (make, skip if valid, make again, refuse, leave alone: from the files, records "
+      "and locks there), and exit: 2 if the run would be refused (or for bad flags), else 0");
   args.Add("force", Args::Kind::kSwitch, "",
            "make every shard again, even those whose outputs already validate (after a change "
            "of source)");
