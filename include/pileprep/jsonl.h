@@ -12,7 +12,8 @@
 // Lines. Split on '\n' only; one trailing '\r' is removed (CRLF files equal their LF twins). A last
 // line without '\n' counts. A lone '\r' elsewhere is not a line break (Python's universal newlines
 // would split there; in valid JSON a raw '\r' can only be whitespace between tokens, so this only
-// differs for a line holding two records, which we reject as one invalid line). No line-length
+// differs for a line holding two records, which we reject as one invalid line: a file with lone-CR
+// line ends is one long bad line, where Megatron would read its records). No line-length
 // limit other than JsonlOptions::max_line_bytes (default: the parser's 4 GiB ceiling).
 //
 // What a record becomes, checked in this order:
@@ -42,13 +43,14 @@
 // Texts are returned exactly as decoded (no normalization), always valid UTF-8; they may contain
 // U+0000.
 //
-// Implementation: simdjson's DOM parser (validates the whole document, UTF-8 included). Lines simdjson
-// rejects are re-checked by a small exact emulation of Python's json scanner, which settles the
-// verdict and supplies a Python-like message ("expecting ',' delimiter at column 27"; columns count
-// bytes from 1 after repair). ParsePadded first offers the line, where it lies, to a one-pass scanner
-// that settles plain records (RFC 8259 objects, valid UTF-8, nothing to repair: in practice every line
-// of a real shard) and declines everything else, then to simdjson where it lies, and takes the
-// general path only when simdjson refuses it. Every path gives the same verdicts and texts.
+// Implementation: simdjson's DOM parser (validates the whole document, UTF-8 included). Lines
+// simdjson rejects are re-checked by a small exact emulation of Python's json scanner, which
+// settles the verdict and supplies a Python-like message ("expecting ',' delimiter at column 27";
+// columns count bytes from 1 after repair). ParsePadded first offers the line, where it lies, to a
+// one-pass scanner that settles plain records (RFC 8259 objects, valid UTF-8, nothing to repair: in
+// practice every line of a real shard) and declines everything else, then to simdjson where it
+// lies, and takes the general path only when simdjson refuses it. Every path gives the same
+// verdicts and texts.
 #ifndef PILEPREP_JSONL_H_
 #define PILEPREP_JSONL_H_
 

@@ -11,17 +11,18 @@
 // Inputs are merged in the order given; FindDatasetPrefixes (indexed_reader.h) gives Megatron's
 // --input order (prefixes sorted lexicographically).
 //
-// How: the inputs are memory-mapped one at a time, in one pass to check and count them and one pass
-// per output array; the .bin is copied in large blocks. Output goes to `{output}.bin.pileprep-tmp`
-// and `{output}.idx.pileprep-tmp` beside the final names, is fsynced, and published like
-// IndexedDatasetWriter does (remove an old .idx, rename the .bin, then the .idx, fsync the
-// directory). On any error the temporaries are removed and nothing is published.
+// How: the inputs' .idx files are memory-mapped one at a time, in one pass to check and count them
+// and one pass per output array; each .bin is read in large blocks with read(2) and its size
+// checked against the first pass's (an input that changed is named). Output goes to
+// `{output}.bin.pileprep-tmp` and `{output}.idx.pileprep-tmp` beside the final names, is fsynced,
+// and published like IndexedDatasetWriter does (remove an old .idx, rename the .bin, then the .idx,
+// fsync the directory). On any error the temporaries are removed and nothing is published.
 //
 // Thread model: blocks the calling thread; no shared state. Inputs must not change during a merge.
-// Errors: InvalidArgument for no inputs, an output that is one of the inputs, or inputs of different
-// dtypes ("b.idx: dtype int32 (code 4) but a.idx is uint16 (code 8): ..."); FailedPrecondition for an
-// input that fails validation (with validate_inputs: its first violation); open, read, write, fsync
-// and rename errors naming the path and strerror.
+// Errors: InvalidArgument for no inputs, an output that is one of the inputs, or inputs of
+// different dtypes ("b.idx: dtype int32 (code 4) but a.idx is uint16 (code 8): ...");
+// FailedPrecondition for an input that fails validation (with validate_inputs: its first
+// violation); open, read, write, fsync and rename errors naming the path and strerror.
 #ifndef PILEPREP_MERGE_H_
 #define PILEPREP_MERGE_H_
 

@@ -135,9 +135,9 @@ absl::Status IndexedDatasetReader::ReadSequence(uint64_t i, std::vector<uint32_t
   tokens->resize(static_cast<size_t>(length));
   const char* p = bin_.data() + pointer;
   if (dtype_ == TokenDType::kUint16) {
-    for (int32_t k = 0; k < length; ++k) (*tokens)[k] = LoadUnaligned<uint16_t>(p + 2 * k);
+    for (size_t k = 0; k < tokens->size(); ++k) (*tokens)[k] = LoadUnaligned<uint16_t>(p + 2 * k);
   } else {
-    for (int32_t k = 0; k < length; ++k) {
+    for (size_t k = 0; k < tokens->size(); ++k) {
       (*tokens)[k] = static_cast<uint32_t>(LoadUnaligned<int32_t>(p + 4 * k));
     }
   }
@@ -172,8 +172,9 @@ absl::StatusOr<std::vector<std::string>> FindDatasetPrefixes(const std::string& 
   fs::directory_iterator it(dir, ec);
   if (ec) return absl::NotFoundError(absl::StrCat(dir, ": cannot list: ", ec.message()));
   std::set<std::string> idx, bin;
+  // A read error part way through sets `ec` and ends the iteration like the last entry: it is
+  // checked after the loop, or a merge or validate would go on with part of the directory.
   for (; it != fs::directory_iterator(); it.increment(ec)) {
-    if (ec) return absl::UnavailableError(absl::StrCat(dir, ": cannot list: ", ec.message()));
     std::error_code type_ec;
     if (!it->is_regular_file(type_ec)) continue;
     const std::string name = it->path().filename().string();
@@ -183,6 +184,7 @@ absl::StatusOr<std::vector<std::string>> FindDatasetPrefixes(const std::string& 
       bin.insert(name.substr(0, name.size() - 4));
     }
   }
+  if (ec) return absl::UnavailableError(absl::StrCat(dir, ": cannot list: ", ec.message()));
   std::vector<std::string> prefixes;
   const std::string base = (dir.empty() || dir.back() == '/') ? dir : dir + "/";
   for (const std::string& name : idx) {

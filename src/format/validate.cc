@@ -150,7 +150,7 @@ class Checker {
     const bool fits = num_sequences_ <= body / 12 && num_doc_indices_ <= body / 8 &&
                       12 * num_sequences_ + 8 * num_doc_indices_ <= body;
     if (!fits) {
-      Add("idx_size", static_cast<int64_t>(size), -1, 1, [&] {
+      Add("idx_size", kIdxSequenceCountOffset, -1, 1, [&] {
         return absl::StrCat(
             At(idx_name_, kIdxSequenceCountOffset), "the header declares ",
             Plural(num_sequences_, "sequence", "sequences"), " and ", num_doc_indices_,

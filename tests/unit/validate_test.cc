@@ -202,6 +202,8 @@ TEST_F(ValidateTest, TruncatedIdxIsCaught) {
     const Violation* v = r.Find("idx_size");
     ASSERT_NE(v, nullptr) << cut;
     EXPECT_THAT(v->message, HasSubstr("truncated"));
+    // The offset the report gives (--json's file_offset) is the one its message names.
+    EXPECT_THAT(v->message, HasSubstr(": byte " + std::to_string(v->file_offset) + ": ")) << cut;
   }
 }
 
