@@ -254,6 +254,8 @@ class HttpSourceImpl final : public HttpSource {
       if (std::sscanf(value.c_str(), "bytes %lld-%lld/%lld", &a, &b, &t) >= 2) {
         r.range_start = a;
         r.range_total = t;
+      } else if (std::sscanf(value.c_str(), "bytes */%lld", &t) == 1) {  // a 416's: the size
+        r.range_total = t;
       }
     }
     return n;
@@ -285,6 +287,30 @@ class HttpSourceImpl final : public HttpSource {
         return false;
       }
       if (offset > 0) {
+        // If-Range makes a server answer a changed file with the whole of it (200, below); but a
+        // server may ignore If-Range, and without a validator none was sent: the answer's own
+        // validators must match the first answer's, or the tail of another file would be spliced
+        // onto this one's head.
+        const bool guarded =
+            (!etag_.empty() && !absl::StartsWith(etag_, "W/")) || !last_modified_.empty();
+        std::string why;
+        if (!guarded) {
+          why = "no ETag or Last-Modified to prove the file unchanged";
+        } else if (!r.etag.empty() && !etag_.empty() && r.etag != etag_) {
+          why = absl::StrCat("the file changed: ETag ", etag_, ", now ", r.etag);
+        } else if (!r.last_modified.empty() && !last_modified_.empty() &&
+                   r.last_modified != last_modified_) {
+          why = absl::StrCat("the file changed: Last-Modified ", last_modified_, ", now ",
+                             r.last_modified);
+        }
+        if (!why.empty()) {
+          abort_status_ =
+              RestartStatus(absl::StrCat(name_, ": a resumed download from byte ", offset, " (",
+                                         why, "); restarting the shard from byte 0"));
+          return false;
+        }
+        // A first answer of unknown length (chunked): the range's total tells it now.
+        if (total < 0 && r.range_total >= 0) total_.store(r.range_total);
         std::lock_guard<std::mutex> lock(mu_);
         ++stats_.resumes;
       }
@@ -450,13 +476,21 @@ class HttpSourceImpl final : public HttpSource {
   absl::Status FinishCache() {
     if (cache_fd_ < 0) return absl::OkStatus();
     const int fd = cache_fd_;
-    cache_fd_ = -1;
-    if (::fsync(fd) != 0 || ::close(fd) != 0) {
-      return absl::DataLossError(absl::StrCat(CacheTemp(), ": fsync: ", std::strerror(errno)));
+    cache_fd_ = -1;  // closed below either way, and the temporary removed on any failure
+    const char* step = "fsync";
+    int err = ::fsync(fd) != 0 ? errno : 0;
+    if (::close(fd) != 0 && err == 0) {
+      err = errno;
+      step = "close";
     }
-    if (::rename(CacheTemp().c_str(), options_.cache_path.c_str()) != 0) {
-      return absl::DataLossError(absl::StrCat(options_.cache_path, ": rename from ", CacheTemp(),
-                                              ": ", std::strerror(errno)));
+    if (err == 0 && ::rename(CacheTemp().c_str(), options_.cache_path.c_str()) != 0) {
+      err = errno;
+      step = "rename";
+    }
+    if (err != 0) {
+      ::unlink(CacheTemp().c_str());
+      return absl::DataLossError(absl::StrCat(options_.cache_path, ": keeping the download (", step,
+                                              " of ", CacheTemp(), "): ", std::strerror(err)));
     }
     return absl::OkStatus();
   }
@@ -488,12 +522,23 @@ class HttpSourceImpl final : public HttpSource {
         return Finish(FinishCache());  // every byte arrived; the connection failed after them
       }
       const CURLcode code = Perform();
-      const Response r = response_;
       if (!abort_status_.ok()) return Finish(abort_status_);
+      // An answer with no body is judged here, not at its first body byte (CheckResponse).
+      if (!response_.checked && code == CURLE_OK) {
+        curl_easy_getinfo(easy_, CURLINFO_RESPONSE_CODE, &response_.code);
+      }
+      const Response r = response_;
       std::string cause;
       bool transient = false;
       double retry_after = -1;
-      if (r.checked && (r.code < 200 || r.code >= 300)) {
+      if (r.code == 416 && delivered_ > 0 && r.range_total >= 0 &&
+          static_cast<uint64_t>(r.range_total) == delivered_) {
+        // Asked for the bytes after the last one: a file of unknown length (no Content-Length)
+        // whose connection failed after its last byte. Every byte has arrived.
+        total_.store(r.range_total);
+        return Finish(FinishCache());
+      }
+      if ((r.checked || code == CURLE_OK) && r.code != 0 && (r.code < 200 || r.code >= 300)) {
         std::string line = r.status_line.empty() ? absl::StrCat("HTTP ", r.code) : r.status_line;
         if (absl::StartsWith(line, "HTTP/")) {
           // "HTTP/1.1 404 Not Found" -> "HTTP 404 Not Found"
@@ -520,24 +565,11 @@ class HttpSourceImpl final : public HttpSource {
           return Finish(s);
         }
       } else if (code == CURLE_OK) {
-        if (r.code == 0 || !r.checked) {
-          // An empty body: fine when the file is empty, else a short answer.
-          curl_easy_getinfo(easy_, CURLINFO_RESPONSE_CODE, &response_.code);
-          if (response_.code < 200 || response_.code >= 300) {
-            cause = absl::StrCat("HTTP ", response_.code);
-            if (response_.code >= 500 || response_.code == 429 || response_.code == 408) {
-              transient = true;
-            } else {
-              return Finish(absl::FailedPreconditionError(absl::StrCat(name_, ": ", cause)));
-            }
-          }
-        }
-        if (cause.empty()) {
-          const int64_t t = total_.load();
-          if (t < 0 || delivered_ == static_cast<uint64_t>(t)) return Finish(FinishCache());
-          cause = absl::StrCat("the answer ended at byte ", delivered_, " of ", t);
-          transient = true;
-        }
+        // A 2xx answer that ended cleanly (an empty body is fine when the file is empty).
+        const int64_t t = total_.load();
+        if (t < 0 || delivered_ == static_cast<uint64_t>(t)) return Finish(FinishCache());
+        cause = absl::StrCat("the answer ended at byte ", delivered_, " of ", t);
+        transient = true;
       } else {
         const bool detail = HasSafeDetail(code) && error_buffer_[0] != '\0';
         cause = absl::StrCat("curl: ", detail ? error_buffer_ : curl_easy_strerror(code));

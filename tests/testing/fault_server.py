@@ -8,11 +8,16 @@ fault plans: each request for FILE takes the next action of its plan (then behav
   --plan 00.jsonl.zst=503,drop:100000,drop:50000
       503[:S]   answer 503 with Retry-After: S (default 1)     429[:S]  the same with 429
       500       answer 500                                      404      answer 404
+      403       answer 403
       drop:N    send the headers (full Content-Length) and N body bytes, then close the connection
       stall:N:S send N body bytes, then sleep S seconds, then close
       ok        answer normally
   --no-range          ignore Range (always 200 with the whole file), as some servers do
   --no-etag           send neither ETag nor Last-Modified
+  --ignore-if-range   answer a Range request with 206 even when If-Range names another version
+  --chunked           send bodies with Transfer-Encoding: chunked, no Content-Length (a drop sends
+                      its N bytes, then closes without the last chunk)
+  --empty-error-bodies  answer 503, 429, 500, 404 and 403 with no body (Content-Length: 0)
   --change FILE=K:ALT from the K-th request for FILE on (1-based), serve the bytes of ALT instead
                       (a new ETag and Last-Modified), as if the file changed on the server
   --rate BYTES        send bodies at about this many bytes per second (for kill-at-a-moment tests)
@@ -48,6 +53,9 @@ def main():
     ap.add_argument("--change", action="append", default=[])
     ap.add_argument("--no-range", action="store_true")
     ap.add_argument("--no-etag", action="store_true")
+    ap.add_argument("--ignore-if-range", action="store_true")
+    ap.add_argument("--chunked", action="store_true")
+    ap.add_argument("--empty-error-bodies", action="store_true")
     ap.add_argument("--log")
     ap.add_argument("--rate", type=float, default=0)
     ap.add_argument("--parent-pid", type=int, default=0)
@@ -90,6 +98,8 @@ def main():
             self.send_response(status)
             if retry_after is not None:
                 self.send_header("Retry-After", str(retry_after))
+            if args.empty_error_bodies:
+                body = b""
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -117,8 +127,8 @@ def main():
                 entry["status"] = int(kind)
                 log(entry)
                 return self.simple(int(kind), params[0] if params else "1", b"busy\n")
-            if kind in ("500", "404") or not os.path.isfile(path):
-                status = 404 if kind != "500" else 500
+            if kind in ("500", "404", "403") or not os.path.isfile(path):
+                status = int(kind) if kind in ("500", "403") else 404
                 entry["status"] = status
                 log(entry)
                 return self.simple(status, body=b"no\n")
@@ -131,7 +141,7 @@ def main():
             status = 200
             m = re.match(r"bytes=(\d+)-(\d*)$", rng or "")
             if m and not args.no_range:
-                valid = if_range is None or if_range in (etag, mtime)
+                valid = if_range is None or if_range in (etag, mtime) or args.ignore_if_range
                 if valid:
                     start = int(m.group(1))
                     if m.group(2):
@@ -147,7 +157,10 @@ def main():
                     status = 206
             body = data[start:end + 1]
             self.send_response(status)
-            self.send_header("Content-Length", str(len(body)))
+            if args.chunked:
+                self.send_header("Transfer-Encoding", "chunked")
+            else:
+                self.send_header("Content-Length", str(len(body)))
             self.send_header("Accept-Ranges", "none" if args.no_range else "bytes")
             if not args.no_etag:
                 self.send_header("ETag", etag)
@@ -172,11 +185,16 @@ def main():
                 step = 16384 if args.rate else 65536
                 while sent < limit:
                     k = min(step, limit - sent)
-                    self.wfile.write(body[sent:sent + k])
+                    if args.chunked:
+                        self.wfile.write(b"%x\r\n" % k + body[sent:sent + k] + b"\r\n")
+                    else:
+                        self.wfile.write(body[sent:sent + k])
                     sent += k
                     if args.rate:
                         self.wfile.flush()
                         time.sleep(k / args.rate)
+                if args.chunked and kind not in ("drop", "stall"):
+                    self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
             except (BrokenPipeError, ConnectionResetError):
                 pass
@@ -184,7 +202,7 @@ def main():
             if kind in ("drop", "stall"):
                 entry["fault"] = action
             log(entry)
-            if limit < len(body):
+            if limit < len(body) or (args.chunked and kind in ("drop", "stall")):
                 if sleep:
                     time.sleep(sleep)
                 self.close_connection = True

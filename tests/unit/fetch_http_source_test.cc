@@ -151,6 +151,107 @@ TEST(HttpSource, FileChangedBetweenRequestsRequiresRestartThenGetsTheNewFile) {
   EXPECT_EQ(*fresh, ReadFile(kSamples + "/00.jsonl.zst"));
 }
 
+// A file of the same size whose bytes differ from `from` on: a change that Content-Range's total
+// cannot show.
+std::string SameSizeVariant(const std::string& dir, size_t from) {
+  std::string bytes = ReadFile(kSamples + "/01.jsonl.zst");
+  for (size_t i = from; i < bytes.size(); ++i) bytes[i] = static_cast<char>(bytes[i] ^ 0x5A);
+  const std::string path = dir + "/01-changed.jsonl.zst";
+  testing::WriteFile(path, bytes);
+  return path;
+}
+
+TEST(HttpSource, ResumedAnswerWithAnotherEtagRequiresRestartEvenWhenTheServerIgnoresIfRange) {
+  testing::ScopedTempDir dir("pileprep-fetch");
+  const std::string changed = SameSizeVariant(dir.path(), 0);
+  auto server =
+      FaultServer::Start(kSamples, {"--ignore-if-range", "--plan", "01.jsonl.zst=drop:100000",
+                                    "--change", "01.jsonl.zst=2:" + changed});
+  ASSERT_TRUE(server.ok());
+  auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), FastOptions());
+  ASSERT_TRUE(source.ok());
+  auto bytes = Drain(**source);
+  ASSERT_FALSE(bytes.ok()) << "a changed file's tail was spliced on";
+  EXPECT_TRUE(IsRestartRequired(bytes.status())) << bytes.status();
+  EXPECT_THAT(std::string(bytes.status().message()), HasSubstr("the file changed: ETag"));
+  const std::vector<std::string> log = (*server)->Log(2);
+  ASSERT_GE(log.size(), 2u);
+  EXPECT_THAT(log[1], HasSubstr("\"status\": 206"));  // the server did send the other file's tail
+}
+
+TEST(HttpSource, ResumeWithoutAValidatorRequiresRestart) {
+  testing::ScopedTempDir dir("pileprep-fetch");
+  const std::string changed = SameSizeVariant(dir.path(), 100000);
+  auto server = FaultServer::Start(kSamples, {"--no-etag", "--plan", "01.jsonl.zst=drop:100000",
+                                              "--change", "01.jsonl.zst=2:" + changed});
+  ASSERT_TRUE(server.ok());
+  auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), FastOptions());
+  ASSERT_TRUE(source.ok());
+  auto bytes = Drain(**source);
+  ASSERT_FALSE(bytes.ok()) << "a tail no validator vouches for was spliced on";
+  EXPECT_TRUE(IsRestartRequired(bytes.status())) << bytes.status();
+  EXPECT_THAT(std::string(bytes.status().message()),
+              HasSubstr("no ETag or Last-Modified to prove the file unchanged"));
+}
+
+TEST(HttpSource, ErrorAnswersWithoutABodyAreJudgedAsWithOne) {
+  struct Case {
+    std::string plan;
+    absl::StatusCode code;
+    std::string says;
+  };
+  for (const Case& c :
+       {Case{"404", absl::StatusCode::kNotFound, "HTTP 404"},
+        Case{"403", absl::StatusCode::kPermissionDenied, "Authorization: Bearer"}}) {
+    auto server =
+        FaultServer::Start(kSamples, {"--empty-error-bodies", "--plan", "01.jsonl.zst=" + c.plan});
+    ASSERT_TRUE(server.ok());
+    auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), FastOptions());
+    ASSERT_TRUE(source.ok());
+    auto bytes = Drain(**source);
+    ASSERT_FALSE(bytes.ok()) << c.plan;
+    EXPECT_EQ(bytes.status().code(), c.code) << bytes.status();
+    EXPECT_THAT(std::string(bytes.status().message()), HasSubstr(c.says));
+  }
+  // A 503 with Retry-After and no body: retried after the time it asks, not the 20 ms backoff.
+  auto server =
+      FaultServer::Start(kSamples, {"--empty-error-bodies", "--plan", "01.jsonl.zst=503:1"});
+  ASSERT_TRUE(server.ok());
+  const auto start = std::chrono::steady_clock::now();
+  auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), FastOptions());
+  ASSERT_TRUE(source.ok());
+  auto bytes = Drain(**source);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_EQ(*bytes, ReadFile(kSamples + "/01.jsonl.zst"));
+  EXPECT_GE(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 0.9);
+}
+
+TEST(HttpSource, DownloadOfUnknownLengthCutAfterItsLastByteIsComplete) {
+  const std::string file = ReadFile(kSamples + "/01.jsonl.zst");
+  // Chunked answers (no Content-Length): the first is cut after every byte but before the last
+  // chunk; the resume asks for the bytes after the end, and the server answers 416.
+  auto server = FaultServer::Start(
+      kSamples, {"--chunked", "--plan", "01.jsonl.zst=drop:" + std::to_string(file.size())});
+  ASSERT_TRUE(server.ok());
+  auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), FastOptions());
+  ASSERT_TRUE(source.ok());
+  auto bytes = Drain(**source);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_EQ(*bytes, file);
+  const std::vector<std::string> log = (*server)->Log(2);
+  ASSERT_EQ(log.size(), 2u);
+  EXPECT_THAT(log[1], HasSubstr("\"status\": 416"));
+  // Cut part way, it resumes with ranges of unknown total and ends equal to the file.
+  auto cut = FaultServer::Start(kSamples, {"--chunked", "--plan", "01.jsonl.zst=drop:100000"});
+  ASSERT_TRUE(cut.ok());
+  auto resumed = OpenHttpSource((*cut)->Url("01.jsonl.zst"), FastOptions());
+  ASSERT_TRUE(resumed.ok());
+  auto again = Drain(**resumed);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, file);
+  EXPECT_EQ((*resumed)->stats().resumes, 1);
+}
+
 TEST(HttpSource, StalledTransferIsDroppedByTheLowSpeedLimitAndResumed) {
   auto server = FaultServer::Start(kSamples, {"--plan", "01.jsonl.zst=stall:100000:30"});
   ASSERT_TRUE(server.ok());
