@@ -110,13 +110,20 @@ std::vector<std::string> SettingsDifferences(const ShardRecord& recorded, const 
 namespace {
 
 // The record at `path`: NotFound when there is none, else its read or parse error.
+// NotFound when there is none; InvalidArgument or DataLoss when the file is not a record; any
+// other code when it could not be read (EINVAL from read(2) too, which would otherwise read as
+// InvalidArgument: "not a record", where the file may well be one).
 absl::StatusOr<ShardRecord> ReadRecord(const std::string& path) {
-  PILEPREP_ASSIGN_OR_RETURN(internal::UniqueFd fd, internal::OpenForRead(path));
+  auto io_error = [](const absl::Status& s) {
+    return absl::IsNotFound(s) ? s : absl::UnavailableError(s.message());
+  };
+  absl::StatusOr<internal::UniqueFd> fd = internal::OpenForRead(path);
+  if (!fd.ok()) return io_error(fd.status());
   std::string text(size_t{64} << 10, '\0');  // a record is a few hundred bytes
-  PILEPREP_ASSIGN_OR_RETURN(size_t got,
-                            internal::ReadFull(fd.get(), text.data(), text.size(), path, 0));
-  if (got == text.size()) return absl::DataLossError("larger than any record");
-  text.resize(got);
+  absl::StatusOr<size_t> got = internal::ReadFull(fd->get(), text.data(), text.size(), path, 0);
+  if (!got.ok()) return io_error(got.status());
+  if (*got == text.size()) return absl::DataLossError("larger than any record");
+  text.resize(*got);
   return ParseShardRecord(text);
 }
 
