@@ -10,27 +10,25 @@
 //
 // Faults handled inside the source (the consumer sees one unbroken byte stream):
 //   - connection errors, timeouts (no byte for `connect_timeout_s`; slower than `low_speed_limit`
-//   bytes/s
-//     for `low_speed_time_s`), HTTP 5xx, 408 and 429: retried with exponential backoff and jitter;
-//     429/503 honour Retry-After. `max_retries` counts consecutive attempts that delivered no byte.
+//     bytes/s for `low_speed_time_s`), HTTP 5xx, 408 and 429: retried with exponential backoff
+//     and jitter; 429/503 honour Retry-After. `max_retries` counts consecutive attempts that
+//     delivered no byte.
 //   - a connection dropped mid-body: the download resumes with `Range: bytes=N-` where N is the
-//   exact
-//     number of bytes already delivered, guarded by `If-Range` with the ETag (or Last-Modified) of
-//     the first answer, and the 206 answer's own ETag and Last-Modified must match the first
-//     answer's, so a changed file is never spliced onto the old one (even by a server that ignores
-//     If-Range). A file of unknown length (no Content-Length) whose connection fails after its last
-//     byte is complete when the resume is answered 416 with that size.
+//     exact number of bytes already delivered, guarded by `If-Range` with the first answer's strong
+//     ETag (else its Last-Modified); the 206 answer's own validator must match the first
+//     answer's too, so a changed file is never spliced onto the old one, even by a server that
+//     ignores If-Range. A file of unknown length (no Content-Length) whose connection fails after
+//     its last byte is complete when the resume is answered 416 with that size.
 // Faults the source reports (Read returns the error):
-//   - the server answered a ranged request with the whole file and the file may have changed (new
-//   ETag,
-//     no validator), or a resume's 206 with another ETag or Last-Modified, or with no validator in
-//     the first answer to prove the file unchanged: an Aborted status for which IsRestartRequired()
-//     is true. Bytes already delivered are stale; the caller must discard everything made from them
-//     and open the source again. (When the server merely ignores Range and the strong ETag is
-//     unchanged, the source skips the bytes already delivered itself and no restart is needed.)
-//   - HTTP 404 and other 4xx: NotFound / PermissionDenied / FailedPrecondition at once, naming the
-//   URL
-//     and the status line, with a body or without; no retry.
+//   - the file may have changed: a ranged request answered with the whole file (new ETag, or no
+//     validator), or with a 206 of another ETag or Last-Modified, or a resume with no strong ETag
+//     or Last-Modified in the first answer to prove the file unchanged: an Aborted status for
+//     which IsRestartRequired() is true. Bytes already delivered are stale; the caller must
+//     discard everything made from them and open the source again. (When the server merely
+//     ignores Range and the strong ETag is unchanged, the source skips the bytes already delivered
+//     itself and no restart is needed.)
+//   - HTTP 404 and other 4xx: NotFound / PermissionDenied / FailedPrecondition at once, naming
+//     the URL and the status line, with a body or without; no retry.
 //   - more or fewer bytes than Content-Length (or Content-Range's total): DataLoss.
 //   - TLS verification failures: Unavailable naming the cause (no retry).
 //   - retries exhausted: Unavailable with the last cause.

@@ -291,15 +291,16 @@ class HttpSourceImpl final : public HttpSource {
         // server may ignore If-Range, and without a validator none was sent: the answer's own
         // validators must match the first answer's, or the tail of another file would be spliced
         // onto this one's head.
-        const bool guarded =
-            (!etag_.empty() && !absl::StartsWith(etag_, "W/")) || !last_modified_.empty();
+        // The validator If-Range carried is the one compared: a strong ETag when there is one
+        // (mirrors behind one name may serve the same bytes with other file times), else
+        // Last-Modified.
+        const bool strong = !etag_.empty() && !absl::StartsWith(etag_, "W/");
         std::string why;
-        if (!guarded) {
-          why = "no ETag or Last-Modified to prove the file unchanged";
-        } else if (!r.etag.empty() && !etag_.empty() && r.etag != etag_) {
+        if (!strong && last_modified_.empty()) {
+          why = "no strong ETag or Last-Modified in the first answer to prove the file unchanged";
+        } else if (strong && !r.etag.empty() && r.etag != etag_) {
           why = absl::StrCat("the file changed: ETag ", etag_, ", now ", r.etag);
-        } else if (!r.last_modified.empty() && !last_modified_.empty() &&
-                   r.last_modified != last_modified_) {
+        } else if (!strong && !r.last_modified.empty() && r.last_modified != last_modified_) {
           why = absl::StrCat("the file changed: Last-Modified ", last_modified_, ", now ",
                              r.last_modified);
         }
@@ -531,12 +532,29 @@ class HttpSourceImpl final : public HttpSource {
       std::string cause;
       bool transient = false;
       double retry_after = -1;
-      if (r.code == 416 && delivered_ > 0 && r.range_total >= 0 &&
+      if (r.code == 416 && total_.load() < 0 && delivered_ > 0 && r.range_total >= 0 &&
           static_cast<uint64_t>(r.range_total) == delivered_) {
-        // Asked for the bytes after the last one: a file of unknown length (no Content-Length)
-        // whose connection failed after its last byte. Every byte has arrived.
+        // Asked for the bytes after the last one of a file of unknown length (no Content-Length)
+        // whose connection failed after its last byte: every byte has arrived, unless the file
+        // changed meanwhile. (A length known from the first answer is never settled here: a 416
+        // then means the file is no longer the one being read.)
+        const bool strong = !etag_.empty() && !absl::StartsWith(etag_, "W/");
+        if ((strong && !r.etag.empty() && r.etag != etag_) ||
+            (!strong && !last_modified_.empty() && !r.last_modified.empty() &&
+             r.last_modified != last_modified_)) {
+          return Finish(RestartStatus(absl::StrCat(
+              name_, ": the file changed while it was downloaded (a request for bytes ", delivered_,
+              "- was answered 416 with another validator); restarting the shard")));
+        }
         total_.store(r.range_total);
         return Finish(FinishCache());
+      }
+      if (r.code == 416 && total_.load() >= 0 && r.range_total >= 0 &&
+          r.range_total != total_.load()) {
+        return Finish(RestartStatus(
+            absl::StrCat(name_, ": the file changed size from ", total_.load(), " to ",
+                         r.range_total, " bytes between requests (a request for bytes ", delivered_,
+                         "- was answered 416); restarting the shard")));
       }
       if ((r.checked || code == CURLE_OK) && r.code != 0 && (r.code < 200 || r.code >= 300)) {
         std::string line = r.status_line.empty() ? absl::StrCat("HTTP ", r.code) : r.status_line;

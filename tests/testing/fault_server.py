@@ -15,6 +15,8 @@ fault plans: each request for FILE takes the next action of its plan (then behav
   --no-range          ignore Range (always 200 with the whole file), as some servers do
   --no-etag           send neither ETag nor Last-Modified
   --ignore-if-range   answer a Range request with 206 even when If-Range names another version
+  --vary-last-modified  a Last-Modified that differs from request to request (same ETag), as
+                      mirrors behind one name may serve the same bytes with other file times
   --chunked           send bodies with Transfer-Encoding: chunked, no Content-Length (a drop sends
                       its N bytes, then closes without the last chunk)
   --empty-error-bodies  answer 503, 429, 500, 404 and 403 with no body (Content-Length: 0)
@@ -54,6 +56,7 @@ def main():
     ap.add_argument("--no-range", action="store_true")
     ap.add_argument("--no-etag", action="store_true")
     ap.add_argument("--ignore-if-range", action="store_true")
+    ap.add_argument("--vary-last-modified", action="store_true")
     ap.add_argument("--chunked", action="store_true")
     ap.add_argument("--empty-error-bodies", action="store_true")
     ap.add_argument("--log")
@@ -135,8 +138,8 @@ def main():
             with open(path, "rb") as f:
                 data = f.read()
             etag = '"%s"' % hashlib.md5(data).hexdigest()
-            mtime = email.utils.formatdate(1600000000 + int(hashlib.md5(data).hexdigest()[:6], 16),
-                                           usegmt=True)
+            mtime = email.utils.formatdate(1600000000 + int(hashlib.md5(data).hexdigest()[:6], 16)
+                                           + (n if args.vary_last_modified else 0), usegmt=True)
             start, end = 0, len(data) - 1
             status = 200
             m = re.match(r"bytes=(\d+)-(\d*)$", rng or "")

@@ -190,8 +190,41 @@ TEST(HttpSource, ResumeWithoutAValidatorRequiresRestart) {
   auto bytes = Drain(**source);
   ASSERT_FALSE(bytes.ok()) << "a tail no validator vouches for was spliced on";
   EXPECT_TRUE(IsRestartRequired(bytes.status())) << bytes.status();
-  EXPECT_THAT(std::string(bytes.status().message()),
-              HasSubstr("no ETag or Last-Modified to prove the file unchanged"));
+  EXPECT_THAT(
+      std::string(bytes.status().message()),
+      HasSubstr("no strong ETag or Last-Modified in the first answer to prove the file unchanged"));
+}
+
+// The validator compared is the one If-Range carried: the strong ETag, which these answers share,
+// not their file times.
+TEST(HttpSource, ResumeFromAMirrorWithTheSameEtagButAnotherFileTimeGoesOn) {
+  auto server =
+      FaultServer::Start(kSamples, {"--vary-last-modified", "--plan", "01.jsonl.zst=drop:100000"});
+  ASSERT_TRUE(server.ok());
+  auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), FastOptions());
+  ASSERT_TRUE(source.ok());
+  auto bytes = Drain(**source);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_EQ(*bytes, ReadFile(kSamples + "/01.jsonl.zst"));
+  EXPECT_EQ((*source)->stats().resumes, 1);
+}
+
+// A length known from the first answer is never settled by a 416: a file cut to the bytes already
+// delivered is another file, and the shard restarts.
+TEST(HttpSource, A416ForAFileOfKnownLengthRequiresRestart) {
+  testing::ScopedTempDir dir("pileprep-fetch");
+  const std::string cut = dir.path() + "/01-cut.jsonl.zst";
+  testing::WriteFile(cut, ReadFile(kSamples + "/01.jsonl.zst").substr(0, 100000));
+  auto server =
+      FaultServer::Start(kSamples, {"--ignore-if-range", "--plan", "01.jsonl.zst=drop:100000",
+                                    "--change", "01.jsonl.zst=2:" + cut});
+  ASSERT_TRUE(server.ok());
+  auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), FastOptions());
+  ASSERT_TRUE(source.ok());
+  auto bytes = Drain(**source);
+  ASSERT_FALSE(bytes.ok()) << "a file cut short was taken for the whole";
+  EXPECT_TRUE(IsRestartRequired(bytes.status())) << bytes.status();
+  EXPECT_THAT(std::string(bytes.status().message()), HasSubstr("changed size"));
 }
 
 TEST(HttpSource, ErrorAnswersWithoutABodyAreJudgedAsWithOne) {
