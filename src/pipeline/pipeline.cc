@@ -772,20 +772,23 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
       if (stats.bad_record_samples.size() < options.max_bad_record_reports) {
         stats.bad_record_samples.push_back({stats.lines + bad.line_in_batch, bad.kind, bad.detail});
       }
-    }
-    if (options.jsonl.max_bad_records >= 0 &&
-        stats.bad_records > static_cast<uint64_t>(options.jsonl.max_bad_records)) {
-      std::string first;
-      if (!stats.bad_record_samples.empty()) {
-        const BadRecord& b = stats.bad_record_samples.front();
-        first = absl::StrCat(" (first at line ", b.line, ": ", std::string(BadRecordKindName(b.kind)),
-                             b.detail.empty() ? "" : ": ", b.detail, ")");
+      // Checked at each one, not once per batch: the count the run stops at (the summary's) is then
+      // the limit plus one, however the input was cut into batches.
+      if (options.jsonl.max_bad_records >= 0 &&
+          stats.bad_records > static_cast<uint64_t>(options.jsonl.max_bad_records)) {
+        std::string first;
+        if (!stats.bad_record_samples.empty()) {
+          const BadRecord& b = stats.bad_record_samples.front();
+          first =
+              absl::StrCat(" (first at line ", b.line, ": ", std::string(BadRecordKindName(b.kind)),
+                           b.detail.empty() ? "" : ": ", b.detail, ")");
+        }
+        fail(absl::DataLossError(absl::StrCat(
+            source.name(), ": more than ", options.jsonl.max_bad_records, " bad records", first,
+            "; is this JSON lines with a \"", options.jsonl.json_keys.front(),
+            "\" field? Raise --max-bad-records to accept more")));
+        return;
       }
-      fail(absl::DataLossError(absl::StrCat(
-          source.name(), ": more than ", options.jsonl.max_bad_records, " bad records", first,
-          "; is this JSON lines with a \"", options.jsonl.json_keys.front(),
-          "\" field? Raise --max-bad-records to accept more")));
-      return;
     }
     stats.lines += batch->num_lines;
     stats.replaced_invalid_utf8 += batch->replaced_invalid_utf8;
@@ -904,6 +907,13 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
       abort_all();
       return s;
     }
+  }
+  // Asked to stop while the files were completed and synced (seconds, for a large .bin on a
+  // network file system) or in the hook: the caller will report the input as not done, so nothing
+  // may appear under the final names.
+  if (cancelled()) {
+    abort_all();
+    return absl::CancelledError(absl::StrCat(source.name(), ": cancelled"));
   }
   for (size_t k = 0; k < writers.size(); ++k) {
     absl::StatusOr<IndexedDatasetWriter::Result> r = guarded([&] { return writers[k]->Publish(); });

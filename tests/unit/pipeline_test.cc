@@ -460,6 +460,14 @@ TEST_F(PipelineTest, TooManyBadRecordsFailAndPublishNothing) {
       << status;
   EXPECT_NE(status.message().find("--max-bad-records"), std::string::npos);
   for (const auto& e : fs::directory_iterator(dir_)) ADD_FAILURE() << "left " << e.path();
+  // The count the run stops at (the summary's "bad") is the limit plus one, however the input is
+  // cut into batches: one batch for all, or a few lines each.
+  for (size_t batch_bytes : {size_t{1} << 16, size_t{64}}) {
+    ShardStats stats;
+    Run(plain, InputFormat::kPlain, 1 << 16, 2, batch_bytes, &status, &stats, options);
+    EXPECT_FALSE(status.ok());
+    EXPECT_EQ(stats.bad_records, 11u) << "batches of " << batch_bytes << " bytes";
+  }
 }
 
 TEST_F(PipelineTest, CorruptZstdFailsWithOffsetAndPublishesNothing) {
@@ -773,6 +781,35 @@ TEST_F(PipelineTest, KeyWithNoTokensBesideOthersPublishesNoKey) {
 // The hook between the two halves of publishing: it sees every key's dataset complete under its
 // temporary name with the old outputs still in place; its error publishes nothing and keeps the
 // old outputs; without an error, the very files it saw (same inodes) are renamed into place.
+// A signal while the outputs are completed and synced (the hook stands in for that moment): the
+// caller reports the input as abandoned, so nothing is published and the older outputs stay.
+TEST_F(PipelineTest, CancelAfterTheFilesAreCompletePublishesNothing) {
+  PipelineOptions options;
+  options.writer.sync = false;
+  const std::string prefix = (dir_ / "late_text_document").string();
+  ShardStats stats;
+  {
+    MemorySource old_source("{\"text\": \"old\"}\n", 1000);
+    ASSERT_TRUE(
+        RunPipeline(old_source, InputFormat::kPlain, *tokenizer_, {prefix}, options, &stats).ok());
+  }
+  const std::string old = ReadFile(prefix + ".bin") + ReadFile(prefix + ".idx");
+  std::atomic<bool> cancel{false};
+  options.cancel = &cancel;
+  options.before_publish = [&](const std::vector<PreparedDataset>&) {
+    cancel.store(true);
+    return absl::OkStatus();
+  };
+  MemorySource source("{\"text\": \"new text\"}\n", 1000);
+  const absl::Status s =
+      RunPipeline(source, InputFormat::kPlain, *tokenizer_, {prefix}, options, &stats);
+  EXPECT_TRUE(absl::IsCancelled(s)) << s;
+  EXPECT_FALSE(stats.published);
+  EXPECT_EQ(ReadFile(prefix + ".bin") + ReadFile(prefix + ".idx"), old);
+  EXPECT_FALSE(fs::exists(prefix + ".bin.pileprep-tmp"));
+  EXPECT_FALSE(fs::exists(prefix + ".idx.pileprep-tmp"));
+}
+
 TEST_F(PipelineTest, BeforePublishSeesEveryKeyCompleteAndItsErrorPublishesNothing) {
   PipelineOptions options;
   options.jsonl.json_keys = {"a", "b"};
