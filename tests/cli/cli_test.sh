@@ -47,6 +47,21 @@ expect "missing vocabulary file" 2 "nope.json: cannot open" -- \
   "$PILEPREP" --vocab-file "$work/nope.json" --merge-file "$work/nope.bpe" --url "$root/data/samples" --output-dir "$work/o"
 expect "preprocess needs input" 2 "preprocess needs --input FILE and --output-prefix P" -- \
   "$PILEPREP" preprocess --output-prefix "$work/p"
+printf '{"text": "hello world"}\n{"text": "again"}\n' > "$work/t.jsonl"
+expect "preprocess refuses a second input" 2 'unexpected argument "b.jsonl" (preprocess takes one --input FILE' -- \
+  "$PILEPREP" preprocess --input "$work/t.jsonl" b.jsonl --output-prefix "$work/p"
+expect "preprocess checks --threads beside --workers" 2 "--threads abc: expected a whole number" -- \
+  "$PILEPREP" preprocess --input "$work/t.jsonl" --output-prefix "$work/p" --workers 2 --threads abc
+[[ -e "$work/p_text_document.bin" ]] && { echo "FAIL: a refused preprocess wrote outputs"; fail=1; }
+# A key given twice is one dataset, as Megatron's dict of keys makes it.
+expect "preprocess: a key given twice" 0 "" -- \
+  "$PILEPREP" preprocess --input "$work/t.jsonl" --output-prefix "$work/twice" --json-keys text text -q
+expect "preprocess: the key once" 0 "" -- \
+  "$PILEPREP" preprocess --input "$work/t.jsonl" --output-prefix "$work/once" -q
+for ext in bin idx; do
+  cmp -s "$work/twice_text_document.$ext" "$work/once_text_document.$ext" ||
+    { echo "FAIL: a key given twice: .$ext differs from the key once"; fail=1; }
+done
 
 # A missing shard fails by name, publishes nothing for itself, and the others still complete.
 expect "missing shard fails, others complete" 1 "05.jsonl.zst: no such file" -- \

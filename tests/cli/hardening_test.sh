@@ -170,6 +170,12 @@ if mount -t tmpfs -o size=1m tmpfs "$mnt" 2>/dev/null; then
   mount -o remount,ro "$mnt"
   expect "read-only output directory is a clear set-up error" 2 "not writable" -- \
     "$PILEPREP" --url "$src" --files 1 --output-dir "$mnt" --force
+  # preprocess and merge with a bare prefix: the current directory is the one checked.
+  zstd -q -d -c "$src/00.jsonl.zst" > "$work/in.jsonl"
+  expect "preprocess, bare prefix in a read-only directory: a set-up error" 2 "--output-prefix .: not writable" -- \
+    bash -c 'cd "$1" && shift && "$@"' _ "$mnt" "$PILEPREP" preprocess --input "$work/in.jsonl" --output-prefix corpus -q
+  expect "merge, bare prefix in a read-only directory: a set-up error" 2 "--output-prefix .: not writable" -- \
+    bash -c 'cd "$1" && shift && "$@"' _ "$mnt" "$PILEPREP" merge --output-prefix merged "$mnt/my-gpt3_00_text_document" -q
   umount "$mnt"; mnt=""
 else
   echo "skip: disk full and read-only directory (mounting a tmpfs needs root)"

@@ -453,8 +453,10 @@ echo "pid 7 on $(hostname)" >"$work/l/my-gpt3_01.pileprep-lock"
   bad "dry-run: this host's lock file no process holds"
 echo "pid 7 on pileprep-other-node" >"$work/l/my-gpt3_01.pileprep-lock"
 "$PILEPREP" --url "$work/src" --files 1 --output-dir "$work/l" --dry-run 2>&1 |
-  grep -q "01.jsonl.zst -> .*: FAILED, left alone: another pileprep process is making it (pid 7 on pileprep-other-node, if it still runs there)$" ||
+  grep -q "01.jsonl.zst -> .*: made; unless pid 7 on pileprep-other-node still holds its lock (a lock file this node's kernel does not list: left alone and FAILED if so)$" ||
   bad "dry-run: another host's lock file"
+"$PILEPREP" --url "$work/src" --files 1 --output-dir "$work/l" --dry-run 2>&1 | grep -q "would leave" &&
+  bad "dry-run: another host's lock file is counted as a shard certainly left alone"
 "$PILEPREP" --url "$work/src" --files 0-2 --output-dir "$work/l" --threads 2 -q >/dev/null 2>"$work/err" ||
   { bad "rerun after the holder left failed"; cat "$work/err"; }
 cmp -s "$work/ref/my-gpt3_01_text_document.bin" "$work/l/my-gpt3_01_text_document.bin" || bad "lock: shard 01 not made on rerun"

@@ -180,7 +180,7 @@ std::string StripPairSuffix(const std::string& arg) {
   return arg;
 }
 
-absl::Status EnsureDirectory(const std::string& dir) {
+absl::Status EnsureDirectory(const std::string& dir, absl::string_view flag) {
   std::error_code ec;
   // The parents whose entries creating `dir` adds: made durable below, before any output is
   // published in it (a publish fsyncs only the directory it renames in).
@@ -194,7 +194,7 @@ absl::Status EnsureDirectory(const std::string& dir) {
   std::filesystem::create_directories(dir, ec);
   if (ec) {
     return absl::PermissionDeniedError(
-        absl::StrCat("--output-dir ", dir, ": cannot create: ", ec.message()));
+        absl::StrCat(flag, " ", dir, ": cannot create: ", ec.message()));
   }
   for (const std::filesystem::path& parent : parents) {
     // Best effort: a parent this process may enter but not read (mode 0711) cannot be opened to
@@ -203,9 +203,17 @@ absl::Status EnsureDirectory(const std::string& dir) {
   }
   if (::access(dir.c_str(), W_OK) != 0) {
     return absl::PermissionDeniedError(
-        absl::StrCat("--output-dir ", dir, ": not writable: ", std::strerror(errno)));
+        absl::StrCat(flag, " ", dir, ": not writable: ", std::strerror(errno)));
   }
   return absl::OkStatus();
+}
+
+std::vector<std::string> UniqueKeys(const std::vector<std::string>& keys) {
+  std::vector<std::string> out;
+  for (const std::string& k : keys) {
+    if (std::find(out.begin(), out.end(), k) == out.end()) out.push_back(k);
+  }
+  return out;
 }
 
 ShardOutcome RunOne(const std::string& display_name, const std::string& input, InputFormat format,

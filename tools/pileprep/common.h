@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "args.h"
 #include "console.h"
 #include "pileprep/gpt2_tokenizer.h"
@@ -54,7 +55,12 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> LoadTokenizer(const Common& c);
 // worker of its slot first runs.
 absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> LoadTokenizerMakingCaches(
     const Common& c, int count, std::vector<std::unique_ptr<Gpt2Tokenizer::Cache>>* caches);
-absl::Status EnsureDirectory(const std::string& dir);
+// Creates `dir` (and its parents, synced) if need be and checks that it is writable; errors name
+// `flag`, the option that gave it ("--output-dir").
+absl::Status EnsureDirectory(const std::string& dir, absl::string_view flag);
+// The keys in the order given, each once: Megatron keeps one dataset per key name (a dict), and two
+// writers on one prefix would share their temporaries.
+std::vector<std::string> UniqueKeys(const std::vector<std::string>& keys);
 
 // A dataset named on the command line: "x.idx" and "x.bin" name the pair "x" too.
 std::string StripPairSuffix(const std::string& arg);

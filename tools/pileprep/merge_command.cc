@@ -64,12 +64,12 @@ int RunMerge(int argc, char** argv, int first) {
   } else {
     for (const std::string& p : args.positional()) inputs.push_back(StripPairSuffix(p));
   }
-  const std::string out_dir = std::filesystem::path(output).parent_path().string();
-  if (!out_dir.empty()) {
-    if (auto s = EnsureDirectory(out_dir); !s.ok()) {
-      PrintError(std::string(s.message()));
-      return kExitUsage;
-    }
+  // A bare prefix's directory is the current one, checked too.
+  const std::filesystem::path out_dir_path = std::filesystem::path(output).parent_path();
+  const std::string out_dir = out_dir_path.empty() ? std::string(".") : out_dir_path.string();
+  if (auto s = EnsureDirectory(out_dir, "--output-prefix"); !s.ok()) {
+    PrintError(std::string(s.message()));
+    return kExitUsage;
   }
   MergeOptions options;
   options.validate_inputs = !args.Has("no-validate");

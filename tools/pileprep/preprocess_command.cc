@@ -1,7 +1,4 @@
 // `pileprep preprocess`: a drop-in for Megatron's tools/preprocess_data.py.
-#include "common.h"
-#include "signals.h"
-
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,15 +7,18 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common.h"
 #include "oneapi/tbb/info.h"
 #include "pileprep/gpt2_tokenizer.h"
 #include "pileprep/pipeline.h"
 #include "pileprep/shard_plan.h"
+#include "signals.h"
 
 namespace pileprep::cli {
 namespace {
@@ -58,6 +58,11 @@ int RunPreprocess(int argc, char** argv, int first) {
     PrintError(std::string(s.message()));
     return kExitUsage;
   }
+  if (!args.positional().empty()) {
+    PrintError(absl::StrCat("unexpected argument \"", args.positional().front(),
+                            "\" (preprocess takes one --input FILE; see --help)"));
+    return kExitUsage;
+  }
   const std::string input = args.Get("input");
   const std::string prefix = args.Get("output-prefix");
   if (input.empty() || prefix.empty()) {
@@ -77,21 +82,24 @@ int RunPreprocess(int argc, char** argv, int first) {
     PrintError("--split-sentences is not supported (GPT pre-training does not split sentences)");
     return kExitUsage;
   }
-  long long threads = 0;
-  const char* threads_flag = args.Has("workers") ? "workers" : "threads";
-  if (auto s = args.GetInt(threads_flag, 1, 4096, &threads); !s.ok()) {
-    PrintError(std::string(s.message()));
-    return kExitUsage;
-  }
-  c.pipeline.threads = static_cast<int>(threads);
-  c.pipeline.append_eod = args.Has("append-eod");
-  if (args.Has("json-keys")) c.pipeline.jsonl.json_keys = args.GetAll("json-keys");
-  const std::string dir = std::filesystem::path(prefix).parent_path().string();
-  if (!dir.empty()) {
-    if (auto s = EnsureDirectory(dir); !s.ok()) {
+  // --workers (Megatron's name) wins over --threads; both are checked.
+  long long threads = 0, workers = 0;
+  for (auto [flag, value] : {std::pair{"threads", &threads}, std::pair{"workers", &workers}}) {
+    if (auto s = args.GetInt(flag, 1, 4096, value); !s.ok()) {
       PrintError(std::string(s.message()));
       return kExitUsage;
     }
+  }
+  if (args.Has("workers")) threads = workers;
+  c.pipeline.threads = static_cast<int>(threads);
+  c.pipeline.append_eod = args.Has("append-eod");
+  if (args.Has("json-keys")) c.pipeline.jsonl.json_keys = UniqueKeys(args.GetAll("json-keys"));
+  // A bare prefix's directory is the current one, checked too.
+  const std::filesystem::path dir_path = std::filesystem::path(prefix).parent_path();
+  const std::string dir = dir_path.empty() ? std::string(".") : dir_path.string();
+  if (auto s = EnsureDirectory(dir, "--output-prefix"); !s.ok()) {
+    PrintError(std::string(s.message()));
+    return kExitUsage;
   }
   const int used_threads =
       c.pipeline.threads > 0 ? c.pipeline.threads : tbb::info::default_concurrency();

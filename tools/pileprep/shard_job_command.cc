@@ -154,11 +154,18 @@ class ShardLock {
   }
 
   // For --dry-run, without taking the lock: a probe that took it, even for a moment, could turn a
-  // real run away from the shard. The holder's name when the lock is held: its file is there and
-  // this node's kernel lists a flock on it (/proc/locks), or it names another host, whose locks
-  // this node cannot see (there the run would find out). Nothing when no file is there, or when it
-  // was left by a holder that was killed (the run takes such a lock over).
-  static std::optional<std::string> Holder(const std::string& path) {
+  // real run away from the shard. `certain`: this node's kernel lists a flock on the lock file
+  // (/proc/locks), so the run will find the shard held. Not certain: the lock file names another
+  // host, whose locks this node cannot see (held there if that process still runs; where flock is
+  // local to a node the run here takes it anyway), or /proc/locks cannot be read. Nothing when no
+  // lock file is there, or when one of this host's was left by a holder that was killed (the run
+  // takes it over). /proc/locks leaves out locks whose owner is in another PID namespace: a run
+  // in another container of the same host name is not seen.
+  struct Seen {
+    std::string holder;  // "pid P on HOST", or "another process"
+    bool certain = false;
+  };
+  static std::optional<Seen> Holder(const std::string& path) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return std::nullopt;
     struct stat st;
@@ -169,26 +176,26 @@ class ShardLock {
     if (!statted) return std::nullopt;
     std::string who(buf, got > 0 ? static_cast<size_t>(got) : 0);
     while (!who.empty() && (who.back() == '\n' || who.back() == '\0')) who.pop_back();
-    if (who.empty()) who = "another process";
+    const bool named = !who.empty();
+    if (!named) who = "another process";
     // Lines "N: FLOCK  ADVISORY  WRITE PID MAJ:MIN:INODE START END". Matched on the inode alone:
-    // on overlayfs the device listed is the lower file system's, not the one stat reports.
+    // on overlayfs and btrfs the device listed is not the one stat reports.
     std::ifstream locks("/proc/locks");
-    if (!locks) return absl::StrCat(who, ", if it still runs");  // no word from the kernel
+    if (!locks) return Seen{who, false};  // no word from the kernel
     const std::string ino = absl::StrCat(":", st.st_ino, " ");
     for (std::string line; std::getline(locks, line);) {
       if (line.find(" FLOCK ") != std::string::npos && line.find(ino) != std::string::npos) {
-        return who;
+        return Seen{who, true};
       }
     }
     char host[256] = "";
     ::gethostname(host, sizeof(host) - 1);
     const std::string here = absl::StrCat(" on ", host);
-    if (who.size() >= here.size() &&
-        who.compare(who.size() - here.size(), here.size(), here) == 0) {
-      return std::nullopt;  // this host's, and no longer held
+    if (!named || (who.size() >= here.size() &&
+                   who.compare(who.size() - here.size(), here.size(), here) == 0)) {
+      return std::nullopt;  // this host's (or unnamed), and not held
     }
-    if (who == "another process") return std::nullopt;  // unnamed, and no lock this node sees
-    return absl::StrCat(who, ", if it still runs there");
+    return Seen{who, false};
   }
 
   ~ShardLock() {
@@ -396,8 +403,9 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& dat
 
 // What a run would do with shard n, from the files and records in the output directory (read
 // only; the outputs are not validated: that is the run's first step).
-std::string ShardPlanState(const JobConfig& job, const Common& c, const Gpt2Tokenizer& tokenizer,
-                           int n, bool* refused) {
+// What the run would do with shard n, from its files and records (its lock aside).
+std::string PlanStateOfFiles(const JobConfig& job, const Common& c, const Gpt2Tokenizer& tokenizer,
+                             int n, bool* refused) {
   const std::vector<std::string> prefixes = PrefixesFor(job, c, n);
   const absl::StatusOr<PendingStates> states = ReadPendingStates(prefixes);
   const std::vector<RecordCheck> checks = CheckRecords(job, c, tokenizer, n, states);
@@ -418,11 +426,6 @@ std::string ShardPlanState(const JobConfig& job, const Common& c, const Gpt2Toke
     *refused = true;  // the whole run is, before any shard's pending records are resolved
     return absl::StrCat("REFUSED: ", absl::StrJoin(other, "; "));
   }
-  // The run takes each shard's lock before it looks at anything else of the shard.
-  if (const std::optional<std::string> holder = ShardLock::Holder(ShardLock::PathFor(job, n))) {
-    return absl::StrCat("FAILED, left alone: another pileprep process is making it (", *holder,
-                        ")");
-  }
   if (!states.ok()) {
     return absl::StrCat("FAILED, left alone: an interrupted run's pending records cannot be read (",
                         states.status().message(), ")");
@@ -441,6 +444,25 @@ std::string ShardPlanState(const JobConfig& job, const Common& c, const Gpt2Toke
   }
   return absl::StrCat("present, without a record that describes it: skipped if it validates",
                       resolve);
+}
+
+// The same with its lock: the run takes each shard's lock before it touches anything of it (a
+// refused run takes none). *left_alone: the shard is certainly held by another process.
+std::string ShardPlanState(const JobConfig& job, const Common& c, const Gpt2Tokenizer& tokenizer,
+                           int n, bool* refused, bool* left_alone) {
+  *left_alone = false;
+  const std::string state = PlanStateOfFiles(job, c, tokenizer, n, refused);
+  if (absl::StartsWith(state, "REFUSED")) return state;
+  const std::optional<ShardLock::Seen> seen = ShardLock::Holder(ShardLock::PathFor(job, n));
+  if (!seen) return state;
+  if (seen->certain) {
+    *left_alone = true;
+    return absl::StrCat("FAILED, left alone: another pileprep process is making it (", seen->holder,
+                        ")");
+  }
+  return absl::StrCat(state, "; unless ", seen->holder,
+                      " still holds its lock (a lock file this node's kernel does not list: left "
+                      "alone and FAILED if so)");
 }
 
 // Returns whether the run would be refused (datasets made with other settings).
@@ -468,8 +490,9 @@ bool PrintPlan(const std::vector<int>& files, const RankAssignment& a, const Job
   int left_alone = 0;
   if (mine.ok()) {
     for (int n : *mine) {
-      const std::string state = ShardPlanState(job, c, tokenizer, n, &refused);
-      left_alone += absl::StartsWith(state, "FAILED");
+      bool held = false;
+      const std::string state = ShardPlanState(job, c, tokenizer, n, &refused, &held);
+      left_alone += held || absl::StartsWith(state, "FAILED");
       std::printf("  %s -> %s.{bin,idx}: %s\n", RedactUrl(ShardInput(job.source, n)).c_str(),
                   absl::StrJoin(PrefixesFor(job, c, n), ".{bin,idx}, ").c_str(), state.c_str());
     }
@@ -601,7 +624,7 @@ int RunShardJob(int argc, char** argv, int first) {
   }
   c.pipeline.threads = static_cast<int>(threads);
   c.pipeline.append_eod = true;
-  if (args.Has("json-keys")) c.pipeline.jsonl.json_keys = args.GetAll("json-keys");
+  if (args.Has("json-keys")) c.pipeline.jsonl.json_keys = UniqueKeys(args.GetAll("json-keys"));
 
   JobConfig job;
   job.fetch.max_retries = static_cast<int>(retries);
@@ -666,13 +689,13 @@ int RunShardJob(int argc, char** argv, int first) {
     return PrintPlan(*files, *assignment, job, c, **tokenizer) ? kExitUsage : kExitOk;
   }
   const int summary_rank = assignment->array_task >= 0 ? assignment->array_task : assignment->rank;
-  if (auto s = EnsureDirectory(job.output_dir); !s.ok()) {
+  if (auto s = EnsureDirectory(job.output_dir, "--output-dir"); !s.ok()) {
     PrintError(std::string(s.message()));
     return kExitUsage;
   }
   if (!job.keep_downloads.empty()) {
-    if (auto s = EnsureDirectory(job.keep_downloads); !s.ok()) {
-      PrintError(absl::StrCat("--keep-downloads: ", s.message()));
+    if (auto s = EnsureDirectory(job.keep_downloads, "--keep-downloads"); !s.ok()) {
+      PrintError(std::string(s.message()));
       return kExitUsage;
     }
   }
