@@ -54,6 +54,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace pileprep {
 
@@ -82,6 +83,13 @@ class ZstdDecoder {
   // Decodes `compressed` (any number of bytes, frame boundaries anywhere) and hands everything that
   // can be decoded so far to `sink`. Sink errors propagate unchanged.
   absl::Status Feed(std::string_view compressed, Sink sink);
+
+  // As Feed, but stops once it has handed `max_out` bytes or more to `sink` in this call (at most
+  // one block, 128 KiB, more; 0 counts as 1), and returns how many bytes of `compressed` it took;
+  // the rest is the caller's to give again. A caller's memory is then bounded by what it asks for,
+  // whatever the compression ratio: a block of one repeated byte is 4 bytes for 128 KiB, and 64 KiB
+  // of such a stream is 2 GB.
+  absl::StatusOr<size_t> FeedSome(std::string_view compressed, Sink sink, uint64_t max_out);
 
   // Declares the end of input. Errors if the input was empty or ends inside a frame (or frame
   // header); OK once every frame has ended (a stream of only skippable frames decodes to nothing

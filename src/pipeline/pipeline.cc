@@ -460,6 +460,9 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
   size_t view_pos = 0;
   std::string carry;  // bytes after the last '\n' of the previous batch
   std::vector<char> read_buffer(options.read_bytes);
+  // Compressed bytes of read_buffer not decoded yet: a batch takes only what fills it, whatever
+  // the compression ratio (64 KiB of a stream of repeated lines can decode to gigabytes).
+  std::string_view undecoded;
   // A batch's bytes: batch_bytes, and room to finish the line that crosses its end; with the
   // padding, 2 MiB by default: one huge page.
   const size_t batch_reserve =
@@ -509,6 +512,19 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
       // Another stage failed: stop reading now rather than at the end of the batch (a stalled
       // source could take long to fill it).
       if (failed.load(std::memory_order_relaxed)) return false;
+      if (!undecoded.empty()) {
+        // What fills the batch (a line longer than a batch: a batch's worth more at a time).
+        const size_t size = batch->data.size();
+        const size_t room =
+            size < options.batch_bytes ? options.batch_bytes - size : options.batch_bytes;
+        absl::StatusOr<size_t> took = decoder->FeedSome(undecoded, append, room);
+        if (!took.ok()) {
+          fail(took.status());
+          return false;
+        }
+        undecoded.remove_prefix(*took);
+        continue;
+      }
       // Plain input is read straight into the batch; compressed input through the read buffer.
       const size_t at = batch->data.size();
       absl::StatusOr<size_t> n =
@@ -530,13 +546,7 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
         break;
       }
       bytes_in += *n;
-      if (decoder) {
-        const std::string_view chunk(read_buffer.data(), *n);
-        if (absl::Status s = decoder->Feed(chunk, append); !s.ok()) {
-          fail(std::move(s));
-          return false;
-        }
-      }
+      if (decoder) undecoded = std::string_view(read_buffer.data(), *n);
     }
     if (!input_done) {
       const size_t last_nl = batch->data.view().rfind('\n');

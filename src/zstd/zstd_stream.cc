@@ -10,6 +10,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -199,7 +200,9 @@ struct ZstdDecoder::Impl {
     return error;
   }
 
-  absl::Status Feed(const unsigned char* p, size_t n, Sink sink);
+  // Stops once bytes_out reaches out_stop (FeedSome), or when the input is all taken; *taken: how
+  // much of it was.
+  absl::Status Feed(const unsigned char* p, size_t n, Sink sink, uint64_t out_stop, size_t* taken);
   absl::Status Finish();
 
   // Gathers header bytes from p[0..n) into `header`; starts the frame once the header is complete.
@@ -249,12 +252,18 @@ struct ZstdDecoder::Impl {
   uint64_t bytes_in = 0;
   uint64_t bytes_out = 0;
   uint64_t num_frames = 0;
+  uint64_t out_stop = UINT64_MAX;  // Feed's, while it runs
 };
 
-absl::Status ZstdDecoder::Impl::Feed(const unsigned char* p, size_t n, Sink sink) {
+absl::Status ZstdDecoder::Impl::Feed(const unsigned char* p, size_t n, Sink sink, uint64_t stop_at,
+                                     size_t* taken) {
+  *taken = 0;
   if (!error.ok()) return error;
   if (finished) return absl::FailedPreconditionError("ZstdDecoder::Feed called after Finish");
-  while (n > 0) {
+  out_stop = stop_at;
+  const size_t given = n;
+  absl::Cleanup count_taken = [&] { *taken = given - n; };
+  while (n > 0 && bytes_out < out_stop) {
     switch (state) {
       case State::kHeader: {
         absl::Status s = TakeHeaderBytes(p, n, sink);
@@ -375,7 +384,9 @@ absl::Status ZstdDecoder::Impl::StartFrame(Sink sink) {
 }
 
 absl::Status ZstdDecoder::Impl::DecodeFrameBytes(const unsigned char*& p, size_t& n, Sink sink) {
-  while (n > 0 && state == State::kFrame) {
+  // Each step gives zstd at most one block's bytes, so it hands out at most one block (128 KiB)
+  // past out_stop.
+  while (n > 0 && state == State::kFrame && bytes_out < out_stop) {
     size_t give = n;
     if (part == Part::kBlockHeader) {
       give = std::min(n, sizeof(block_header) - block_header_len);
@@ -544,8 +555,21 @@ ZstdDecoder::ZstdDecoder(ZstdDecoder&&) noexcept = default;
 ZstdDecoder& ZstdDecoder::operator=(ZstdDecoder&&) noexcept = default;
 
 absl::Status ZstdDecoder::Feed(std::string_view compressed, Sink sink) {
+  size_t taken = 0;
   return impl_->Feed(reinterpret_cast<const unsigned char*>(compressed.data()), compressed.size(),
-                     sink);
+                     sink, UINT64_MAX, &taken);
+}
+
+absl::StatusOr<size_t> ZstdDecoder::FeedSome(std::string_view compressed, Sink sink,
+                                             uint64_t max_out) {
+  size_t taken = 0;
+  const uint64_t start = impl_->bytes_out;
+  const uint64_t stop =
+      max_out > UINT64_MAX - start ? UINT64_MAX : start + std::max<uint64_t>(max_out, 1);
+  absl::Status s = impl_->Feed(reinterpret_cast<const unsigned char*>(compressed.data()),
+                               compressed.size(), sink, stop, &taken);
+  if (!s.ok()) return s;
+  return taken;
 }
 
 absl::Status ZstdDecoder::Finish() { return impl_->Finish(); }

@@ -204,6 +204,47 @@ TEST(ZstdDecoder, RandomChunkingsEqualOneBigFeed) {
   }
 }
 
+// FeedSome hands out what it is asked for (at most a block more), whatever the ratio: 16 MiB of one
+// repeated line compress to a few KiB, which Feed would decode in one call. Given again what it did
+// not take, it ends with the same bytes as Feed, over every frame of a multi-frame file too.
+TEST(ZstdDecoder, FeedSomeBoundsWhatOneCallDecodes) {
+  std::string lines;
+  while (lines.size() < (size_t{16} << 20)) lines += "{\"text\": \"a\"}\n";
+  const std::string repeated = Compress(lines, 19);
+  ASSERT_LT(repeated.size(), size_t{64} << 10);
+  for (const std::string& data :
+       {repeated, SampleFile("01.jsonl.zst"), BadFile("skippable-frames.jsonl.zst")}) {
+    const Decoded whole = DecodeAll(data);
+    ASSERT_TRUE(whole.status.ok()) << whole.status;
+    for (uint64_t max_out : {uint64_t{0}, uint64_t{1000}, uint64_t{1} << 20}) {
+      SCOPED_TRACE(max_out);
+      ZstdDecoder decoder;
+      std::string out;
+      std::string_view rest = data;
+      size_t calls = 0;
+      while (!rest.empty()) {
+        size_t this_call = 0;
+        absl::StatusOr<size_t> took = decoder.FeedSome(
+            rest,
+            [&](std::string_view bytes) {
+              this_call += bytes.size();
+              out.append(bytes);
+              return absl::OkStatus();
+            },
+            max_out);
+        ASSERT_TRUE(took.ok()) << took.status();
+        ASSERT_LE(*took, rest.size());
+        EXPECT_LE(this_call, std::max<uint64_t>(max_out, 1) + ZSTD_BLOCKSIZE_MAX);
+        rest.remove_prefix(*took);
+        ASSERT_LT(++calls, size_t{1} << 24) << "no progress";
+      }
+      ASSERT_TRUE(decoder.Finish().ok());
+      EXPECT_TRUE(out == whole.out);
+      if (max_out == (uint64_t{1} << 20) && data == repeated) EXPECT_GE(calls, 16u);
+    }
+  }
+}
+
 TEST(ZstdDecoder, SinkSeesChunksOfAtMostDStreamOutSize) {
   const Decoded d = DecodeAll(SampleFile("00.jsonl.zst"));
   ASSERT_TRUE(d.status.ok()) << d.status;
