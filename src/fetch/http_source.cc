@@ -300,7 +300,9 @@ class HttpSourceImpl final : public HttpSource {
           why = "no strong ETag or Last-Modified in the first answer to prove the file unchanged";
         } else if (strong && !r.etag.empty() && r.etag != etag_) {
           why = absl::StrCat("the file changed: ETag ", etag_, ", now ", r.etag);
-        } else if (!strong && !r.last_modified.empty() && r.last_modified != last_modified_) {
+        } else if ((!strong || r.etag.empty()) && !last_modified_.empty() &&
+                   !r.last_modified.empty() && r.last_modified != last_modified_) {
+          // No strong ETag to compare (none in the first answer, or none in this one).
           why = absl::StrCat("the file changed: Last-Modified ", last_modified_, ", now ",
                              r.last_modified);
         }
@@ -540,7 +542,7 @@ class HttpSourceImpl final : public HttpSource {
         // then means the file is no longer the one being read.)
         const bool strong = !etag_.empty() && !absl::StartsWith(etag_, "W/");
         if ((strong && !r.etag.empty() && r.etag != etag_) ||
-            (!strong && !last_modified_.empty() && !r.last_modified.empty() &&
+            ((!strong || r.etag.empty()) && !last_modified_.empty() && !r.last_modified.empty() &&
              r.last_modified != last_modified_)) {
           return Finish(RestartStatus(absl::StrCat(
               name_, ": the file changed while it was downloaded (a request for bytes ", delivered_,

@@ -453,7 +453,7 @@ echo "pid 7 on $(hostname)" >"$work/l/my-gpt3_01.pileprep-lock"
   bad "dry-run: this host's lock file no process holds"
 echo "pid 7 on pileprep-other-node" >"$work/l/my-gpt3_01.pileprep-lock"
 "$PILEPREP" --url "$work/src" --files 1 --output-dir "$work/l" --dry-run 2>&1 |
-  grep -q "01.jsonl.zst -> .*: made; unless pid 7 on pileprep-other-node still holds its lock (a lock file this node's kernel does not list: left alone and FAILED if so)$" ||
+  grep -q "01.jsonl.zst -> .*: made; unless pid 7 on pileprep-other-node still holds its lock (a lock file of another host, whose locks this node cannot see): left alone and FAILED if so$" ||
   bad "dry-run: another host's lock file"
 "$PILEPREP" --url "$work/src" --files 1 --output-dir "$work/l" --dry-run 2>&1 | grep -q "would leave" &&
   bad "dry-run: another host's lock file is counted as a shard certainly left alone"

@@ -15,6 +15,7 @@ fault plans: each request for FILE takes the next action of its plan (then behav
   --no-range          ignore Range (always 200 with the whole file), as some servers do
   --no-etag           send neither ETag nor Last-Modified
   --ignore-if-range   answer a Range request with 206 even when If-Range names another version
+  --no-etag-on-206    leave ETag out of 206 answers (Last-Modified stays)
   --vary-last-modified  a Last-Modified that differs from request to request (same ETag), as
                       mirrors behind one name may serve the same bytes with other file times
   --chunked           send bodies with Transfer-Encoding: chunked, no Content-Length (a drop sends
@@ -57,6 +58,7 @@ def main():
     ap.add_argument("--no-etag", action="store_true")
     ap.add_argument("--ignore-if-range", action="store_true")
     ap.add_argument("--vary-last-modified", action="store_true")
+    ap.add_argument("--no-etag-on-206", action="store_true")
     ap.add_argument("--chunked", action="store_true")
     ap.add_argument("--empty-error-bodies", action="store_true")
     ap.add_argument("--log")
@@ -166,7 +168,8 @@ def main():
                 self.send_header("Content-Length", str(len(body)))
             self.send_header("Accept-Ranges", "none" if args.no_range else "bytes")
             if not args.no_etag:
-                self.send_header("ETag", etag)
+                if not (status == 206 and args.no_etag_on_206):
+                    self.send_header("ETag", etag)
                 self.send_header("Last-Modified", mtime)
             if status == 206:
                 self.send_header("Content-Range", "bytes %d-%d/%d" % (start, end, len(data)))

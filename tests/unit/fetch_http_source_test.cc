@@ -179,6 +179,22 @@ TEST(HttpSource, ResumedAnswerWithAnotherEtagRequiresRestartEvenWhenTheServerIgn
   EXPECT_THAT(log[1], HasSubstr("\"status\": 206"));  // the server did send the other file's tail
 }
 
+// A 206 without an ETag is judged by its Last-Modified, which tells the new file from the old.
+TEST(HttpSource, ResumedAnswerWithoutAnEtagIsJudgedByItsLastModified) {
+  testing::ScopedTempDir dir("pileprep-fetch");
+  const std::string changed = SameSizeVariant(dir.path(), 100000);
+  auto server = FaultServer::Start(
+      kSamples, {"--ignore-if-range", "--no-etag-on-206", "--plan", "01.jsonl.zst=drop:100000",
+                 "--change", "01.jsonl.zst=2:" + changed});
+  ASSERT_TRUE(server.ok());
+  auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), FastOptions());
+  ASSERT_TRUE(source.ok());
+  auto bytes = Drain(**source);
+  ASSERT_FALSE(bytes.ok()) << "a changed file's tail was spliced on";
+  EXPECT_TRUE(IsRestartRequired(bytes.status())) << bytes.status();
+  EXPECT_THAT(std::string(bytes.status().message()), HasSubstr("the file changed: Last-Modified"));
+}
+
 TEST(HttpSource, ResumeWithoutAValidatorRequiresRestart) {
   testing::ScopedTempDir dir("pileprep-fetch");
   const std::string changed = SameSizeVariant(dir.path(), 100000);

@@ -778,9 +778,6 @@ TEST_F(PipelineTest, KeyWithNoTokensBesideOthersPublishesNoKey) {
   EXPECT_FALSE(fs::exists(pa + ".bin.pileprep-tmp"));
 }
 
-// The hook between the two halves of publishing: it sees every key's dataset complete under its
-// temporary name with the old outputs still in place; its error publishes nothing and keeps the
-// old outputs; without an error, the very files it saw (same inodes) are renamed into place.
 // A signal while the outputs are completed and synced (the hook stands in for that moment): the
 // caller reports the input as abandoned, so nothing is published and the older outputs stay.
 TEST_F(PipelineTest, CancelAfterTheFilesAreCompletePublishesNothing) {
@@ -810,6 +807,9 @@ TEST_F(PipelineTest, CancelAfterTheFilesAreCompletePublishesNothing) {
   EXPECT_FALSE(fs::exists(prefix + ".idx.pileprep-tmp"));
 }
 
+// The hook between the two halves of publishing: it sees every key's dataset complete under its
+// temporary name with the old outputs still in place; its error publishes nothing and keeps the
+// old outputs; without an error, the very files it saw (same inodes) are renamed into place.
 TEST_F(PipelineTest, BeforePublishSeesEveryKeyCompleteAndItsErrorPublishesNothing) {
   PipelineOptions options;
   options.jsonl.json_keys = {"a", "b"};

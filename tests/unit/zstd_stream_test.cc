@@ -240,7 +240,9 @@ TEST(ZstdDecoder, FeedSomeBoundsWhatOneCallDecodes) {
       }
       ASSERT_TRUE(decoder.Finish().ok());
       EXPECT_TRUE(out == whole.out);
-      if (max_out == (uint64_t{1} << 20) && data == repeated) EXPECT_GE(calls, 16u);
+      if (max_out == (uint64_t{1} << 20) && data == repeated) {
+        EXPECT_GE(calls, 16u);
+      }
     }
   }
 }

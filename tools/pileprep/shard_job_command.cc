@@ -164,6 +164,7 @@ class ShardLock {
   struct Seen {
     std::string holder;  // "pid P on HOST", or "another process"
     bool certain = false;
+    std::string why_uncertain;  // when not certain
   };
   static std::optional<Seen> Holder(const std::string& path) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -181,11 +182,11 @@ class ShardLock {
     // Lines "N: FLOCK  ADVISORY  WRITE PID MAJ:MIN:INODE START END". Matched on the inode alone:
     // on overlayfs and btrfs the device listed is not the one stat reports.
     std::ifstream locks("/proc/locks");
-    if (!locks) return Seen{who, false};  // no word from the kernel
+    if (!locks) return Seen{who, false, "/proc/locks cannot be read here"};
     const std::string ino = absl::StrCat(":", st.st_ino, " ");
     for (std::string line; std::getline(locks, line);) {
       if (line.find(" FLOCK ") != std::string::npos && line.find(ino) != std::string::npos) {
-        return Seen{who, true};
+        return Seen{who, true, ""};
       }
     }
     char host[256] = "";
@@ -195,7 +196,7 @@ class ShardLock {
                    who.compare(who.size() - here.size(), here.size(), here) == 0)) {
       return std::nullopt;  // this host's (or unnamed), and not held
     }
-    return Seen{who, false};
+    return Seen{who, false, "a lock file of another host, whose locks this node cannot see"};
   }
 
   ~ShardLock() {
@@ -402,8 +403,7 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& dat
 }
 
 // What a run would do with shard n, from the files and records in the output directory (read
-// only; the outputs are not validated: that is the run's first step).
-// What the run would do with shard n, from its files and records (its lock aside).
+// only; the outputs are not validated: that is the run's first step), its lock aside.
 std::string PlanStateOfFiles(const JobConfig& job, const Common& c, const Gpt2Tokenizer& tokenizer,
                              int n, bool* refused) {
   const std::vector<std::string> prefixes = PrefixesFor(job, c, n);
@@ -460,9 +460,8 @@ std::string ShardPlanState(const JobConfig& job, const Common& c, const Gpt2Toke
     return absl::StrCat("FAILED, left alone: another pileprep process is making it (", seen->holder,
                         ")");
   }
-  return absl::StrCat(state, "; unless ", seen->holder,
-                      " still holds its lock (a lock file this node's kernel does not list: left "
-                      "alone and FAILED if so)");
+  return absl::StrCat(state, "; unless ", seen->holder, " still holds its lock (",
+                      seen->why_uncertain, "): left alone and FAILED if so");
 }
 
 // Returns whether the run would be refused (datasets made with other settings).
