@@ -266,6 +266,28 @@ class HttpSourceImpl final : public HttpSource {
   }
 
   // Judges the response at its first body byte: deliver, skip a prefix, restart, or fail.
+  // The first answer's ETag if it is strong, else "": a weak ETag vouches for meaning, not bytes.
+  const std::string& StrongEtag() const {
+    static const std::string kNone;
+    return absl::StartsWith(etag_, "W/") ? kNone : etag_;
+  }
+
+  // Why answer `r` is not of the file the first answer began, or "" if nothing shows a change.
+  // The validator If-Range carried is the one compared: the strong ETag when there is one
+  // (mirrors behind one name may serve the same bytes with other file times), else
+  // Last-Modified; Last-Modified also when `r` has no ETag (servers that leave it out of ranges).
+  std::string ValidatorChange(const Response& r) const {
+    if (!StrongEtag().empty() && !r.etag.empty()) {
+      if (r.etag == StrongEtag()) return "";
+      return absl::StrCat("the file changed: ETag ", etag_, ", now ", r.etag);
+    }
+    if (!last_modified_.empty() && !r.last_modified.empty() && r.last_modified != last_modified_) {
+      return absl::StrCat("the file changed: Last-Modified ", last_modified_, ", now ",
+                          r.last_modified);
+    }
+    return "";
+  }
+
   bool CheckResponse() {
     Response& r = response_;
     r.checked = true;
@@ -291,21 +313,11 @@ class HttpSourceImpl final : public HttpSource {
         // server may ignore If-Range, and without a validator none was sent: the answer's own
         // validators must match the first answer's, or the tail of another file would be spliced
         // onto this one's head.
-        // The validator If-Range carried is the one compared: a strong ETag when there is one
-        // (mirrors behind one name may serve the same bytes with other file times), else
-        // Last-Modified.
-        const bool strong = !etag_.empty() && !absl::StartsWith(etag_, "W/");
-        std::string why;
-        if (!strong && last_modified_.empty()) {
-          why = "no strong ETag or Last-Modified in the first answer to prove the file unchanged";
-        } else if (strong && !r.etag.empty() && r.etag != etag_) {
-          why = absl::StrCat("the file changed: ETag ", etag_, ", now ", r.etag);
-        } else if ((!strong || r.etag.empty()) && !last_modified_.empty() &&
-                   !r.last_modified.empty() && r.last_modified != last_modified_) {
-          // No strong ETag to compare (none in the first answer, or none in this one).
-          why = absl::StrCat("the file changed: Last-Modified ", last_modified_, ", now ",
-                             r.last_modified);
-        }
+        const std::string why =
+            StrongEtag().empty() && last_modified_.empty()
+                ? "no strong ETag or Last-Modified in the first answer to prove "
+                  "the file unchanged"
+                : ValidatorChange(r);
         if (!why.empty()) {
           abort_status_ =
               RestartStatus(absl::StrCat(name_, ": a resumed download from byte ", offset, " (",
@@ -326,7 +338,7 @@ class HttpSourceImpl final : public HttpSource {
       if (r.content_length >= 0) total_.store(r.content_length);
       return true;
     }
-    const bool same_file = !r.etag.empty() && !absl::StartsWith(r.etag, "W/") && r.etag == etag_ &&
+    const bool same_file = !StrongEtag().empty() && r.etag == StrongEtag() &&
                            (r.content_length < 0 || r.content_length == total_.load());
     if (same_file) {
       // The server ignores Range but the file is the same: drop what was already delivered.
@@ -426,9 +438,7 @@ class HttpSourceImpl final : public HttpSource {
     if (attempt_offset_ > 0) {
       range = absl::StrCat(attempt_offset_, "-");
       curl_easy_setopt(easy_, CURLOPT_RANGE, range.c_str());
-      const std::string& validator = !etag_.empty() && !absl::StartsWith(etag_, "W/")
-                                         ? etag_
-                                         : last_modified_;
+      const std::string& validator = StrongEtag().empty() ? last_modified_ : StrongEtag();
       if (!validator.empty()) {
         headers = curl_slist_append(headers, absl::StrCat("If-Range: ", validator).c_str());
       }
@@ -540,13 +550,12 @@ class HttpSourceImpl final : public HttpSource {
         // whose connection failed after its last byte: every byte has arrived, unless the file
         // changed meanwhile. (A length known from the first answer is never settled here: a 416
         // then means the file is no longer the one being read.)
-        const bool strong = !etag_.empty() && !absl::StartsWith(etag_, "W/");
-        if ((strong && !r.etag.empty() && r.etag != etag_) ||
-            ((!strong || r.etag.empty()) && !last_modified_.empty() && !r.last_modified.empty() &&
-             r.last_modified != last_modified_)) {
-          return Finish(RestartStatus(absl::StrCat(
-              name_, ": the file changed while it was downloaded (a request for bytes ", delivered_,
-              "- was answered 416 with another validator); restarting the shard")));
+        // (Without validators every byte came from one answer: nothing was spliced.)
+        const std::string why = ValidatorChange(r);
+        if (!why.empty()) {
+          return Finish(
+              RestartStatus(absl::StrCat(name_, ": a request for bytes ", delivered_,
+                                         "- was answered 416 (", why, "); restarting the shard")));
         }
         total_.store(r.range_total);
         return Finish(FinishCache());

@@ -157,6 +157,9 @@ def main():
                         self.send_response(416)
                         self.send_header("Content-Range", "bytes */%d" % len(data))
                         self.send_header("Content-Length", "0")
+                        if not args.no_etag:  # as nginx does: a 416 names the file it judged
+                            self.send_header("ETag", etag)
+                            self.send_header("Last-Modified", mtime)
                         self.end_headers()
                         return
                     status = 206
