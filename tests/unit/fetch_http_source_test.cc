@@ -9,9 +9,9 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "testing/files.h"
 #include "pileprep/fetch.h"
 #include "testing/fault_server.h"
+#include "testing/files.h"
 
 namespace pileprep {
 namespace {
@@ -50,22 +50,38 @@ int CountIn(const std::vector<std::string>& log, const std::string& needle) {
   return n;
 }
 
-TEST(HttpSource, CleanDownloadEqualsTheFile) {
-  auto server = FaultServer::Start(kSamples, {});
+// One download: a fault server started with `args`, `file` read from it whole (or until it fails).
+struct Download {
+  std::unique_ptr<FaultServer> server;
+  std::unique_ptr<HttpSource> source;
+  absl::StatusOr<std::string> bytes = absl::UnknownError("not downloaded");
+  std::string message() const { return std::string(bytes.status().message()); }
+};
+
+void Fetch(const std::vector<std::string>& args, Download* d,
+           const std::string& file = "01.jsonl.zst", const FetchOptions& o = FastOptions()) {
+  auto server = FaultServer::Start(kSamples, args);
   ASSERT_TRUE(server.ok()) << server.status();
-  auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), FastOptions());
+  d->server = *std::move(server);
+  auto source = OpenHttpSource(d->server->Url(file), o);
   ASSERT_TRUE(source.ok()) << source.status();
-  auto bytes = Drain(**source);
-  ASSERT_TRUE(bytes.ok()) << bytes.status();
-  EXPECT_EQ(*bytes, ReadFile(kSamples + "/01.jsonl.zst"));
-  EXPECT_EQ((*source)->size_hint(), static_cast<int64_t>(bytes->size()));
-  EXPECT_EQ((*source)->stats().requests, 1);
-  EXPECT_EQ((*source)->stats().retries, 0);
+  d->source = *std::move(source);
+  d->bytes = Drain(*d->source);
+}
+
+TEST(HttpSource, CleanDownloadEqualsTheFile) {
+  Download d;
+  ASSERT_NO_FATAL_FAILURE(Fetch({}, &d));
+  ASSERT_TRUE(d.bytes.ok()) << d.bytes.status();
+  EXPECT_EQ(*d.bytes, ReadFile(kSamples + "/01.jsonl.zst"));
+  EXPECT_EQ(d.source->size_hint(), static_cast<int64_t>(d.bytes->size()));
+  EXPECT_EQ(d.source->stats().requests, 1);
+  EXPECT_EQ(d.source->stats().retries, 0);
 }
 
 TEST(HttpSource, RetriesA503ThenResumesTwoDropsWithRangeRequests) {
-  auto server = FaultServer::Start(
-      kSamples, {"--plan", "01.jsonl.zst=503:1,drop:100000,drop:50000"});
+  auto server =
+      FaultServer::Start(kSamples, {"--plan", "01.jsonl.zst=503:1,drop:100000,drop:50000"});
   ASSERT_TRUE(server.ok()) << server.status();
   const auto start = std::chrono::steady_clock::now();
   auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), FastOptions());
@@ -92,59 +108,47 @@ TEST(HttpSource, RetriesA503ThenResumesTwoDropsWithRangeRequests) {
 }
 
 TEST(HttpSource, NotFoundFailsAtOnceNamingTheUrlAndStatus) {
-  auto server = FaultServer::Start(kSamples, {});
-  ASSERT_TRUE(server.ok());
-  auto source = OpenHttpSource((*server)->Url("05.jsonl.zst?token=secret"), FastOptions());
-  ASSERT_TRUE(source.ok());
-  auto bytes = Drain(**source);
-  ASSERT_FALSE(bytes.ok());
-  EXPECT_EQ(bytes.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(std::string(bytes.status().message()), HasSubstr("/05.jsonl.zst: HTTP 404"));
-  EXPECT_THAT(std::string(bytes.status().message()), ::testing::Not(HasSubstr("secret")));
-  EXPECT_EQ((*server)->Log(1).size(), 1u);
+  Download d;
+  ASSERT_NO_FATAL_FAILURE(Fetch({}, &d, "05.jsonl.zst?token=secret"));
+  ASSERT_FALSE(d.bytes.ok());
+  EXPECT_EQ(d.bytes.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(d.message(), HasSubstr("/05.jsonl.zst: HTTP 404"));
+  EXPECT_THAT(d.message(), ::testing::Not(HasSubstr("secret")));
+  EXPECT_EQ(d.server->Log(1).size(), 1u);
 }
 
 TEST(HttpSource, ServerIgnoringRangeWithSameEtagSkipsTheDeliveredPrefix) {
-  auto server = FaultServer::Start(kSamples, {"--no-range", "--plan", "01.jsonl.zst=drop:100000"});
-  ASSERT_TRUE(server.ok());
-  auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), FastOptions());
-  ASSERT_TRUE(source.ok());
-  auto bytes = Drain(**source);
-  ASSERT_TRUE(bytes.ok()) << bytes.status();
-  EXPECT_EQ(*bytes, ReadFile(kSamples + "/01.jsonl.zst"));
-  EXPECT_EQ((*source)->stats().skipped_prefixes, 1);
+  Download d;
+  ASSERT_NO_FATAL_FAILURE(Fetch({"--no-range", "--plan", "01.jsonl.zst=drop:100000"}, &d));
+  ASSERT_TRUE(d.bytes.ok()) << d.bytes.status();
+  EXPECT_EQ(*d.bytes, ReadFile(kSamples + "/01.jsonl.zst"));
+  EXPECT_EQ(d.source->stats().skipped_prefixes, 1);
 }
 
 TEST(HttpSource, ServerIgnoringRangeWithoutValidatorRequiresRestart) {
-  auto server = FaultServer::Start(
-      kSamples, {"--no-range", "--no-etag", "--plan", "01.jsonl.zst=drop:100000"});
-  ASSERT_TRUE(server.ok());
-  auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), FastOptions());
-  ASSERT_TRUE(source.ok());
-  auto bytes = Drain(**source);
-  ASSERT_FALSE(bytes.ok());
-  EXPECT_TRUE(IsRestartRequired(bytes.status())) << bytes.status();
-  EXPECT_THAT(std::string(bytes.status().message()), HasSubstr("restarting the shard"));
+  Download d;
+  ASSERT_NO_FATAL_FAILURE(
+      Fetch({"--no-range", "--no-etag", "--plan", "01.jsonl.zst=drop:100000"}, &d));
+  ASSERT_FALSE(d.bytes.ok());
+  EXPECT_TRUE(IsRestartRequired(d.bytes.status())) << d.bytes.status();
+  EXPECT_THAT(d.message(), HasSubstr("restarting the shard"));
 }
 
 TEST(HttpSource, FileChangedBetweenRequestsRequiresRestartThenGetsTheNewFile) {
-  auto server = FaultServer::Start(
-      kSamples, {"--plan", "01.jsonl.zst=drop:100000", "--change",
-                 "01.jsonl.zst=2:" + kSamples + "/00.jsonl.zst"});
-  ASSERT_TRUE(server.ok());
-  auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), FastOptions());
-  ASSERT_TRUE(source.ok());
-  auto bytes = Drain(**source);
-  ASSERT_FALSE(bytes.ok());
-  EXPECT_TRUE(IsRestartRequired(bytes.status())) << bytes.status();
-  EXPECT_THAT(std::string(bytes.status().message()), HasSubstr("the file changed"));
+  Download d;
+  ASSERT_NO_FATAL_FAILURE(Fetch({"--plan", "01.jsonl.zst=drop:100000", "--change",
+                                 "01.jsonl.zst=2:" + kSamples + "/00.jsonl.zst"},
+                                &d));
+  ASSERT_FALSE(d.bytes.ok());
+  EXPECT_TRUE(IsRestartRequired(d.bytes.status())) << d.bytes.status();
+  EXPECT_THAT(d.message(), HasSubstr("the file changed"));
   // The If-Range guard made the server send the new file whole rather than splice it. The server
   // logs that answer only once it notices the hang-up, which may be after Read() returned.
-  const std::vector<std::string> log = (*server)->Log(2);
+  const std::vector<std::string> log = d.server->Log(2);
   ASSERT_GE(log.size(), 2u);
   EXPECT_THAT(log[1], HasSubstr("\"if_range\": \"\\\""));
   EXPECT_THAT(log[1], HasSubstr("\"status\": 200"));
-  auto again = OpenHttpSource((*server)->Url("01.jsonl.zst"), FastOptions());
+  auto again = OpenHttpSource(d.server->Url("01.jsonl.zst"), FastOptions());
   ASSERT_TRUE(again.ok());
   auto fresh = Drain(**again);
   ASSERT_TRUE(fresh.ok()) << fresh.status();
@@ -164,17 +168,14 @@ std::string SameSizeVariant(const std::string& dir, size_t from) {
 TEST(HttpSource, ResumedAnswerWithAnotherEtagRequiresRestartEvenWhenTheServerIgnoresIfRange) {
   testing::ScopedTempDir dir("pileprep-fetch");
   const std::string changed = SameSizeVariant(dir.path(), 0);
-  auto server =
-      FaultServer::Start(kSamples, {"--ignore-if-range", "--plan", "01.jsonl.zst=drop:100000",
-                                    "--change", "01.jsonl.zst=2:" + changed});
-  ASSERT_TRUE(server.ok());
-  auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), FastOptions());
-  ASSERT_TRUE(source.ok());
-  auto bytes = Drain(**source);
-  ASSERT_FALSE(bytes.ok()) << "a changed file's tail was spliced on";
-  EXPECT_TRUE(IsRestartRequired(bytes.status())) << bytes.status();
-  EXPECT_THAT(std::string(bytes.status().message()), HasSubstr("the file changed: ETag"));
-  const std::vector<std::string> log = (*server)->Log(2);
+  Download d;
+  ASSERT_NO_FATAL_FAILURE(Fetch({"--ignore-if-range", "--plan", "01.jsonl.zst=drop:100000",
+                                 "--change", "01.jsonl.zst=2:" + changed},
+                                &d));
+  ASSERT_FALSE(d.bytes.ok()) << "a changed file's tail was spliced on";
+  EXPECT_TRUE(IsRestartRequired(d.bytes.status())) << d.bytes.status();
+  EXPECT_THAT(d.message(), HasSubstr("the file changed: ETag"));
+  const std::vector<std::string> log = d.server->Log(2);
   ASSERT_GE(log.size(), 2u);
   EXPECT_THAT(log[1], HasSubstr("\"status\": 206"));  // the server did send the other file's tail
 }
@@ -183,46 +184,39 @@ TEST(HttpSource, ResumedAnswerWithAnotherEtagRequiresRestartEvenWhenTheServerIgn
 TEST(HttpSource, ResumedAnswerWithoutAnEtagIsJudgedByItsLastModified) {
   testing::ScopedTempDir dir("pileprep-fetch");
   const std::string changed = SameSizeVariant(dir.path(), 100000);
-  auto server = FaultServer::Start(
-      kSamples, {"--ignore-if-range", "--no-etag-on-206", "--plan", "01.jsonl.zst=drop:100000",
-                 "--change", "01.jsonl.zst=2:" + changed});
-  ASSERT_TRUE(server.ok());
-  auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), FastOptions());
-  ASSERT_TRUE(source.ok());
-  auto bytes = Drain(**source);
-  ASSERT_FALSE(bytes.ok()) << "a changed file's tail was spliced on";
-  EXPECT_TRUE(IsRestartRequired(bytes.status())) << bytes.status();
-  EXPECT_THAT(std::string(bytes.status().message()), HasSubstr("the file changed: Last-Modified"));
+  Download d;
+  ASSERT_NO_FATAL_FAILURE(
+      Fetch({"--ignore-if-range", "--no-etag-on-206", "--plan", "01.jsonl.zst=drop:100000",
+             "--change", "01.jsonl.zst=2:" + changed},
+            &d));
+  ASSERT_FALSE(d.bytes.ok()) << "a changed file's tail was spliced on";
+  EXPECT_TRUE(IsRestartRequired(d.bytes.status())) << d.bytes.status();
+  EXPECT_THAT(d.message(), HasSubstr("the file changed: Last-Modified"));
 }
 
 TEST(HttpSource, ResumeWithoutAValidatorRequiresRestart) {
   testing::ScopedTempDir dir("pileprep-fetch");
   const std::string changed = SameSizeVariant(dir.path(), 100000);
-  auto server = FaultServer::Start(kSamples, {"--no-etag", "--plan", "01.jsonl.zst=drop:100000",
-                                              "--change", "01.jsonl.zst=2:" + changed});
-  ASSERT_TRUE(server.ok());
-  auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), FastOptions());
-  ASSERT_TRUE(source.ok());
-  auto bytes = Drain(**source);
-  ASSERT_FALSE(bytes.ok()) << "a tail no validator vouches for was spliced on";
-  EXPECT_TRUE(IsRestartRequired(bytes.status())) << bytes.status();
+  Download d;
+  ASSERT_NO_FATAL_FAILURE(Fetch(
+      {"--no-etag", "--plan", "01.jsonl.zst=drop:100000", "--change", "01.jsonl.zst=2:" + changed},
+      &d));
+  ASSERT_FALSE(d.bytes.ok()) << "a tail no validator vouches for was spliced on";
+  EXPECT_TRUE(IsRestartRequired(d.bytes.status())) << d.bytes.status();
   EXPECT_THAT(
-      std::string(bytes.status().message()),
+      d.message(),
       HasSubstr("no strong ETag or Last-Modified in the first answer to prove the file unchanged"));
 }
 
 // The validator compared is the one If-Range carried: the strong ETag, which these answers share,
 // not their file times.
 TEST(HttpSource, ResumeFromAMirrorWithTheSameEtagButAnotherFileTimeGoesOn) {
-  auto server =
-      FaultServer::Start(kSamples, {"--vary-last-modified", "--plan", "01.jsonl.zst=drop:100000"});
-  ASSERT_TRUE(server.ok());
-  auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), FastOptions());
-  ASSERT_TRUE(source.ok());
-  auto bytes = Drain(**source);
-  ASSERT_TRUE(bytes.ok()) << bytes.status();
-  EXPECT_EQ(*bytes, ReadFile(kSamples + "/01.jsonl.zst"));
-  EXPECT_EQ((*source)->stats().resumes, 1);
+  Download d;
+  ASSERT_NO_FATAL_FAILURE(
+      Fetch({"--vary-last-modified", "--plan", "01.jsonl.zst=drop:100000"}, &d));
+  ASSERT_TRUE(d.bytes.ok()) << d.bytes.status();
+  EXPECT_EQ(*d.bytes, ReadFile(kSamples + "/01.jsonl.zst"));
+  EXPECT_EQ(d.source->stats().resumes, 1);
 }
 
 // A length known from the first answer is never settled by a 416: a file cut to the bytes already
@@ -231,16 +225,13 @@ TEST(HttpSource, A416ForAFileOfKnownLengthRequiresRestart) {
   testing::ScopedTempDir dir("pileprep-fetch");
   const std::string cut = dir.path() + "/01-cut.jsonl.zst";
   testing::WriteFile(cut, ReadFile(kSamples + "/01.jsonl.zst").substr(0, 100000));
-  auto server =
-      FaultServer::Start(kSamples, {"--ignore-if-range", "--plan", "01.jsonl.zst=drop:100000",
-                                    "--change", "01.jsonl.zst=2:" + cut});
-  ASSERT_TRUE(server.ok());
-  auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), FastOptions());
-  ASSERT_TRUE(source.ok());
-  auto bytes = Drain(**source);
-  ASSERT_FALSE(bytes.ok()) << "a file cut short was taken for the whole";
-  EXPECT_TRUE(IsRestartRequired(bytes.status())) << bytes.status();
-  EXPECT_THAT(std::string(bytes.status().message()), HasSubstr("changed size"));
+  Download d;
+  ASSERT_NO_FATAL_FAILURE(Fetch({"--ignore-if-range", "--plan", "01.jsonl.zst=drop:100000",
+                                 "--change", "01.jsonl.zst=2:" + cut},
+                                &d));
+  ASSERT_FALSE(d.bytes.ok()) << "a file cut short was taken for the whole";
+  EXPECT_TRUE(IsRestartRequired(d.bytes.status())) << d.bytes.status();
+  EXPECT_THAT(d.message(), HasSubstr("changed size"));
 }
 
 TEST(HttpSource, ErrorAnswersWithoutABodyAreJudgedAsWithOne) {
@@ -279,15 +270,12 @@ TEST(HttpSource, DownloadOfUnknownLengthCutAfterItsLastByteIsComplete) {
   const std::string file = ReadFile(kSamples + "/01.jsonl.zst");
   // Chunked answers (no Content-Length): the first is cut after every byte but before the last
   // chunk; the resume asks for the bytes after the end, and the server answers 416.
-  auto server = FaultServer::Start(
-      kSamples, {"--chunked", "--plan", "01.jsonl.zst=drop:" + std::to_string(file.size())});
-  ASSERT_TRUE(server.ok());
-  auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), FastOptions());
-  ASSERT_TRUE(source.ok());
-  auto bytes = Drain(**source);
-  ASSERT_TRUE(bytes.ok()) << bytes.status();
-  EXPECT_EQ(*bytes, file);
-  const std::vector<std::string> log = (*server)->Log(2);
+  Download d;
+  ASSERT_NO_FATAL_FAILURE(
+      Fetch({"--chunked", "--plan", "01.jsonl.zst=drop:" + std::to_string(file.size())}, &d));
+  ASSERT_TRUE(d.bytes.ok()) << d.bytes.status();
+  EXPECT_EQ(*d.bytes, file);
+  const std::vector<std::string> log = d.server->Log(2);
   ASSERT_EQ(log.size(), 2u);
   EXPECT_THAT(log[1], HasSubstr("\"status\": 416"));
   // Cut part way, it resumes with ranges of unknown total and ends equal to the file.
@@ -301,18 +289,30 @@ TEST(HttpSource, DownloadOfUnknownLengthCutAfterItsLastByteIsComplete) {
   EXPECT_EQ((*resumed)->stats().resumes, 1);
 }
 
+// The 416 that would settle a download of unknown length names another file: nothing settles.
+TEST(HttpSource, A416WithAnotherEtagForADownloadOfUnknownLengthRequiresRestart) {
+  testing::ScopedTempDir dir("pileprep-fetch");
+  const std::string changed = SameSizeVariant(dir.path(), 0);
+  const std::string size = std::to_string(ReadFile(kSamples + "/01.jsonl.zst").size());
+  Download d;
+  ASSERT_NO_FATAL_FAILURE(
+      Fetch({"--chunked", "--ignore-if-range", "--plan", "01.jsonl.zst=drop:" + size, "--change",
+             "01.jsonl.zst=2:" + changed},
+            &d));
+  ASSERT_FALSE(d.bytes.ok()) << "a 416 for a changed file settled the download";
+  EXPECT_TRUE(IsRestartRequired(d.bytes.status())) << d.bytes.status();
+  EXPECT_THAT(d.message(), HasSubstr("answered 416 (the file changed: ETag"));
+}
+
 TEST(HttpSource, StalledTransferIsDroppedByTheLowSpeedLimitAndResumed) {
-  auto server = FaultServer::Start(kSamples, {"--plan", "01.jsonl.zst=stall:100000:30"});
-  ASSERT_TRUE(server.ok());
   FetchOptions o = FastOptions();
   o.low_speed_limit = 1000;
   o.low_speed_time_s = 1;
-  auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), o);
-  ASSERT_TRUE(source.ok());
-  auto bytes = Drain(**source);
-  ASSERT_TRUE(bytes.ok()) << bytes.status();
-  EXPECT_EQ(*bytes, ReadFile(kSamples + "/01.jsonl.zst"));
-  EXPECT_EQ((*source)->stats().resumes, 1);
+  Download d;
+  ASSERT_NO_FATAL_FAILURE(Fetch({"--plan", "01.jsonl.zst=stall:100000:30"}, &d, "01.jsonl.zst", o));
+  ASSERT_TRUE(d.bytes.ok()) << d.bytes.status();
+  EXPECT_EQ(*d.bytes, ReadFile(kSamples + "/01.jsonl.zst"));
+  EXPECT_EQ(d.source->stats().resumes, 1);
 }
 
 TEST(HttpSource, CancelFlagEndsAReadBlockedOnAStalledDownload) {
@@ -348,18 +348,15 @@ TEST(HttpSource, CancelFlagEndsAReadBlockedOnAStalledDownload) {
 }
 
 TEST(HttpSource, PersistentServerErrorsGiveUpAfterMaxRetries) {
-  auto server = FaultServer::Start(kSamples, {"--plan", "01.jsonl.zst=500,500,500,500"});
-  ASSERT_TRUE(server.ok());
   FetchOptions o = FastOptions();
   o.max_retries = 2;
-  auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), o);
-  ASSERT_TRUE(source.ok());
-  auto bytes = Drain(**source);
-  ASSERT_FALSE(bytes.ok());
-  EXPECT_EQ(bytes.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(std::string(bytes.status().message()), HasSubstr("HTTP 500"));
-  EXPECT_THAT(std::string(bytes.status().message()), HasSubstr("gave up after 2 retries"));
-  EXPECT_EQ((*server)->Log(3).size(), 3u);
+  Download d;
+  ASSERT_NO_FATAL_FAILURE(Fetch({"--plan", "01.jsonl.zst=500,500,500,500"}, &d, "01.jsonl.zst", o));
+  ASSERT_FALSE(d.bytes.ok());
+  EXPECT_EQ(d.bytes.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(d.message(), HasSubstr("HTTP 500"));
+  EXPECT_THAT(d.message(), HasSubstr("gave up after 2 retries"));
+  EXPECT_EQ(d.server->Log(3).size(), 3u);
 }
 
 TEST(HttpSource, QueueBoundsMemoryWhenTheConsumerIsSlow) {
@@ -389,15 +386,12 @@ TEST(HttpSource, DestroyingMidDownloadCancelsQuickly) {
 }
 
 TEST(HttpSource, CacheFileAppearsOnlyWhenComplete) {
-  auto server = FaultServer::Start(kSamples, {"--plan", "01.jsonl.zst=drop:100000"});
-  ASSERT_TRUE(server.ok());
   const testing::ScopedTempDir dir("fetch_cache");
   FetchOptions o = FastOptions();
   o.cache_path = dir.path() + "/01.jsonl.zst";
-  auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), o);
-  ASSERT_TRUE(source.ok());
-  auto bytes = Drain(**source);
-  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  Download d;
+  ASSERT_NO_FATAL_FAILURE(Fetch({"--plan", "01.jsonl.zst=drop:100000"}, &d, "01.jsonl.zst", o));
+  ASSERT_TRUE(d.bytes.ok()) << d.bytes.status();
   EXPECT_EQ(ReadFile(o.cache_path), ReadFile(kSamples + "/01.jsonl.zst"));
   EXPECT_FALSE(std::filesystem::exists(o.cache_path + ".pileprep-tmp"));
 }
@@ -414,7 +408,8 @@ TEST(HttpSource, ConnectionRefusedIsRetriedThenReported) {
 }
 
 TEST(RedactUrl, DropsCredentialsAndQuery) {
-  EXPECT_EQ(RedactUrl("https://user:pw@host/a/00.jsonl.zst?sig=x#f"), "https://host/a/00.jsonl.zst");
+  EXPECT_EQ(RedactUrl("https://user:pw@host/a/00.jsonl.zst?sig=x#f"),
+            "https://host/a/00.jsonl.zst");
   EXPECT_EQ(RedactUrl("http://host:8080/x"), "http://host:8080/x");
 }
 
