@@ -56,6 +56,15 @@ expect "a 16 MB line of one pre-token and 16 MB of spaces tokenize (no quadratic
   --output-prefix "$work/o/huge" --append-eod
 expect "the 16 MB outputs validate" 0 "" -- "$PILEPREP" validate --expect-eod "$work/o/huge_text_document"
 rm -f "$in/huge-line.jsonl" "$work"/o/huge*
+# check_rss WHAT TIME_FILE LIMIT_MB WHY_IF_OVER: the peak RSS /usr/bin/time wrote, against a bound
+# (reported only under a sanitizer, whose shadow memory is no measure of ours).
+check_rss() {
+  local rss_mb=$(( $(tail -1 "$2") / 1024 ))
+  if [[ -n ${PILEPREP_SANITIZER:-} ]]; then
+    ok "$1: peak RSS ${rss_mb} MB (not bounded under a sanitizer's shadow memory)"
+  elif (( rss_mb < $3 )); then ok "$1: peak RSS ${rss_mb} MB (< $3 MB)"
+  else bad "$1: peak RSS ${rss_mb} MB (bound $3 MB): $4"; fi
+}
 # A 50 MB document (10 M words) is one ordinary document; memory stays a small multiple of it.
 { printf '{"text": "'; for _ in $(seq 100); do head -c 500000 /dev/zero | tr '\0' 'x' | sed 's/xxxxx/word /g'; done; \
   printf '"}\n{"text": "small"}\n'; } >"$in/doc50.jsonl"
@@ -67,11 +76,7 @@ rc=$?
 if [[ $rc -eq 0 ]] && grep -q "2 documents, 10000004 tokens" "$work/err"; then
   ok "a 50 MB document is tokenized whole (10,000,004 tokens)"
 else bad "50 MB document: exit $rc: $(grep -m1 -e documents -e error "$work/err")"; fi
-rss_mb=$(( $(tail -1 "$work/doc50.rss") / 1024 ))
-if [[ -n ${PILEPREP_SANITIZER:-} ]]; then
-  ok "50 MB document: peak RSS ${rss_mb} MB (not bounded under a sanitizer's shadow memory)"
-elif (( rss_mb < 400 )); then ok "50 MB document: peak RSS ${rss_mb} MB (< 8x the document)"
-else bad "50 MB document: peak RSS ${rss_mb} MB"; fi
+check_rss "50 MB document" "$work/doc50.rss" 400 "more than 8x the document"
 rm -f "$in/doc50.jsonl" "$work"/o/doc50*
 # One short line repeated, 510 MB of JSON lines in 43 KB of .jsonl.zst: one 64 KiB read of it decodes
 # to all of it, but a batch takes only what fills it, so memory stays what any shard's is (1,075 MB
@@ -83,11 +88,7 @@ rc=$?
 if [[ $rc -eq 0 ]] && grep -q "34000000 documents, 68000000 tokens" "$work/err"; then
   ok "a .jsonl.zst of 12,000x compression is read whole (34,000,000 documents)"
 else bad "repeated line: exit $rc: $(grep -m1 -e documents -e error "$work/err")"; fi
-rss_mb=$(( $(tail -1 "$work/rep.rss") / 1024 ))
-if [[ -n ${PILEPREP_SANITIZER:-} ]]; then
-  ok "12,000x .jsonl.zst: peak RSS ${rss_mb} MB (not bounded under a sanitizer's shadow memory)"
-elif (( rss_mb < 400 )); then ok "12,000x .jsonl.zst: peak RSS ${rss_mb} MB (< 400 MB)"
-else bad "12,000x .jsonl.zst: peak RSS ${rss_mb} MB: a batch grew with the compression ratio"; fi
+check_rss "12,000x .jsonl.zst" "$work/rep.rss" 400 "a batch grew with the compression ratio"
 rm -f "$in/repeated.jsonl.zst" "$work"/o/rep*
 
 # ---------------------------------------------------------------- output names

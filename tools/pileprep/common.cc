@@ -180,6 +180,11 @@ std::string StripPairSuffix(const std::string& arg) {
   return arg;
 }
 
+std::string DirectoryOf(const std::string& prefix) {
+  const std::filesystem::path dir = std::filesystem::path(prefix).parent_path();
+  return dir.empty() ? std::string(".") : dir.string();
+}
+
 absl::Status EnsureDirectory(const std::string& dir, absl::string_view flag) {
   std::error_code ec;
   // The parents whose entries creating `dir` adds: made durable below, before any output is

@@ -58,6 +58,8 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> LoadTokenizerMakingCaches(
 // Creates `dir` (and its parents, synced) if need be and checks that it is writable; errors name
 // `flag`, the option that gave it ("--output-dir").
 absl::Status EnsureDirectory(const std::string& dir, absl::string_view flag);
+// The directory an output prefix writes in: "." for a bare prefix ("out" -> ".", "d/out" -> "d").
+std::string DirectoryOf(const std::string& prefix);
 // The keys in the order given, each once: Megatron keeps one dataset per key name (a dict), and two
 // writers on one prefix would share their temporaries.
 std::vector<std::string> UniqueKeys(const std::vector<std::string>& keys);

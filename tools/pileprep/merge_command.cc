@@ -64,10 +64,7 @@ int RunMerge(int argc, char** argv, int first) {
   } else {
     for (const std::string& p : args.positional()) inputs.push_back(StripPairSuffix(p));
   }
-  // A bare prefix's directory is the current one, checked too.
-  const std::filesystem::path out_dir_path = std::filesystem::path(output).parent_path();
-  const std::string out_dir = out_dir_path.empty() ? std::string(".") : out_dir_path.string();
-  if (auto s = EnsureDirectory(out_dir, "--output-prefix"); !s.ok()) {
+  if (auto s = EnsureDirectory(DirectoryOf(output), "--output-prefix"); !s.ok()) {
     PrintError(std::string(s.message()));
     return kExitUsage;
   }

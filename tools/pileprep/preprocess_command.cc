@@ -94,10 +94,7 @@ int RunPreprocess(int argc, char** argv, int first) {
   c.pipeline.threads = static_cast<int>(threads);
   c.pipeline.append_eod = args.Has("append-eod");
   if (args.Has("json-keys")) c.pipeline.jsonl.json_keys = UniqueKeys(args.GetAll("json-keys"));
-  // A bare prefix's directory is the current one, checked too.
-  const std::filesystem::path dir_path = std::filesystem::path(prefix).parent_path();
-  const std::string dir = dir_path.empty() ? std::string(".") : dir_path.string();
-  if (auto s = EnsureDirectory(dir, "--output-prefix"); !s.ok()) {
+  if (auto s = EnsureDirectory(DirectoryOf(prefix), "--output-prefix"); !s.ok()) {
     PrintError(std::string(s.message()));
     return kExitUsage;
   }

@@ -124,19 +124,14 @@ class ShardLock {
       const bool current = ::fstat(fd, &held) == 0 && ::stat(path.c_str(), &named) == 0 &&
                            held.st_dev == named.st_dev && held.st_ino == named.st_ino;
       if (locked && current) {
-        char host[256] = "";
-        ::gethostname(host, sizeof(host) - 1);
-        const std::string me = absl::StrCat("pid ", ::getpid(), " on ", host, "\n");
+        const std::string me = absl::StrCat("pid ", ::getpid(), " on ", HostName(), "\n");
         if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) < 0) {
           // Only the holder's name is lost (a read-only descriptor); the lock holds.
         }
         return std::unique_ptr<ShardLock>(new ShardLock(fd, path));
       }
       if (!locked && err == EWOULDBLOCK && current) {
-        char buf[256];
-        const ssize_t got = ::pread(fd, buf, sizeof(buf) - 1, 0);
-        std::string who(buf, got > 0 ? static_cast<size_t>(got) : 0);
-        while (!who.empty() && (who.back() == '\n' || who.back() == '\0')) who.pop_back();
+        const std::string who = ReadHolderName(fd);
         *held_by = who.empty() ? "another process" : who;
         ::close(fd);
         return nullptr;
@@ -151,6 +146,21 @@ class ShardLock {
     }
     *held_by = "processes that keep replacing the lock file";
     return nullptr;
+  }
+
+  // The holder a lock file names ("pid P on HOST", as TryAcquire writes it), or "".
+  static std::string ReadHolderName(int fd) {
+    char buf[256];
+    const ssize_t got = ::pread(fd, buf, sizeof(buf) - 1, 0);
+    std::string who(buf, got > 0 ? static_cast<size_t>(got) : 0);
+    while (!who.empty() && (who.back() == '\n' || who.back() == '\0')) who.pop_back();
+    return who;
+  }
+
+  static std::string HostName() {
+    char host[256] = "";
+    ::gethostname(host, sizeof(host) - 1);
+    return host;
   }
 
   // For --dry-run, without taking the lock: a probe that took it, even for a moment, could turn a
@@ -170,13 +180,10 @@ class ShardLock {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return std::nullopt;
     struct stat st;
-    char buf[256];
     const bool statted = ::fstat(fd, &st) == 0;
-    const ssize_t got = ::pread(fd, buf, sizeof(buf) - 1, 0);
+    std::string who = ReadHolderName(fd);
     ::close(fd);
     if (!statted) return std::nullopt;
-    std::string who(buf, got > 0 ? static_cast<size_t>(got) : 0);
-    while (!who.empty() && (who.back() == '\n' || who.back() == '\0')) who.pop_back();
     const bool named = !who.empty();
     if (!named) who = "another process";
     // Lines "N: FLOCK  ADVISORY  WRITE PID MAJ:MIN:INODE START END". Matched on the inode alone:
@@ -189,9 +196,7 @@ class ShardLock {
         return Seen{who, true, ""};
       }
     }
-    char host[256] = "";
-    ::gethostname(host, sizeof(host) - 1);
-    const std::string here = absl::StrCat(" on ", host);
+    const std::string here = absl::StrCat(" on ", HostName());
     if (!named || (who.size() >= here.size() &&
                    who.compare(who.size() - here.size(), here.size(), here) == 0)) {
       return std::nullopt;  // this host's (or unnamed), and not held
