@@ -70,15 +70,18 @@ using Environment = std::map<std::string, std::string>;
 Environment CurrentEnvironment();
 
 // Resolves rank and size. Flags win: --nodes and --rank together decide alone; --nodes alone takes
-// the rank from the first variable family below that sets a rank; --rank alone takes the size
-// likewise. Otherwise the first family with both variables set, in this order:
+// the rank from the first variable family below that sets a rank (SLURM_PROCID only in an srun
+// step); --rank alone takes the size likewise; the family's other variable, if set, must agree
+// with the flag. Otherwise the first family with both variables set, in this order:
 //   NGC_ARRAY_INDEX / NGC_ARRAY_SIZE (BCP), RANK / WORLD_SIZE (torchrun, BCP PyTorch arrays),
 //   OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE (MPI), then SLURM_ARRAY_TASK_ID (a Slurm array
 //   task, when SLURM_STEP_NUM_TASKS is unset or 1), then SLURM_PROCID / SLURM_STEP_NUM_TASKS (one
 //   srun step over nodes). SLURM_NTASKS alone (a batch script run without srun: the allocation's
 //   task count, with SLURM_PROCID 0 in the one process there is) does not split: rank 0 of 1, and
 //   decided_by says so. With none of them: rank 0 of 1. InvalidArgument, naming the flag or
-// variable, for a value that is not a whole number, a size below 1 or a rank outside [0, size).
+// variable, for a value that is not a whole number, a size below 1 or a rank outside [0, size), a
+// flag its family contradicts, and a Slurm array task running a multi-task srun step (or one flag
+// in an array task): which split is meant cannot be told.
 absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environment& env);
 
 // The NeMo launcher's split: rank r of g takes the contiguous block [floor(r*n/g), floor((r+1)*n/g))

@@ -153,6 +153,17 @@ bool SlurmArrayApplies(const Environment& env) {
   return ntasks == nullptr || *ntasks == "1";
 }
 
+// An array task running an srun step of several tasks: split by SLURM_PROCID, each array task
+// made the same shares of --files (every file made, or fought over, by every array task); made by
+// the array task's number, the step's tasks would all make one file.
+absl::Status ArrayOfSteps(const Environment& env) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "a Slurm array task (SLURM_ARRAY_TASK_ID=", *Lookup(env, "SLURM_ARRAY_TASK_ID"),
+      ") running an srun step of ", *Lookup(env, "SLURM_STEP_NUM_TASKS"),
+      " tasks: run one task per array task (each makes the file of its number), or one step "
+      "without --array (its tasks split --files), or give both --nodes and --rank"));
+}
+
 }  // namespace
 
 absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environment& env) {
@@ -176,30 +187,63 @@ absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environ
   }
   if (flags.nodes >= 0 || flags.rank >= 0) {
     // One flag given: the other half comes from the first family that has it.
+    const bool nodes = flags.nodes >= 0;
+    const int given = nodes ? flags.nodes : flags.rank;
+    const std::string flag = absl::StrCat(nodes ? "--nodes " : "--rank ", given);
     for (const Family& f : kFamilies) {
       if (f.size == nullptr) continue;
-      const char* var = flags.nodes >= 0 ? f.rank : f.size;
+      // SLURM_PROCID is a rank only in an srun step: a batch script's process, and every task of
+      // an array, has SLURM_PROCID=0, so `--nodes 30` there made one share 30 times over and the
+      // others never (exit 0).
+      if (std::string_view(f.rank) == "SLURM_PROCID" &&
+          Lookup(env, "SLURM_STEP_NUM_TASKS") == nullptr) {
+        continue;
+      }
+      const char* var = nodes ? f.rank : f.size;
       if (Lookup(env, var) == nullptr) continue;
+      if (std::string_view(f.rank) == "SLURM_PROCID" &&
+          Lookup(env, "SLURM_ARRAY_TASK_ID") != nullptr) {
+        return ArrayOfSteps(env);
+      }
       PILEPREP_ASSIGN_OR_RETURN(const int v, EnvInt(env, var));
-      if (flags.nodes >= 0) {
+      // The family's other half, when set, must be the flag's value: `--nodes 4` on two BCP
+      // replicas made the shares of ranks 0 and 1 and nobody the other half (exit 0).
+      const char* other = nodes ? f.size : f.rank;
+      if (Lookup(env, other) != nullptr) {
+        PILEPREP_ASSIGN_OR_RETURN(const int o, EnvInt(env, other));
+        if (o != given) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(flag, " but ", other, "=", o, " (with ", var, "=", v, "): ",
+                           nodes ? "the files of the ranks that never run would be made by no one"
+                                 : "two processes could take the same rank",
+                           "; drop the flag, or give both --nodes and --rank to decide alone"));
+        }
+      }
+      if (nodes) {
         a.size = flags.nodes;
         a.rank = v;
-        a.decided_by = absl::StrCat("--nodes ", flags.nodes, ", ", var, "=", v);
       } else {
         a.size = v;
         a.rank = flags.rank;
-        a.decided_by = absl::StrCat("--rank ", flags.rank, ", ", var, "=", v);
       }
+      a.decided_by = absl::StrCat(flag, ", ", var, "=", v);
       return check(a);
     }
-    if (flags.nodes >= 0) {
+    if (const std::string* task = Lookup(env, "SLURM_ARRAY_TASK_ID"); task != nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          flag, " in a Slurm array task (SLURM_ARRAY_TASK_ID=", *task,
+          "): without --nodes and --rank each array task makes the file of its number; to split "
+          "--files over ranks instead, give both --nodes and --rank"));
+    }
+    if (nodes) {
       if (flags.nodes == 1) {
         a.decided_by = "--nodes 1";
         return a;
       }
       return absl::InvalidArgumentError(absl::StrCat(
-          "--nodes ", flags.nodes, " needs --rank R, or one of NGC_ARRAY_INDEX, RANK, "
-          "OMPI_COMM_WORLD_RANK, SLURM_PROCID in the environment"));
+          "--nodes ", flags.nodes,
+          " needs --rank R, or one of NGC_ARRAY_INDEX, RANK, "
+          "OMPI_COMM_WORLD_RANK, or SLURM_PROCID in an srun step, in the environment"));
     }
     return absl::InvalidArgumentError(
         absl::StrCat("--rank ", flags.rank,
@@ -208,6 +252,7 @@ absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environ
   }
   for (const Family& f : kFamilies) {
     if (f.size == nullptr) {
+      if (Lookup(env, f.rank) != nullptr && !SlurmArrayApplies(env)) return ArrayOfSteps(env);
       if (!SlurmArrayApplies(env)) continue;
       PILEPREP_ASSIGN_OR_RETURN(a.array_task, EnvInt(env, f.rank));
       a.decided_by = absl::StrCat(f.rank, "=", a.array_task);

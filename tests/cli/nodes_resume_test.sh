@@ -95,6 +95,12 @@ run_family torchrun RANK WORLD_SIZE
 run_family mpi OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE
 SLURM_NTASKS=4 run_family slurm SLURM_PROCID SLURM_STEP_NUM_TASKS   # srun's tasks
 run_family nodes-flag-rank-env NGC_ARRAY_INDEX "" --nodes 4   # pileprep --nodes $NGC_ARRAY_SIZE
+# --nodes that contradicts the environment's size: refused (exit 2), nothing made.
+NGC_ARRAY_INDEX=1 NGC_ARRAY_SIZE=2 "$PILEPREP" --url "$work/src" --files 0-6 --output-dir "$work/n-contra" \
+  --nodes 4 -q 2>"$work/err-contra"
+rc=$?
+[[ $rc -eq 2 ]] && grep -q -- "--nodes 4 but NGC_ARRAY_SIZE=2" "$work/err-contra" && [[ ! -e "$work/n-contra" ]] ||
+  bad "--nodes 4 on 2 replicas: exit $rc, $(cat "$work/err-contra")"
 grep -q '"decided_by": "NGC_ARRAY_INDEX=2 NGC_ARRAY_SIZE=4"' "$work/n-ngc/pileprep-summary-rank2.json" ||
   bad "summary does not say which variables decided the rank"
 # A Slurm batch script that runs pileprep without srun: one process, SLURM_PROCID=0 and the

@@ -128,15 +128,60 @@ TEST(ResolveRank, SlurmArrayTaskProcessesOneFile) {
       {}, {{"SLURM_ARRAY_TASK_ID", "17"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "8"}});
   ASSERT_TRUE(batch.ok());
   EXPECT_EQ(batch->array_task, 17);
-  // An array of multi-task srun steps splits by SLURM_PROCID instead.
-  auto b = ResolveRank({}, {{"SLURM_ARRAY_TASK_ID", "5"},
-                            {"SLURM_PROCID", "1"},
-                            {"SLURM_STEP_NUM_TASKS", "2"},
-                            {"SLURM_NTASKS", "2"}});
-  ASSERT_TRUE(b.ok());
-  EXPECT_EQ(b->array_task, -1);
-  EXPECT_EQ(b->rank, 1);
-  EXPECT_EQ(b->size, 2);
+}
+
+// Each array task running a 2-task srun step: split by SLURM_PROCID, every array task made the same
+// halves of --files; by the array task's number, both step tasks made one file. Refused, unless the
+// flags decide.
+TEST(ResolveRank, SlurmArrayOfMultiTaskStepsIsRefusedUnlessTheFlagsDecide) {
+  const Environment env = {{"SLURM_ARRAY_TASK_ID", "5"},
+                           {"SLURM_PROCID", "1"},
+                           {"SLURM_STEP_NUM_TASKS", "2"},
+                           {"SLURM_NTASKS", "2"}};
+  for (const RankFlags& flags : {RankFlags{}, RankFlags{.nodes = 2}, RankFlags{.rank = 1}}) {
+    auto a = ResolveRank(flags, env);
+    ASSERT_FALSE(a.ok()) << a->decided_by;
+    EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(a.status().message()),
+                HasSubstr("Slurm array task (SLURM_ARRAY_TASK_ID=5) running an srun step of 2"));
+  }
+  auto both = ResolveRank({.nodes = 2, .rank = 1}, env);
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ(both->rank, 1);
+}
+
+// `--nodes N` alone takes SLURM_PROCID only in an srun step: a batch script's process, and each
+// array task, has SLURM_PROCID=0 (taken, `--nodes 30` in a 30-task array made file 00 30 times and
+// the rest never, exit 0).
+TEST(ResolveRank, NodesAloneTakesSlurmProcidOnlyInAnSrunStep) {
+  auto array = ResolveRank(
+      {.nodes = 30}, {{"SLURM_ARRAY_TASK_ID", "5"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}});
+  ASSERT_FALSE(array.ok()) << array->decided_by;
+  EXPECT_THAT(std::string(array.status().message()),
+              HasSubstr("--nodes 30 in a Slurm array task (SLURM_ARRAY_TASK_ID=5)"));
+  auto batch = ResolveRank({.nodes = 4}, {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}});
+  ASSERT_FALSE(batch.ok()) << batch->decided_by;
+  EXPECT_THAT(std::string(batch.status().message()), HasSubstr("--nodes 4 needs --rank R"));
+  auto step = ResolveRank(
+      {.nodes = 4}, {{"SLURM_PROCID", "2"}, {"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_NTASKS", "4"}});
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(step->rank, 2);
+  EXPECT_EQ(step->decided_by, "--nodes 4, SLURM_PROCID=2");
+}
+
+// One flag and its family's other variable must agree: `--nodes 4` on two BCP replicas made ranks
+// 0 and 1 of 4, the other half of the files made by no one, exit 0.
+TEST(ResolveRank, OneFlagThatContradictsItsFamilyIsRefused) {
+  const Environment two = {{"NGC_ARRAY_INDEX", "1"}, {"NGC_ARRAY_SIZE", "2"}};
+  auto nodes = ResolveRank({.nodes = 4}, two);
+  ASSERT_FALSE(nodes.ok()) << nodes->decided_by;
+  EXPECT_THAT(std::string(nodes.status().message()),
+              HasSubstr("--nodes 4 but NGC_ARRAY_SIZE=2 (with NGC_ARRAY_INDEX=1)"));
+  auto rank = ResolveRank({.rank = 0}, {{"RANK", "1"}, {"WORLD_SIZE", "2"}});
+  ASSERT_FALSE(rank.ok()) << rank->decided_by;
+  EXPECT_THAT(std::string(rank.status().message()), HasSubstr("--rank 0 but RANK=1"));
+  EXPECT_TRUE(ResolveRank({.nodes = 2}, two).ok());
+  EXPECT_TRUE(ResolveRank({.nodes = 4, .rank = 3}, two).ok());  // both flags decide alone
 }
 
 // `sbatch -N 4 --ntasks-per-node 1 job.sh` whose script runs pileprep itself, without srun: one
