@@ -122,6 +122,16 @@ class Checker {
                       code_ == static_cast<uint8_t>(TokenDType::kUint16);
     if (token_dtype_ok_) {
       report_.dtype = static_cast<TokenDType>(code_);
+      if (code_ == static_cast<uint8_t>(TokenDType::kUint16) && options_.vocab_size > 65536) {
+        // The token range check cannot see this: an id above 65535 was wrapped when written.
+        Add("dtype", kIdxDTypeOffset, -1, 1, [&] {
+          return absl::StrCat(At(idx_name_, kIdxDTypeOffset),
+                              "dtype uint16 cannot hold the ids of a vocabulary of ",
+                              options_.vocab_size,
+                              " (Megatron writes int32 from 65500 on): any id above 65535 was "
+                              "wrapped when written; regenerate the dataset");
+        });
+      }
     } else {
       Add("dtype", kIdxDTypeOffset, -1, 1, [&] {
         std::string why;
@@ -156,8 +166,8 @@ class Checker {
             Plural(num_sequences_, "sequence", "sequences"), " and ", num_doc_indices_,
             " document indices, which need ", kIdxHeaderBytes, " + 12×", num_sequences_, " + 8×",
             num_doc_indices_, " bytes, but the file has only ", size,
-            " bytes: the .idx is truncated (an interrupted copy or write?); copy it again or "
-            "regenerate it");
+            " bytes: the .idx is truncated (an interrupted copy or write?) or its header is "
+            "corrupt; copy it again or regenerate it");
       });
       return false;
     }
@@ -228,12 +238,13 @@ class Checker {
           if (want > 0 && want <= std::numeric_limits<int64_t>::max() &&
               (static_cast<uint64_t>(pointer) & 0xffffffffu) ==
                   (static_cast<uint64_t>(static_cast<int64_t>(want)) & 0xffffffffu)) {
-            how = " (equal in the low 32 bits: the writer computed pointers in 32 bits and "
-                  "overflowed past 4 GiB)";
+            how =
+                " (equal in the low 32 bits: the writer computed pointers in 32 bits, "
+                "which wrap past 2 or 4 GiB)";
           } else if (diff % static_cast<__int128>(itemsize_) == 0) {
             const __int128 tok = diff / static_cast<__int128>(itemsize_);
             how = absl::StrCat(" (", tok > 0 ? "+" : "", static_cast<int64_t>(tok),
-                               std::abs(static_cast<int64_t>(tok)) == 1 ? " token)" : " tokens)");
+                               tok == 1 || tok == -1 ? " token)" : " tokens)");
           } else {
             how = absl::StrCat(" (", static_cast<int64_t>(diff),
                                " bytes: not even a whole number of tokens)");
@@ -310,6 +321,8 @@ class Checker {
       return;
     }
     if (actual == expected_bin_) return;
+    // Negative lengths (reported above) can sum to a negative size: no size to compare against.
+    if (expected_bin_ < 0) return;
     const int64_t want = static_cast<int64_t>(expected_bin_);
     Add("bin_size", static_cast<int64_t>(std::min(actual, expected_bin_)), -1, 1, [&] {
       std::string head = absl::StrCat(bin_name_, ": the .bin is ", bin_.size(),

@@ -31,6 +31,8 @@ expect "prefix form" 0 "ok (uint16, 2572 sequences, 2575 documents, 3489275 toke
 expect ".idx path form" 0 ": ok" -- "$PILEPREP" validate "$p0.idx"
 expect "json" 0 '"ok":true' -- "$PILEPREP" validate --json "$p0"
 expect "index only" 0 "tokens not checked" -- "$PILEPREP" validate --index-only "$p0"
+expect "--index-only leaves the final EOD unread" 2 "--expect-eod reads the .bin" -- \
+  "$PILEPREP" validate --index-only --expect-eod "$p0"
 expect "help" 0 "--expect-eod" -- "$PILEPREP" validate --help
 expect "no argument" 2 "at least one PREFIX" -- "$PILEPREP" validate
 expect "missing dataset" 1 "nope.idx" -- "$PILEPREP" validate "$work/nope"

@@ -8,14 +8,15 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "testing/files.h"
 #include "pileprep/indexed_reader.h"
 #include "pileprep/pipeline.h"
+#include "testing/files.h"
 
 namespace pileprep {
 namespace {
@@ -279,6 +280,17 @@ TEST_F(ValidateTest, NegativeLengthIsCaught) {
   EXPECT_THAT(p->message, HasSubstr("follows from the bad length of sequence 3"));
 }
 
+// Lengths that sum to a negative size leave no .bin size to compare: no bin_size violation that
+// says "the index describes -N bytes".
+TEST_F(ValidateTest, NegativeLengthsSummingBelowZeroGiveNoNegativeBinSize) {
+  std::string idx = idx_;
+  Put<int32_t>(idx, LengthOffset(0), std::numeric_limits<int32_t>::min());
+  ValidationReport r = Check(idx, bin_);
+  EXPECT_NE(r.Find("negative_length"), nullptr);
+  EXPECT_EQ(r.Find("bin_size"), nullptr);
+  for (const Violation& v : r.violations) EXPECT_GE(v.file_offset, -1) << v.message;
+}
+
 TEST_F(ValidateTest, ZeroLengthSequenceIsCaught) {
   std::string idx = idx_;
   Put<int32_t>(idx, LengthOffset(7), 0);
@@ -305,6 +317,20 @@ TEST_F(ValidateTest, TokenOutsideVocabularyIsCaught) {
   ValidateOptions big;
   big.vocab_size = 50304;
   EXPECT_TRUE(Check(idx_, bin, big).ok());
+}
+
+// uint16 cannot hold the ids of a vocabulary past 65536: ids above 65535 were wrapped when written,
+// which the token range check cannot see.
+TEST_F(ValidateTest, Uint16DatasetOfAVocabularyPast65536IsCaught) {
+  ValidateOptions large;
+  large.vocab_size = 100000;
+  ValidationReport r = Check(idx_, bin_, large);
+  const Violation* v = r.Find("dtype");
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->file_offset, static_cast<int64_t>(kIdxDTypeOffset));
+  EXPECT_THAT(v->message, HasSubstr("uint16 cannot hold the ids of a vocabulary of 100000"));
+  large.vocab_size = 65536;  // every id fits
+  EXPECT_TRUE(Check(idx_, bin_, large).ok());
 }
 
 TEST_F(ValidateTest, MissingEodIsCaughtOnlyWhenExpected) {

@@ -69,6 +69,11 @@ int RunValidate(int argc, char** argv, int first) {
   options.threads = static_cast<int>(v);
   options.expect_eod = args.Has("expect-eod");
   options.check_tokens = !args.Has("index-only");
+  if (options.expect_eod && !options.check_tokens) {
+    // The final EOD is a token of the .bin, which --index-only never reads.
+    PrintError("--expect-eod reads the .bin's tokens, which --index-only leaves unread: give one");
+    return kExitUsage;
+  }
   const bool json = args.Has("json");
   const bool quiet = args.Has("quiet");
   if (args.positional().empty()) {
