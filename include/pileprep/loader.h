@@ -219,14 +219,17 @@ struct BlendingArrays {
   IndexArray dataset_sample_index;
 };
 
-// A parsed --data-path list: weighted (even length, every even item a float; weights normalized in
-// float64) or plain prefixes (weights empty).
+// A parsed --data-path list: weighted (even length, every even item a float as Python's float()
+// reads it) or plain prefixes (weights empty). Weights as given, as in Megatron's blend tuple:
+// GptDataset::Open normalizes them where Megatron does.
 struct Blend {
   std::vector<std::string> prefixes;
   std::vector<double> weights;  // empty: unweighted
 };
+// Megatron's normalize(): w / numpy.sum(w) in float64 (numpy sums pairwise).
+std::vector<double> NormalizeWeights(absl::Span<const double> weights);
 // Parses Megatron's --data-path items ("0.3", "A", "0.7", "B" or "A", "B"). Errors:
-// InvalidArgument for no items or a weight < 0 or a zero sum.
+// InvalidArgument for no items, a weight that is negative, infinite or NaN, or a zero sum.
 absl::StatusOr<Blend> ParseBlend(const std::vector<std::string>& items);
 // The same for one string, items separated by whitespace ("0.3 A 0.7 B"; a lone prefix).
 absl::StatusOr<Blend> ParseBlend(absl::string_view data_path);
@@ -269,8 +272,10 @@ struct SamplePart {
 class GptDataset {
  public:
   // `data_path` as Megatron's --data-path: a prefix, "0.3 A 0.7 B" or "A B".
-  // Weighted blend with num_samples S: dataset d is built for ceil(ceil(S·w_d)·(1+surplus))
-  // samples, the blend has Σ ceil(S·w_d) samples from build_blending_indices (num_samples required).
+  // Weighted blend with num_samples S: w = NormalizeWeights(weights); dataset d is built for
+  // ceil(ceil(S·w_d)·(1+surplus)) samples, the blend has Σ ceil(S·w_d) samples from
+  // build_blending_indices with NormalizeWeights(w), as Megatron's BlendedDataset normalizes again
+  // (num_samples required).
   // Unweighted blend: each dataset one epoch; exhaustive blending when num_samples is nullopt, else
   // build_blending_indices with weights ∝ dataset sizes and min(S, Σ sizes) samples.
   static absl::StatusOr<std::unique_ptr<GptDataset>> Open(absl::string_view data_path,

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -670,20 +671,52 @@ BlendingIndices BuildExhaustiveBlendingIndices(absl::Span<const int64_t> sizes) 
   return out;
 }
 
+namespace {
+
+// Python's float() of a --data-path item, for what Megatron's parser accepts: surrounding
+// whitespace, a leading '+', '_' between digits ("1_000"), and from_chars' decimal, exponent,
+// "inf" and "nan" forms.
+std::optional<double> PythonFloat(absl::string_view item) {
+  std::string t(absl::StripAsciiWhitespace(item));
+  if (!t.empty() && t[0] == '+') t.erase(0, 1);
+  if (t.empty() || t[0] == '+') return std::nullopt;
+  std::string digits;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t[i] != '_') {
+      digits.push_back(t[i]);
+      continue;
+    }
+    if (i == 0 || i + 1 == t.size() || !absl::ascii_isdigit(static_cast<unsigned char>(t[i - 1])) ||
+        !absl::ascii_isdigit(static_cast<unsigned char>(t[i + 1]))) {
+      return std::nullopt;
+    }
+  }
+  double v = 0;
+  auto r = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (r.ec != std::errc() || r.ptr != digits.data() + digits.size()) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+std::vector<double> NormalizeWeights(absl::Span<const double> weights) {
+  std::vector<double> w(weights.begin(), weights.end());
+  const double sum = NumpySum(w);
+  for (double& x : w) x /= sum;
+  return w;
+}
+
 absl::StatusOr<Blend> ParseBlend(const std::vector<std::string>& items) {
   if (items.empty()) return absl::InvalidArgumentError("data path: no prefix given");
   Blend blend;
   bool weighted = items.size() % 2 == 0;
   std::vector<double> weights;
   for (size_t i = 0; weighted && i < items.size(); i += 2) {
-    // Megatron tries float(item): surrounding whitespace is allowed, as in Python.
-    std::string t(absl::StripAsciiWhitespace(items[i]));
-    double v = 0;
-    auto r = std::from_chars(t.data(), t.data() + t.size(), v);
-    if (t.empty() || r.ec != std::errc() || r.ptr != t.data() + t.size()) {
-      weighted = false;
+    const std::optional<double> v = PythonFloat(items[i]);
+    if (v) {
+      weights.push_back(*v);
     } else {
-      weights.push_back(v);
+      weighted = false;
     }
   }
   if (!weighted) {
@@ -691,15 +724,13 @@ absl::StatusOr<Blend> ParseBlend(const std::vector<std::string>& items) {
     return blend;
   }
   for (size_t i = 0; i < weights.size(); ++i) {
-    if (!(weights[i] >= 0)) {
+    if (!(weights[i] >= 0) || !std::isfinite(weights[i])) {
       return absl::InvalidArgumentError(
-          absl::StrCat("data path: weight \"", items[2 * i], "\" is negative"));
+          absl::StrCat("data path: weight \"", items[2 * i], "\" is not a finite number >= 0"));
     }
     blend.prefixes.push_back(items[2 * i + 1]);
   }
-  const double sum = NumpySum(weights);
-  if (!(sum > 0)) return absl::InvalidArgumentError("data path: weights sum to 0");
-  for (double& w : weights) w /= sum;
+  if (!(NumpySum(weights) > 0)) return absl::InvalidArgumentError("data path: weights sum to 0");
   blend.weights = std::move(weights);
   return blend;
 }
@@ -739,6 +770,22 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Open(const Blend& blend,
   if (weighted && !options.num_samples) {
     return absl::InvalidArgumentError("a weighted blend needs num_samples");
   }
+  // Megatron normalizes the weights twice: BlendedMegatronDatasetBuilder once, for the samples each
+  // dataset is asked for, and BlendedDataset again ("redundant normalization for bitwise identical
+  // comparison"), for build_blending_indices. The second changes the last bit of many weights
+  // (20 A 12 B 9 C 14 D: 0.36363636363636365 -> 0.3636363636363637), and so some picks.
+  std::vector<double> sized_by, blended_by;
+  if (weighted) {
+    for (double w : blend.weights) {
+      if (!(w >= 0) || !std::isfinite(w)) {
+        return absl::InvalidArgumentError(absl::StrCat("blend: weight ", w, " is not finite >= 0"));
+      }
+    }
+    if (!(NumpySum(blend.weights) > 0))
+      return absl::InvalidArgumentError("blend: weights sum to 0");
+    sized_by = NormalizeWeights(blend.weights);
+    blended_by = NormalizeWeights(sized_by);
+  }
   std::unique_ptr<GptDataset> ds(new GptDataset());
   ds->blend_ = weighted || blend.prefixes.size() > 1;
   ds->extra_ = options.add_extra_token ? 1 : 0;
@@ -765,7 +812,7 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Open(const Blend& blend,
     io.add_extra_token = options.add_extra_token;
     io.drop_last_partial_sequence = options.drop_last_partial_sequence;
     if (weighted) {
-      const double target = std::ceil(static_cast<double>(*options.num_samples) * blend.weights[k]);
+      const double target = std::ceil(static_cast<double>(*options.num_samples) * sized_by[k]);
       io.num_samples = static_cast<int64_t>(std::ceil(target * (1.0 + options.blend_surplus)));
     } else if (!ds->blend_) {
       io.num_samples = options.num_samples;
@@ -824,8 +871,8 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Open(const Blend& blend,
   std::vector<double> weights;
   int64_t size = 0;
   if (weighted) {
-    weights = blend.weights;
-    for (double w : weights) {
+    weights = blended_by;
+    for (double w : sized_by) {
       size += static_cast<int64_t>(std::ceil(static_cast<double>(*options.num_samples) * w));
     }
   } else {

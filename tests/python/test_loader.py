@@ -415,11 +415,14 @@ def test_blended_dataset(pileprep, writer, tmp, seed):
         prefix = os.path.join(tmp, f"blend{k}")
         writer.write(prefix, numpy.uint16, random_docs(rnd, numpy.uint16) + random_docs(rnd, numpy.uint16))
         prefixes.append(prefix)
-    for trial in range(10):
-        raw = [rnd.randint(1, 10) for _ in prefixes]
+    for trial in range(11):
+        raw = [rnd.randint(1, 30) for _ in prefixes]
+        num_samples = rnd.randint(1, 200)
+        if trial == 10:
+            # Weights whose second normalization changes the picks (at 50 samples).
+            raw, num_samples = [1, 4, 1], 50
         weights = (numpy.array(raw, dtype=numpy.float64) / sum(raw)).tolist()
         seq = rnd.randint(2, 16)
-        num_samples = rnd.randint(1, 200)
         s = rnd.randint(0, 2**32 - 1)
         data_path = " ".join(f"{r} {p}" for r, p in zip(raw, prefixes))
         g = pileprep.GPTDataset(data_path, seq_length=seq, num_samples=num_samples, seed=s,
@@ -431,7 +434,9 @@ def test_blended_dataset(pileprep, writer, tmp, seed):
             asked = int(math.ceil(math.ceil(num_samples * w) * (1 + 0.005)))
             parts.append(RefGPTDataset(ref_ds, numpy.arange(b, e, dtype=numpy.int32), seq, asked, s, 1))
         size = sum(int(math.ceil(num_samples * w)) for w in weights)
-        di, dsi = ref_blending_indices(weights, size)
+        # BlendedDataset normalizes the builder's normalized weights again.
+        again = (numpy.array(weights, dtype=numpy.float64) / numpy.sum(weights)).tolist()
+        di, dsi = ref_blending_indices(again, size)
         what = f"blend trial {trial} ({data_path}, seq {seq}, {num_samples} samples)"
         check(len(g) == size, what + ": len")
         same(g.dataset_index, di, what + ": dataset_index")

@@ -485,9 +485,20 @@ TEST(Blending, ParsesDataPaths) {
   ASSERT_TRUE(u.ok());
   EXPECT_THAT(u->prefixes, ElementsAre("A", "B"));
   EXPECT_TRUE(u->weights.empty());
+  // Weights as given (Open normalizes them where Megatron does), read as Python's float() reads.
   auto n = ParseBlend("1 A 3 B");
   ASSERT_TRUE(n.ok());
-  EXPECT_THAT(n->weights, ElementsAre(0.25, 0.75));
+  EXPECT_THAT(n->weights, ElementsAre(1, 3));
+  auto py = ParseBlend(" +0.5 A 1_0 B 2e1 C");
+  ASSERT_TRUE(py.ok());
+  EXPECT_THAT(py->weights, ElementsAre(0.5, 10, 20));
+  EXPECT_TRUE(ParseBlend("1__0 A 1 B")->weights.empty());  // not a float: four prefixes
+  EXPECT_TRUE(ParseBlend("_1 A 1 B")->weights.empty());
+  for (const char* bad : {"nan A 1 B", "inf A 1 B", "-1 A 2 B", "0 A 0 B"}) {
+    EXPECT_EQ(ParseBlend(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  EXPECT_THAT(std::string(ParseBlend("nan A 1 B").status().message()),
+              HasSubstr("\"nan\" is not a finite number >= 0"));
   EXPECT_FALSE(ParseBlend("").ok());
 }
 
@@ -502,12 +513,40 @@ TEST(Blending, WeightsAreNormalizedWithNumpysSum) {
     auto b = ParseBlend(path);
     ASSERT_TRUE(b.ok()) << b.status();
     ASSERT_EQ(b->weights.size(), static_cast<size_t>(count));
-    for (double w : b->weights) EXPECT_EQ(w, want) << count << " x " << weight;
+    for (double w : NormalizeWeights(b->weights)) EXPECT_EQ(w, want) << count << " x " << weight;
   };
   expect_equal_weights(10, "0.1", 0.1);
   // The Pile's 30 shards at 0.0333 each: numpy.sum 0.9990000000000001 (in order: 0.999), so each
   // weight is 0.03333333333333333 (in order: 0.03333333333333334).
   expect_equal_weights(30, "0.0333", 0.03333333333333333);
+}
+
+// Megatron normalizes a blend's weights twice: the builder once (the samples asked of each
+// dataset), BlendedDataset again (build_blending_indices). The figures are numpy 1.24's; the picks
+// of "20 A 12 B 9 C 14 D", 1000 samples, differ at 105, 106, 374-376, 735 and 736 between once and
+// twice normalized weights (sample 105: C once, A twice).
+TEST(GptDataset, WeightedBlendPicksWithTwiceNormalizedWeightsAsMegatron) {
+  const std::vector<double> once = NormalizeWeights(std::vector<double>{20, 12, 9, 14});
+  EXPECT_THAT(once, ElementsAre(0.36363636363636365, 0.21818181818181817, 0.16363636363636364,
+                                0.2545454545454545));
+  EXPECT_THAT(NormalizeWeights(once), ElementsAre(0.3636363636363637, 0.2181818181818182,
+                                                  0.16363636363636366, 0.2545454545454546));
+  ScopedTempDir tmp("loader_test_blend2");
+  const std::string a = WriteVectorDataset(tmp.path());
+  GptDatasetOptions o;
+  o.sequence_length = 4;
+  o.num_samples = 1000;
+  auto ds = GptDataset::Open("20 " + a + " 12 " + a + " 9 " + a + " 14 " + a, o);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  ASSERT_EQ((*ds)->size(), 1002);  // ceil(363.6) + ceil(218.2) + ceil(163.6) + ceil(254.5)
+  const std::vector<int64_t> picks = (*ds)->blending().dataset_index.ToVector();
+  const std::vector<int16_t> twice =
+      BuildBlendingIndices(NormalizeWeights(once), 1002).dataset_index;
+  EXPECT_EQ(picks, std::vector<int64_t>(twice.begin(), twice.end()));
+  EXPECT_EQ(picks[105], 0);
+  EXPECT_EQ(BuildBlendingIndices(once, 1002).dataset_index[105], 2);
+  // Dataset 0 was asked for ceil(ceil(1000 · 0.36363636363636365) · 1.005) = 366 samples.
+  EXPECT_GE((*ds)->indices(0).size(), 366);
 }
 
 TEST(GptDataset, WeightedBlendUsesBothDatasets) {
