@@ -254,7 +254,8 @@ struct GptDatasetOptions {
   // above; a blend's own indices are
   // `{hash}-pileprep-blend-{dataset_index,dataset_sample_index}.npy`, the hash covering the
   // weights, the sample count and the datasets' sample counts. Written under a unique temporary
-  // name and renamed, so ranks building at once are safe (identical contents).
+  // name and renamed, so ranks building at once are safe (identical contents); ranks opening at
+  // once build each key once, the others waiting on a flock of `{hash}-...-lock` and mapping it.
   std::string cache_dir;
   // Megatron's mid_level_dataset_surplus: each dataset of a weighted blend is asked for
   // ceil(ceil(S·w)·(1 + surplus)) samples.

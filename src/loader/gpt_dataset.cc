@@ -835,6 +835,14 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Open(const Blend& blend,
       part.from_cache =
           LoadCached(options.cache_dir, key, part.view->sequence_lengths(), ids, &part.indices);
     }
+    std::optional<internal::FileLock> building;
+    if (!part.from_cache && !options.cache_dir.empty() &&
+        internal::MakeDirectories(options.cache_dir).ok()) {
+      // One rank at a time builds under this key; a rank that waited finds the indices stored.
+      building.emplace(CachePath(options.cache_dir, key, "lock"));
+      part.from_cache =
+          LoadCached(options.cache_dir, key, part.view->sequence_lengths(), ids, &part.indices);
+    }
     if (!part.from_cache) {
       PILEPREP_ASSIGN_OR_RETURN(part.indices,
                                 BuildWithPlan(part.view->sequence_lengths(), ids, io, *plan));
@@ -890,6 +898,13 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Open(const Blend& blend,
   std::string blend_key;
   if (!options.cache_dir.empty()) {
     blend_key = BlendCacheKey(weights, exhaustive ? -1 : size, lengths);
+    ds->blending_from_cache_ =
+        LoadCachedBlend(options.cache_dir, blend_key, size, lengths, &ds->blending_);
+  }
+  std::optional<internal::FileLock> building;
+  if (!ds->blending_from_cache_ && !options.cache_dir.empty() &&
+      internal::MakeDirectories(options.cache_dir).ok()) {
+    building.emplace(BlendCachePath(options.cache_dir, blend_key, "lock"));
     ds->blending_from_cache_ =
         LoadCachedBlend(options.cache_dir, blend_key, size, lengths, &ds->blending_);
   }

@@ -1,6 +1,7 @@
 #include "loader/npy.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -284,6 +285,21 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& byt
     return Errno(err, path, "rename");
   }
   return absl::OkStatus();
+}
+
+FileLock::FileLock(const std::string& path) {
+  fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (fd_ < 0) return;
+  while (flock(fd_, LOCK_EX) != 0) {
+    if (errno == EINTR) continue;
+    close(fd_);
+    fd_ = -1;
+    return;
+  }
+}
+
+FileLock::~FileLock() {
+  if (fd_ >= 0) close(fd_);  // releases the lock
 }
 
 absl::Status MakeDirectories(const std::string& dir) {

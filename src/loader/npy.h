@@ -65,6 +65,24 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& byt
 // mkdir -p.
 absl::Status MakeDirectories(const std::string& dir);
 
+// An exclusive flock(2) on `path` (created if missing), held until destruction: the ranks that
+// open one dataset at once build its indices one at a time, so that the first builds and stores
+// them and the others, once it is theirs, find them stored (Megatron builds on rank 0 behind a
+// barrier). Blocks until the lock is free. Best effort: where the file cannot be opened or flock
+// is refused (a filesystem without it), nothing is held and each caller builds, as without it.
+// The lock file stays (removing it would let a waiter lock an unlinked file beside a new one).
+class FileLock {
+ public:
+  explicit FileLock(const std::string& path);
+  ~FileLock();
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+  bool held() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
 }  // namespace pileprep::internal
 
 #endif  // PILEPREP_SRC_LOADER_NPY_H_

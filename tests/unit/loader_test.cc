@@ -1,17 +1,19 @@
 #include "pileprep/loader.h"
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "loader/npy.h"
 #include "pileprep/indexed_dataset.h"
 #include "pileprep/indexed_dataset_view.h"
-#include "loader/npy.h"
 #include "testing/files.h"
 
 namespace pileprep {
@@ -326,6 +328,44 @@ TEST(GptDataset, LengthsRewrittenInPlaceAfterOpenGiveErrorsNotStrayReads) {
 }
 
 // A blend's own indices are cached and mapped too (Megatron caches BlendedDataset's), keyed by
+// Ranks that open one dataset at once build its indices once: the others wait for the first and
+// map what it stored (each built them, holding gigabytes at The Pile's scale, and wrote them
+// again).
+TEST(GptDataset, RanksOpeningAtOnceBuildTheCachedIndicesOnce) {
+  ScopedTempDir tmp("loader_test_cache_lock");
+  const std::string a = WriteVectorDataset(tmp.path());
+  GptDatasetOptions o;
+  o.sequence_length = 1;
+  o.num_samples = 1'000'000;  // tens of milliseconds to build: both ranks miss the first look
+  o.cache_dir = tmp.path() + "/cache";
+  const std::string blend = "0.5 " + a + " 0.5 " + a;
+  constexpr int kRanks = 4;
+  std::vector<absl::StatusOr<std::unique_ptr<GptDataset>>> opened(kRanks);
+  std::atomic<int> ready{0};
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kRanks; ++r) {
+    ranks.emplace_back([&, r] {
+      ready.fetch_add(1);
+      while (ready.load() < kRanks) {
+      }
+      opened[r] = GptDataset::Open(blend, o);
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  int built = 0, blends_built = 0;
+  for (const auto& ds : opened) {
+    ASSERT_TRUE(ds.ok()) << ds.status();
+    built += !(*ds)->loaded_from_cache(0);
+    built += !(*ds)->loaded_from_cache(1);
+    blends_built += !(*ds)->blending_from_cache();
+    EXPECT_EQ((*ds)->blending().dataset_index.ToVector(),
+              (*opened[0])->blending().dataset_index.ToVector());
+  }
+  // The two parts share one key (the same dataset, weights and sample count): built once in all.
+  EXPECT_EQ(built, 1);
+  EXPECT_EQ(blends_built, 1);
+}
+
 // what builds them: other weights miss; a damaged file misses and is rebuilt.
 TEST(GptDataset, BlendIndicesAreCachedAndMapped) {
   ScopedTempDir tmp("loader_test_blend_cache");
