@@ -170,6 +170,12 @@ absl::StatusOr<std::shared_ptr<const IndexedDatasetView>> IndexedDatasetView::Op
     }
     prev = d;
   }
+  if (prev != view->num_sequences()) {
+    // Megatron's reader asserts it (sequence_lengths.shape[0] == document_indices[-1]).
+    return absl::InvalidArgumentError(absl::StrCat(
+        idx_path, ": byte ", docs_offset + 8 * (d_count - 1), ": the last document index is ", prev,
+        ", but there are ", view->num_sequences(), " sequences (Megatron refuses this index)"));
+  }
   view->num_tokens_ = total;
   view->bin_bytes_ = bin.size;
   view->data_ = bin.data;

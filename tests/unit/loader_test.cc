@@ -822,6 +822,14 @@ TEST(IndexedDatasetView, RefusesDamagedFilesWithClearErrors) {
   });
   EXPECT_THAT(s.message(), HasSubstr("document index 6 = 99"));
 
+  // Six sequences, the last document ending at 5: Megatron asserts they agree.
+  s = OpenEdited("last_doc", [](std::string* idx, std::string*) {
+    int64_t v = 5;
+    std::memcpy(idx->data() + idx->size() - 8, &v, 8);
+  });
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("the last document index is 5, but there are 6 sequences"));
+
   // Trailing bytes are accepted (Megatron's readers ignore them).
   s = OpenEdited("trailing", [](std::string* idx, std::string*) { idx->append("xyz"); });
   EXPECT_TRUE(s.ok()) << s;
