@@ -75,6 +75,9 @@ struct PyIndexedDataset {
 struct PyGptDataset {
   std::unique_ptr<GptDataset> ds;
   int64_t seq_length = 0;
+  // The constructor's arguments, for pickling: a DataLoader's spawned workers open the dataset
+  // again from them (the same indices: from the cache, or built again alike).
+  py::tuple args;
   const GptIndices& Single() const {
     if (ds->is_blend()) {
       throw py::value_error(
@@ -86,6 +89,44 @@ struct PyGptDataset {
 
 py::object NumpyDtype(TokenDType d) {
   return py::module_::import("numpy").attr(d == TokenDType::kUint16 ? "uint16" : "int32");
+}
+
+PyGptDataset OpenGptDataset(py::object data_path, int64_t seq_length,
+                            std::optional<int64_t> num_samples, uint32_t seed,
+                            std::optional<std::string> split, int split_index, bool add_extra_token,
+                            bool drop_last_partial_sequence, bool legacy_split,
+                            std::optional<std::string> cache_dir) {
+  GptDatasetOptions o;
+  o.sequence_length = seq_length;
+  o.num_samples = num_samples;
+  o.seed = seed;
+  o.split = split.value_or("");
+  o.split_index = split_index;
+  o.add_extra_token = add_extra_token;
+  o.drop_last_partial_sequence = drop_last_partial_sequence;
+  o.split_rounding = legacy_split ? SplitRounding::kLegacy : SplitRounding::kCurrent;
+  o.cache_dir = cache_dir.value_or("");
+  absl::StatusOr<Blend> blend;
+  std::vector<std::string> items;
+  if (py::isinstance<py::str>(data_path)) {
+    blend = ParseBlend(data_path.cast<std::string>());
+  } else {
+    for (py::handle h : data_path) items.push_back(py::str(h).cast<std::string>());
+    blend = ParseBlend(items);
+  }
+  if (!blend.ok()) Raise(blend.status());
+  absl::StatusOr<std::unique_ptr<GptDataset>> ds;
+  {
+    py::gil_scoped_release release;
+    ds = GptDataset::Open(*blend, o);
+  }
+  if (!ds.ok()) Raise(ds.status());
+  // A list is kept as the strings it was read as (its items may not pickle).
+  py::object path = py::isinstance<py::str>(data_path) ? data_path : py::cast(items);
+  return PyGptDataset{*std::move(ds), seq_length,
+                      py::make_tuple(path, seq_length, num_samples, seed, split, split_index,
+                                     add_extra_token, drop_last_partial_sequence, legacy_split,
+                                     cache_dir)};
 }
 
 }  // namespace
@@ -151,44 +192,30 @@ PYBIND11_MODULE(_pileprep, m) {
                              [](const PyIndexedDataset& d) { return NumpyDtype(d.view->dtype()); })
       .def_property_readonly("num_tokens",
                              [](const PyIndexedDataset& d) { return d.view->num_tokens(); })
-      .def_property_readonly("prefix", [](const PyIndexedDataset& d) { return d.view->prefix(); });
+      .def_property_readonly("prefix", [](const PyIndexedDataset& d) { return d.view->prefix(); })
+      .def(py::pickle([](const PyIndexedDataset& d) { return py::make_tuple(d.view->prefix()); },
+                      [](const py::tuple& t) {
+                        if (t.size() != 1) throw std::runtime_error("IndexedDataset: bad pickle");
+                        auto v = IndexedDatasetView::Open(t[0].cast<std::string>());
+                        if (!v.ok()) Raise(v.status());
+                        return PyIndexedDataset{*std::move(v)};
+                      }));
 
   py::class_<PyGptDataset>(m, "GPTDataset")
-      .def(py::init([](py::object data_path, int64_t seq_length, std::optional<int64_t> num_samples,
-                       uint32_t seed, std::optional<std::string> split, int split_index,
-                       bool add_extra_token, bool drop_last_partial_sequence, bool legacy_split,
-                       std::optional<std::string> cache_dir) {
-             GptDatasetOptions o;
-             o.sequence_length = seq_length;
-             o.num_samples = num_samples;
-             o.seed = seed;
-             o.split = split.value_or("");
-             o.split_index = split_index;
-             o.add_extra_token = add_extra_token;
-             o.drop_last_partial_sequence = drop_last_partial_sequence;
-             o.split_rounding = legacy_split ? SplitRounding::kLegacy : SplitRounding::kCurrent;
-             o.cache_dir = cache_dir.value_or("");
-             absl::StatusOr<Blend> blend;
-             if (py::isinstance<py::str>(data_path)) {
-               blend = ParseBlend(data_path.cast<std::string>());
-             } else {
-               std::vector<std::string> items;
-               for (py::handle h : data_path) items.push_back(py::str(h).cast<std::string>());
-               blend = ParseBlend(items);
-             }
-             if (!blend.ok()) Raise(blend.status());
-             absl::StatusOr<std::unique_ptr<GptDataset>> ds;
-             {
-               py::gil_scoped_release release;
-               ds = GptDataset::Open(*blend, o);
-             }
-             if (!ds.ok()) Raise(ds.status());
-             return PyGptDataset{*std::move(ds), seq_length};
-           }),
-           py::arg("prefix_or_blend"), py::arg("seq_length"), py::arg("num_samples") = py::none(),
-           py::arg("seed") = 1234, py::arg("split") = py::none(), py::arg("split_index") = 0,
+      .def(py::init(&OpenGptDataset), py::arg("prefix_or_blend"), py::arg("seq_length"),
+           py::arg("num_samples") = py::none(), py::arg("seed") = 1234,
+           py::arg("split") = py::none(), py::arg("split_index") = 0,
            py::arg("add_extra_token") = true, py::arg("drop_last_partial_sequence") = true,
            py::arg("legacy_split") = false, py::arg("cache_dir") = py::none())
+      .def(py::pickle([](const PyGptDataset& g) { return g.args; },
+                      [](const py::tuple& t) {
+                        if (t.size() != 10) throw std::runtime_error("GPTDataset: bad pickle");
+                        return OpenGptDataset(
+                            t[0], t[1].cast<int64_t>(), t[2].cast<std::optional<int64_t>>(),
+                            t[3].cast<uint32_t>(), t[4].cast<std::optional<std::string>>(),
+                            t[5].cast<int>(), t[6].cast<bool>(), t[7].cast<bool>(),
+                            t[8].cast<bool>(), t[9].cast<std::optional<std::string>>());
+                      }))
       .def("__len__", [](const PyGptDataset& g) { return g.ds->size(); })
       .def("__getitem__",
            [](const PyGptDataset& g, int64_t i) {
@@ -241,8 +268,17 @@ PYBIND11_MODULE(_pileprep, m) {
             const auto& a = self.cast<const PyGptDataset&>().ds->blending().dataset_sample_index;
             return View(a, {static_cast<py::ssize_t>(a.size())}, self);
           })
-      .def_property_readonly("loaded_from_cache",
-                             [](const PyGptDataset& g) { return g.ds->loaded_from_cache(0); })
+      .def_property_readonly(
+          "loaded_from_cache",
+          [](const PyGptDataset& g) {
+            // Every dataset's indices (a blend's first only, it said before).
+            for (int k = 0; k < g.ds->num_datasets(); ++k) {
+              if (!g.ds->loaded_from_cache(k)) return false;
+            }
+            return true;
+          },
+          "whether every dataset's indices came from the cache (a blend's own: "
+          "blending_loaded_from_cache)")
       .def_property_readonly("blending_loaded_from_cache",
                              [](const PyGptDataset& g) { return g.ds->blending_from_cache(); })
       .def_property_readonly("seq_length", [](const PyGptDataset& g) { return g.seq_length; })

@@ -581,6 +581,12 @@ def test_cache(pileprep, writer, tmp):
     e = pileprep.GPTDataset(blend, **bkw)
     f = pileprep.GPTDataset(blend, **bkw)
     check(not e.blending_loaded_from_cache and f.blending_loaded_from_cache, "cache: blend hits")
+    check(f.loaded_from_cache, "cache: a blend's datasets hit")
+    # The first dataset's indices are cached (e's), the second's are not: not loaded from the cache.
+    other = os.path.join(tmp, "cached_other")
+    writer.write(other, numpy.uint16, random_docs(rnd, numpy.uint16) * 3)
+    g = pileprep.GPTDataset(f"0.4 {prefix} 0.6 {other}", **bkw)
+    check(not g.loaded_from_cache, "cache: a blend with one dataset built is not loaded from the cache")
     for name in ("dataset_index", "dataset_sample_index"):
         same(getattr(f, name), getattr(e, name), f"cache: blend {name}")
         check(not getattr(f, name).flags.owndata, f"cache: blend {name} is a view")
@@ -641,6 +647,28 @@ def ref_megatron_sample(text, seq, extra, eod, eod_mask_loss, pad):
     tokens[tokens == pad] = 0
     labels[labels == pad] = 0
     return tokens, labels, loss_mask
+
+
+def test_pickle(pileprep, writer, tmp):
+    """A DataLoader's spawned workers get the datasets pickled: they open them again, alike."""
+    import pickle
+    rnd = random.Random(9)
+    a = os.path.join(tmp, "pickled_a")
+    b = os.path.join(tmp, "pickled_b")
+    writer.write(a, numpy.uint16, random_docs(rnd, numpy.uint16) * 2)
+    writer.write(b, numpy.uint16, random_docs(rnd, numpy.uint16) * 2)
+    d = pileprep.IndexedDataset(a)
+    e = pickle.loads(pickle.dumps(d))
+    check(e.prefix == d.prefix and len(e) == len(d), "pickle: IndexedDataset")
+    same(e[len(d) - 1], d[len(d) - 1], "pickle: IndexedDataset last sequence")
+    for path in (f"0.3 {a} 0.7 {b}", ["0.3", a, "0.7", b], a):
+        g = pileprep.GPTDataset(path, seq_length=5, num_samples=60, seed=3, split="90,5,5",
+                                cache_dir=os.path.join(tmp, "pickle_cache"))
+        h = pickle.loads(pickle.dumps(g))
+        check(len(h) == len(g), f"pickle: GPTDataset {path!r} len")
+        for i in range(len(g)):
+            same(h[i], g[i], f"pickle: GPTDataset {path!r} sample {i}")
+        check(h.loaded_from_cache, f"pickle: GPTDataset {path!r} reopened from the cache")
 
 
 def test_sample_dict(pileprep):
@@ -709,6 +737,7 @@ def main():
         test_random_blending(pileprep, seed)
         test_blended_dataset(pileprep, writer, tmp, seed)
         test_cache(pileprep, writer, tmp)
+        test_pickle(pileprep, writer, tmp)
         if args.cli:
             test_readers_agree(pileprep, writer, tmp, args.cli, seed)
         test_readme_examples(pileprep)
