@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "format/mapped_file.h"
+#include "jsonl/utf8.h"
 #include "oneapi/tbb/blocked_range.h"
 #include "oneapi/tbb/parallel_reduce.h"
 #include "oneapi/tbb/task_arena.h"
@@ -498,25 +499,6 @@ class Checker {
   __int128 expected_bin_ = 0, total_tokens_ = 0;
 };
 
-std::string JsonEscape(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          out += absl::StrFormat("\\u%04x", c);
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 const Violation* ValidationReport::Find(std::string_view kind) const {
@@ -564,7 +546,7 @@ std::string FormatValidationReport(const ValidationReport& r) {
 
 std::string ValidationReportToJson(const ValidationReport& r) {
   std::string out = absl::StrCat(
-      "{\"prefix\":\"", JsonEscape(r.prefix), "\",\"ok\":", r.ok() ? "true" : "false",
+      "{\"prefix\":", internal::JsonQuote(r.prefix), ",\"ok\":", r.ok() ? "true" : "false",
       ",\"dtype_code\":", r.dtype_code, ",\"dtype\":\"",
       r.dtype_code == 4 || r.dtype_code == 8 ? DTypeName(r.dtype) : "invalid",
       "\",\"sequences\":", r.sequences, ",\"documents\":", r.documents, ",\"tokens\":", r.tokens,
@@ -572,9 +554,10 @@ std::string ValidationReportToJson(const ValidationReport& r) {
       ",\"tokens_checked\":", r.tokens_checked ? "true" : "false", ",\"violations\":[");
   for (size_t i = 0; i < r.violations.size(); ++i) {
     const Violation& v = r.violations[i];
-    absl::StrAppend(&out, i ? "," : "", "{\"kind\":\"", JsonEscape(v.kind), "\",\"message\":\"",
-                    JsonEscape(v.message), "\",\"file_offset\":", v.file_offset,
-                    ",\"index\":", v.index, ",\"count\":", v.count, "}");
+    absl::StrAppend(&out, i ? "," : "", "{\"kind\":", internal::JsonQuote(v.kind),
+                    ",\"message\":", internal::JsonQuote(v.message),
+                    ",\"file_offset\":", v.file_offset, ",\"index\":", v.index,
+                    ",\"count\":", v.count, "}");
   }
   out += "]}";
   return out;

@@ -105,6 +105,43 @@ size_t FindSurrogateCandidate(const char* data, size_t from, size_t size) {
 
 }  // namespace
 
+std::string JsonQuote(std::string_view in) {
+  std::string valid;
+  AppendUtf8Replacing(in, &valid);
+  std::string out = "\"";
+  for (const char ch : valid) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (c < 0x20) {
+          static constexpr char kHex[] = "0123456789abcdef";
+          out += "\\u00";
+          out += kHex[c >> 4];
+          out += kHex[c & 15];
+        } else {
+          out += ch;
+        }
+    }
+  }
+  out += '"';
+  return out;
+}
+
 uint64_t RewriteLoneSurrogateEscapes(char* data, size_t size) {
   uint64_t rewritten = 0;
   size_t next = 0;  // candidates before this were consumed (e.g. the low half of a pair)

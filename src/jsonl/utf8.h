@@ -1,6 +1,6 @@
-// Byte-level helpers of the JSON-lines stage: UTF-8 repair and encoding, surrogate-escape rewriting,
-// \u escape digits, JSON whitespace. Shared by the fast path (fast_json.cc), the Python emulation
-// (python_json.cc) and jsonl.cc. Private to src/jsonl.
+// Byte-level helpers of the JSON-lines stage: UTF-8 repair and encoding, surrogate-escape
+// rewriting, \u escape digits, JSON whitespace, JSON string quoting. Shared by the fast path
+// (fast_json.cc), the Python emulation (python_json.cc) and jsonl.cc. Private to src/jsonl.
 #ifndef PILEPREP_SRC_JSONL_UTF8_H_
 #define PILEPREP_SRC_JSONL_UTF8_H_
 
@@ -15,6 +15,11 @@ namespace pileprep::internal {
 // Python's `bytes.decode('utf-8', 'replace')` (Unicode's "maximal subpart" practice). Returns the
 // replacements.
 uint64_t AppendUtf8Replacing(std::string_view in, std::string* out);
+
+// A JSON string literal of `in`, quotes included: invalid UTF-8 becomes U+FFFD (as above) and
+// control characters are escaped, so that a report always parses (validate's --json, the CLI's
+// summaries and records, whatever bytes a path holds).
+std::string JsonQuote(std::string_view in);
 
 // Rewrites, in place and at equal length, each JSON escape of a lone or misordered UTF-16 surrogate
 // (`\udXXX` not part of a high+low pair) to `\ufffd`. Escape-aware: `\\ud800` is an escaped

@@ -383,6 +383,11 @@ TEST_F(ValidateTest, JsonReportHasKindsAndOffsets) {
   EXPECT_THAT(json, HasSubstr("\"ok\":false"));
   EXPECT_THAT(json, HasSubstr("\"kind\":\"idx_version\""));
   EXPECT_THAT(json, HasSubstr("\"file_offset\":9"));
+  // A path's bytes that are not UTF-8 (and control characters) still give JSON that parses.
+  ValidationReport odd;
+  odd.prefix = "data/caf\xe9\t\x01/x";
+  EXPECT_THAT(ValidationReportToJson(odd),
+              HasSubstr("\"prefix\":\"data/caf\xef\xbf\xbd\\t\\u0001/x\""));
 }
 
 TEST(IndexedDatasetReader, ReadsDocumentsOfASoundPairAndRefusesBadPointers) {

@@ -123,29 +123,7 @@ std::string SummaryTable(const std::vector<ShardOutcome>& outcomes, int threads)
   return out;
 }
 
-std::string JsonString(std::string_view in) {
-  std::string valid;
-  internal::AppendUtf8Replacing(in, &valid);
-  std::string out = "\"";
-  for (const char ch : valid) {
-    const unsigned char c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          absl::StrAppendFormat(&out, "\\u%04x", c);
-        } else {
-          out += ch;
-        }
-    }
-  }
-  out += "\"";
-  return out;
-}
+std::string JsonString(std::string_view in) { return internal::JsonQuote(in); }
 
 std::string SummaryJson(const RunInfo& info, const std::vector<ShardOutcome>& outcomes) {
   std::string out = "{\n";
