@@ -123,10 +123,10 @@ PyGptDataset OpenGptDataset(py::object data_path, int64_t seq_length,
   if (!ds.ok()) Raise(ds.status());
   // A list is kept as the strings it was read as (its items may not pickle).
   py::object path = py::isinstance<py::str>(data_path) ? data_path : py::cast(items);
-  return PyGptDataset{*std::move(ds), seq_length,
-                      py::make_tuple(path, seq_length, num_samples, seed, split, split_index,
-                                     add_extra_token, drop_last_partial_sequence, legacy_split,
-                                     cache_dir)};
+  return PyGptDataset{
+      *std::move(ds), seq_length,
+      py::make_tuple(path, seq_length, num_samples, seed, split, split_index, add_extra_token,
+                     drop_last_partial_sequence, legacy_split, cache_dir)};
 }
 
 }  // namespace
@@ -254,7 +254,8 @@ PYBIND11_MODULE(_pileprep, m) {
       .def_property_readonly("sequence_range",
                              [](const PyGptDataset& g) {
                                g.Single();
-                               return py::make_tuple(g.ds->sequences().begin, g.ds->sequences().end);
+                               return py::make_tuple(g.ds->sequences().begin,
+                                                     g.ds->sequences().end);
                              })
       .def_property_readonly("dataset_index",
                              [](py::object self) {
