@@ -184,7 +184,7 @@ struct GptIndices {
   // sample_index, flattened rows of (position in document_index, token offset); rows = size() + 1.
   // int32 when max(len(document_index), the largest sequence) fits, else int64.
   IndexArray sample_index;
-  // shuffle_index: a permutation of sample rows; uint32 below 2^32 - 1 samples, else int64.
+  // shuffle_index: a permutation of sample rows; uint32 below 2^32 - 2 samples, else int64.
   IndexArray shuffle_index;
   int64_t size() const { return static_cast<int64_t>(shuffle_index.size()); }
 };

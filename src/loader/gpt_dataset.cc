@@ -193,7 +193,7 @@ int64_t MaxSize(const Sizes& sizes) {
 }
 
 // Megatron's dtypes: sample_index int32 when max(len(document_index), the largest sequence) fits,
-// shuffle_index uint32 below 2^32 - 1 samples.
+// shuffle_index uint32 below 2^32 - 2 samples (Megatron: numpy.uint32 if size < 2^32 - 1 - 1).
 template <typename Sizes>
 IndexArray::Type SampleIndexType(const Sizes& sizes, size_t documents) {
   const int64_t sample_max = std::max<int64_t>(static_cast<int64_t>(documents), MaxSize(sizes));
