@@ -10,10 +10,12 @@
 //   });
 //
 // Lines. Split on '\n' only; one trailing '\r' is removed (CRLF files equal their LF twins). A last
-// line without '\n' counts. A lone '\r' elsewhere is not a line break (Python's universal newlines
-// would split there; in valid JSON a raw '\r' can only be whitespace between tokens, so this only
-// differs for a line holding two records, which we reject as one invalid line: a file with lone-CR
-// line ends is one long bad line, where Megatron would read its records). No line-length
+// line without '\n' counts. A lone '\r' elsewhere is not a line break, where Python's universal
+// newlines split: a line holding two records joined by one is one bad line here and two documents
+// for Megatron (a file with lone-CR line ends is one long bad line); a '\r' used as whitespace
+// inside a record leaves a document here where Megatron sees two bad lines; "\r\r\n" ends a line
+// here where Megatron also sees a blank one (a bad record). JSON writers put a raw '\r' only in
+// CRLF line ends. No line-length
 // limit other than JsonlOptions::max_line_bytes (default: the parser's 4 GiB ceiling).
 //
 // What a record becomes, checked in this order:
@@ -150,6 +152,9 @@ class JsonRecordParser {
   uint64_t replaced_invalid_utf8() const { return replaced_invalid_utf8_; }
   uint64_t replaced_lone_surrogates() const { return replaced_lone_surrogates_; }
   const JsonlOptions& options() const { return options_; }
+  // The longest line its buffers are sized for now (the scratch copy, simdjson's parser and
+  // document, the Python emulation's texts): what a worker keeps between lines.
+  size_t buffered_capacity() const;
 
  private:
   struct Impl;

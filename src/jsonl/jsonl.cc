@@ -122,8 +122,14 @@ struct JsonRecordParser::Impl {
 
   simdjson::error_code EnsureCapacity(size_t size) {
     if (size <= parser.capacity() && !Shrink(parser.capacity(), size)) return simdjson::SUCCESS;
-    return parser.allocate(std::min<size_t>(Grown(size), simdjson::SIMDJSON_MAXSIZE_BYTES),
-                           kMaxDepth);
+    const size_t capacity = std::min<size_t>(Grown(size), simdjson::SIMDJSON_MAXSIZE_BYTES);
+    if (Shrink(parser.capacity(), size)) {
+      // parser.allocate sizes the parser's own buffers only; its document's tape and strings (13
+      // bytes per input byte, grown by parse, never shrunk) would stay as large as the largest
+      // line.
+      if (const auto e = parser.doc.allocate(capacity); e != simdjson::SUCCESS) return e;
+    }
+    return parser.allocate(capacity, kMaxDepth);
   }
 
   // The verdict on a record simdjson parsed: its object's texts, or why it is not a document.
@@ -173,6 +179,13 @@ JsonRecordParser::JsonRecordParser(JsonlOptions options)
 }
 
 JsonRecordParser::~JsonRecordParser() = default;
+
+size_t JsonRecordParser::buffered_capacity() const {
+  size_t most =
+      std::max({impl_->padded.capacity(), impl_->parser.capacity(), impl_->parser.doc.capacity()});
+  for (const auto& field : impl_->fallback.fields) most = std::max(most, field.text.capacity());
+  return most;
+}
 
 static_assert(JsonRecordParser::kPadding == simdjson::SIMDJSON_PADDING);
 

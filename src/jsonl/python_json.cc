@@ -293,7 +293,10 @@ void PythonJsonLoads(std::string_view doc, const std::vector<std::string>& keys,
                      PythonJsonResult* result) {
   result->ok = false;
   result->error.clear();
-  result->fields.assign(keys.size(), PythonJsonResult::Field{});
+  // Fresh fields, not assigned over the old ones: assigned, each kept the capacity of the largest
+  // text it ever held (a worker kept a huge document's memory after it).
+  result->fields.clear();
+  result->fields.resize(keys.size());
   // json.loads(str) refuses a leading BOM before looking at anything else.
   if (doc.substr(0, 3) == "\xEF\xBB\xBF") {
     result->error = "unexpected UTF-8 BOM at column 1";
@@ -302,7 +305,8 @@ void PythonJsonLoads(std::string_view doc, const std::vector<std::string>& keys,
   Scanner scanner(doc, max_depth);
   if (!scanner.Load(keys, result)) {
     result->error = scanner.error();
-    result->fields.assign(keys.size(), PythonJsonResult::Field{});
+    result->fields.clear();
+    result->fields.resize(keys.size());
     return;
   }
   result->ok = true;

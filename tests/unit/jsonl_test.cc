@@ -450,6 +450,23 @@ TEST(JsonRecordParser, ReusesBuffersAcrossLinesOfVaryingLength) {
   }
 }
 
+// After a line past 32 MiB, the next ordinary line leaves no buffer sized for the huge one: not
+// simdjson's document (its tape and strings, which parse only grows), not the Python emulation's
+// texts (which kept the capacity of the largest text they held).
+TEST(JsonRecordParser, AHugeLineLeavesNoHugeBuffersBehind) {
+  JsonRecordParser p;
+  // An escaped key sends the line to simdjson's DOM; NaN, which simdjson refuses, to the emulation.
+  for (const std::string tail : {"", ", \"n\": NaN"}) {
+    const std::string huge =
+        "{\"te\\u0078t\": \"" + std::string(size_t{40} << 20, 'z') + "\"" + tail + "}";
+    ASSERT_TRUE(p.Parse(huge).ok) << tail;
+    EXPECT_GE(p.buffered_capacity(), size_t{40} << 20) << tail;
+    ASSERT_TRUE(p.Parse("{\"te\\u0078t\": \"small\"" + tail + "}").ok) << tail;
+    EXPECT_EQ(p.texts()[0], "small");
+    EXPECT_LE(p.buffered_capacity(), size_t{32} << 20) << tail;
+  }
+}
+
 TEST(JsonRecordParser, BadRecordMessageNamesSourceLineKindAndDetail) {
   EXPECT_EQ(BadRecordMessage("00.jsonl.zst", 1834, BadRecordKind::kInvalidJson,
                              "expecting value at column 9"),
