@@ -382,7 +382,12 @@ absl::Status IndexedDatasetWriter::PublishImpl() {
   // The old .idx goes first so that no reader pairs it with the new .bin.
   PILEPREP_RETURN_IF_ERROR(internal::RemoveFileIfExists(final_idx));
   PILEPREP_RETURN_IF_ERROR(internal::RenameFile(f.bin_tmp, final_bin));
-  absl::Status status = internal::RenameFile(f.idx_tmp, final_idx);
+  absl::Status status;
+  // POSIX does not order renames on a power loss (ext4 and XFS journal them in order; others need
+  // not): the directory is synced between the two, so a durable new .idx is never beside the old
+  // .bin.
+  if (options_.sync) status = internal::SyncDirectory(internal::DirName(prefix_));
+  if (status.ok()) status = internal::RenameFile(f.idx_tmp, final_idx);
   if (status.ok() && options_.sync) status = internal::SyncDirectory(internal::DirName(prefix_));
   if (!status.ok()) {
     // A failed writer publishes nothing, not half a dataset.
