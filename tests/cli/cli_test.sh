@@ -98,4 +98,20 @@ done
 # Summary table at the end.
 expect "summary table" 0 "shard            status" -- \
   "$PILEPREP" --url "$root/data/samples" --files 1 --output-dir "$work/s"
+
+# preprocess and merge publish under a shard job's names without a record: they remove its record
+# first, so that it never vouches for their bytes (a record listing the same sizes would).
+rec="$work/s/my-gpt3_01_text_document.pileprep.json"
+[[ -f $rec ]] || { echo "FAIL: the shard job wrote no record"; fail=1; }
+expect "preprocess onto a shard job's dataset" 0 "" -- "$PILEPREP" preprocess \
+  --input "$root/data/samples/00.jsonl.zst" --output-prefix "$work/s/my-gpt3_01" --append-eod -q
+[[ ! -e $rec ]] || { echo "FAIL: preprocess left the shard job's record beside its own outputs"; fail=1; }
+expect "the shard job again" 0 "" -- "$PILEPREP" --url "$root/data/samples" --files 1 \
+  --output-dir "$work/s" --force -q
+[[ -f $rec ]] || { echo "FAIL: the shard job wrote no record"; fail=1; }
+expect "merge onto a shard job's dataset" 0 "" -- "$PILEPREP" merge \
+  --output-prefix "$work/s/my-gpt3_01_text_document" "$work/read_text_document" -q
+[[ ! -e $rec ]] || { echo "FAIL: merge left the shard job's record beside its own outputs"; fail=1; }
+expect "--json-keys with a slash" 2 'a key names the outputs' -- "$PILEPREP" --url "$root/data/samples" \
+  --files 1 --output-dir "$work/s2" --json-keys a/b
 exit $fail

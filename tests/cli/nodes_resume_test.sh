@@ -361,6 +361,21 @@ rc=$?
   cmp -s "$r0.bin" "$work/r0-bin" ||
   { bad "pending: an unreadable pending record (rc $rc)"; cat "$work/err"; }
 rmdir "$r0.pileprep.json.pending"
+# A record that cannot be read (a directory in its place: read(2) fails, as on an NFS ESTALE or an
+# EIO) is no word either way, where it may say other settings: the shard is left alone and FAILED
+# (exit 1), not skipped as if there were no record.
+mv "$r0.pileprep.json" "$work/r0-record-saved"
+mkdir "$r0.pileprep.json"
+"$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$p" --threads 2 --dry-run 2>&1 |
+  grep -q "00.jsonl.zst -> .*: FAILED, left alone: its record .* cannot be read" ||
+  bad "dry-run: an unreadable record"
+"$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$p" --threads 2 >"$work/out" 2>"$work/err"
+rc=$?
+[[ $rc -eq 1 ]] && grep -q "00.jsonl.zst: .*its record .* cannot be read .*; left alone (neither skipped nor made again)" "$work/err" &&
+  grep -q "01.jsonl.zst: outputs already complete" "$work/err" && cmp -s "$r0.bin" "$work/r0-bin" ||
+  { bad "record: an unreadable record (rc $rc)"; cat "$work/err"; }
+rmdir "$r0.pileprep.json"
+mv "$work/r0-record-saved" "$r0.pileprep.json"
 # Killed before the publish: the pending record (other settings) names files that never came; the
 # old outputs keep their own record, and the pending one is removed.
 rewrite "$work/r0-record" "$r0.pileprep.json.pending" endoftext_as_text=true bin_inode=ino+7 idx_inode=ino+7

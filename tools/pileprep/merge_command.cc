@@ -9,6 +9,7 @@
 #include "common.h"
 #include "pileprep/indexed_reader.h"
 #include "pileprep/merge.h"
+#include "shard_record.h"
 
 namespace pileprep::cli {
 namespace {
@@ -71,6 +72,12 @@ int RunMerge(int argc, char** argv, int first) {
   MergeOptions options;
   options.validate_inputs = !args.Has("no-validate");
   options.sync = !args.Has("no-sync");
+  // A shard job's record beside the output's name would vouch for bytes it was not written for;
+  // removed first (a merge that then fails leaves the old pair, judged by validation alone).
+  if (absl::Status s = ForgetRecords({output}); !s.ok()) {
+    PrintError(std::string(s.message()));
+    return kExitFailed;
+  }
   auto result = MergeDatasets(inputs, output, options);
   if (!result.ok()) {
     PrintError(std::string(result.status().message()));

@@ -18,6 +18,7 @@
 #include "pileprep/gpt2_tokenizer.h"
 #include "pileprep/pipeline.h"
 #include "pileprep/shard_plan.h"
+#include "shard_record.h"
 #include "signals.h"
 
 namespace pileprep::cli {
@@ -111,6 +112,10 @@ int RunPreprocess(int argc, char** argv, int first) {
   for (const std::string& key : c.pipeline.jsonl.json_keys) {
     prefixes.push_back(absl::StrCat(prefix, "_", key, "_document"));
   }
+  // A shard job's record beside these names would vouch for bytes it was not written for.
+  c.pipeline.before_publish = [&prefixes](const std::vector<PreparedDataset>&) {
+    return ForgetRecords(prefixes);
+  };
   ShardOutcome outcome = RunOne(std::filesystem::path(input).filename().string(), input,
                                 InputFormatForPath(input), prefixes, **tokenizer, c);
   if (!c.console.quiet) std::fprintf(stderr, "\n%s", SummaryTable({outcome}, used_threads).c_str());

@@ -312,7 +312,13 @@ bool AlreadyComplete(const JobConfig& job, const Common& c, const Gpt2Tokenizer&
   v.threads = c.pipeline.threads;
   uint64_t documents = 0, tokens = 0, bytes = 0;
   for (const std::string& p : PrefixesFor(job, c, n)) {
-    if (!std::filesystem::exists(p + ".bin") || !std::filesystem::exists(p + ".idx")) return false;
+    // The error_code forms: one that cannot be checked (EACCES, EIO) is made again, and that run
+    // names the error, rather than a filesystem_error thrown out of the job.
+    std::error_code ec_bin, ec_idx;
+    if (!std::filesystem::exists(p + ".bin", ec_bin) ||
+        !std::filesystem::exists(p + ".idx", ec_idx)) {
+      return false;
+    }
     auto report = ValidateDataset(p, v);
     if (!report.ok() || !report->ok()) {
       if (!c.console.quiet) {
@@ -351,7 +357,8 @@ OpenedSource OpenShard(const JobConfig& job, const Common& c, int n, FetchObserv
   } else {
     o.input = RedactUrl(input);
     const std::string cache = CachePath(job, n);
-    if (!cache.empty() && std::filesystem::exists(cache)) {
+    std::error_code ec;  // never thrown from a runner thread (std::terminate): downloaded again
+    if (!cache.empty() && std::filesystem::exists(cache, ec)) {
       o.input = cache;  // a complete earlier download (written by rename once its length matched)
     } else {
       FetchOptions f = job.fetch;
@@ -434,6 +441,11 @@ std::string PlanStateOfFiles(const JobConfig& job, const Common& c, const Gpt2To
   if (!states.ok()) {
     return absl::StrCat("FAILED, left alone: an interrupted run's pending records cannot be read (",
                         states.status().message(), ")");
+  }
+  for (size_t k = 0; k < prefixes.size() && !job.force; ++k) {
+    if (checks[k].verdict == RecordCheck::kCannotRead) {
+      return absl::StrCat("FAILED, left alone: ", checks[k].why);
+    }
   }
   if (states->torn) {
     return "made again: an interrupted run published it for some of its keys only";
@@ -629,6 +641,16 @@ int RunShardJob(int argc, char** argv, int first) {
   c.pipeline.threads = static_cast<int>(threads);
   c.pipeline.append_eod = true;
   if (args.Has("json-keys")) c.pipeline.jsonl.json_keys = UniqueKeys(args.GetAll("json-keys"));
+  for (const std::string& key : c.pipeline.jsonl.json_keys) {
+    // A key is part of each output's name ({prefix}_NN_{key}_document): a '/' would put outputs
+    // in another directory (whose entries the publish would not sync), outside --output-dir.
+    if (key.empty() || key.find('/') != std::string::npos || key == "." || key == "..") {
+      PrintError(absl::StrCat("--json-keys \"", key,
+                              "\": a key names the outputs' files, so it cannot be empty or "
+                              "hold '/'"));
+      return kExitUsage;
+    }
+  }
 
   JobConfig job;
   job.fetch.max_retries = static_cast<int>(retries);
@@ -821,6 +843,23 @@ int RunShardJob(int argc, char** argv, int first) {
     // with --remake-other-settings, even when it does not validate under this run's tokenizer.
     const std::vector<std::string> prefixes = PrefixesFor(job, c, n);
     const std::vector<RecordCheck> checks = CheckRecords(job, c, **tokenizer, n);
+    std::string cannot_read;
+    for (size_t k = 0; k < prefixes.size() && cannot_read.empty(); ++k) {
+      if (checks[k].verdict == RecordCheck::kCannotRead) {
+        cannot_read = absl::StrCat(prefixes[k], ".{bin,idx}: ", checks[k].why);
+      }
+    }
+    if (!cannot_read.empty()) {
+      outcomes[i].status = "FAILED";
+      outcomes[i].error = absl::StrCat(
+          outcomes[i].name, ": ", cannot_read,
+          "; left alone (neither skipped nor made again). Fix the cause and rerun, or make it "
+          "again with --force");
+      PrintError(outcomes[i].error);
+      locks[i].reset();
+      ++busy;
+      continue;
+    }
     bool other = false;
     for (size_t k = 0; k < prefixes.size(); ++k) {
       if (checks[k].verdict != RecordCheck::kOtherSettings) continue;

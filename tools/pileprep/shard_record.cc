@@ -23,6 +23,19 @@ std::string PendingRecordPath(const std::string& prefix) {
   return prefix + ".pileprep.json.pending";
 }
 
+absl::Status ForgetRecords(const std::vector<std::string>& prefixes) {
+  bool removed = false;
+  for (const std::string& prefix : prefixes) {
+    for (const std::string& path : {RecordPath(prefix), PendingRecordPath(prefix)}) {
+      if (!internal::PathExists(path)) continue;
+      PILEPREP_RETURN_IF_ERROR(internal::RemoveFileIfExists(path));
+      removed = true;
+    }
+  }
+  if (!removed || prefixes.empty()) return absl::OkStatus();
+  return internal::SyncDirectory(internal::DirName(prefixes[0]));
+}
+
 std::string ShardRecordJson(const ShardRecord& r) {
   std::string out = "{\n";
   absl::StrAppend(&out, "  \"pileprep_version\": ", JsonString(r.pileprep_version), ",\n");
@@ -212,6 +225,14 @@ RecordCheck CheckRecord(const std::string& prefix, const ShardRecord& now, bool 
     check.why =
         "no record of the settings it was made with (made by another tool or an earlier "
         "pileprep): judged by validation alone";
+    return check;
+  }
+  if (absl::IsUnavailable(recorded.status())) {
+    // Taken for "no word" it let a shard made with other settings pass as this run's when it
+    // validated (an NFS ESTALE, an EIO): the record may well say otherwise.
+    check.verdict = RecordCheck::kCannotRead;
+    check.why = absl::StrCat("its record ", path, " cannot be read (", recorded.status().message(),
+                             "): what made the outputs is not known");
     return check;
   }
   if (!recorded.ok()) {

@@ -56,6 +56,12 @@ std::string RecordPath(const std::string& prefix);
 // "{prefix}.pileprep.json.pending".
 std::string PendingRecordPath(const std::string& prefix);
 
+// Removes the records (and pending records) beside `prefixes`, its directory synced if any was
+// there: `preprocess` and `merge`, which write the shard job's names without a record, call it
+// before they publish, so that no record vouches for bytes it was not written for (a record of the
+// same sizes would). NotFound is no error; another is, and nothing is then published.
+absl::Status ForgetRecords(const std::vector<std::string>& prefixes);
+
 std::string ShardRecordJson(const ShardRecord& record);
 // InvalidArgument (with the cause) for anything that is not a record as ShardRecordJson writes it.
 absl::StatusOr<ShardRecord> ParseShardRecord(std::string_view json);
@@ -68,7 +74,9 @@ std::vector<std::string> SettingsDifferences(const ShardRecord& recorded, const 
 struct RecordCheck {
   enum Verdict {
     kNoRecord,       // no record: judged by validation alone
-    kUnreadable,     // a record that cannot be read or parsed: the same (`why` says so)
+    kUnreadable,     // a file that is not a record (cannot be parsed): the same (`why` says so)
+    kCannotRead,     // a record there that could not be read (an I/O error): what made the
+                     // outputs is not known, so the shard is left alone (`why` says so)
     kOtherOutputs,   // the record lists other sizes (or the dataset is missing): the same
     kSameSettings,   // made with this run's settings
     kOtherSettings,  // made with other settings: `why` lists them
