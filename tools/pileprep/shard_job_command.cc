@@ -274,6 +274,15 @@ std::vector<RecordCheck> CheckRecords(const JobConfig& job, const Common& c,
   return CheckRecords(job, c, tokenizer, n, ReadPendingStates(PrefixesFor(job, c, n)));
 }
 
+// The key of the first of a shard's records that is there but cannot be read, or -1: what made
+// its outputs is then not known, and the run (and the dry run's plan) leaves the shard alone.
+int RecordThatCannotBeRead(const std::vector<RecordCheck>& checks) {
+  for (size_t k = 0; k < checks.size(); ++k) {
+    if (checks[k].verdict == RecordCheck::kCannotRead) return static_cast<int>(k);
+  }
+  return -1;
+}
+
 // "PREFIX.{bin,idx}: made with other settings (...)".
 std::string OtherSettingsLine(const std::string& prefix, const RecordCheck& check) {
   return absl::StrCat(prefix, ".{bin,idx}: ", check.why);
@@ -442,10 +451,8 @@ std::string PlanStateOfFiles(const JobConfig& job, const Common& c, const Gpt2To
     return absl::StrCat("FAILED, left alone: an interrupted run's pending records cannot be read (",
                         states.status().message(), ")");
   }
-  for (size_t k = 0; k < prefixes.size() && !job.force; ++k) {
-    if (checks[k].verdict == RecordCheck::kCannotRead) {
-      return absl::StrCat("FAILED, left alone: ", checks[k].why);
-    }
+  if (const int k = RecordThatCannotBeRead(checks); k >= 0 && !job.force) {
+    return absl::StrCat("FAILED, left alone: ", checks[k].why);
   }
   if (states->torn) {
     return "made again: an interrupted run published it for some of its keys only";
@@ -843,16 +850,10 @@ int RunShardJob(int argc, char** argv, int first) {
     // with --remake-other-settings, even when it does not validate under this run's tokenizer.
     const std::vector<std::string> prefixes = PrefixesFor(job, c, n);
     const std::vector<RecordCheck> checks = CheckRecords(job, c, **tokenizer, n);
-    std::string cannot_read;
-    for (size_t k = 0; k < prefixes.size() && cannot_read.empty(); ++k) {
-      if (checks[k].verdict == RecordCheck::kCannotRead) {
-        cannot_read = absl::StrCat(prefixes[k], ".{bin,idx}: ", checks[k].why);
-      }
-    }
-    if (!cannot_read.empty()) {
+    if (const int k = RecordThatCannotBeRead(checks); k >= 0) {
       outcomes[i].status = "FAILED";
       outcomes[i].error = absl::StrCat(
-          outcomes[i].name, ": ", cannot_read,
+          outcomes[i].name, ": ", prefixes[k], ".{bin,idx}: ", checks[k].why,
           "; left alone (neither skipped nor made again). Fix the cause and rerun, or make it "
           "again with --force");
       PrintError(outcomes[i].error);
