@@ -69,7 +69,8 @@ run_tsan() {
     -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" \
     -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=thread" >/dev/null
   cmake --build build-tsan -j "$(nproc)" \
-    --target pileprep pipeline_test validate_test merge_test fetch_http_source_test indexed_dataset_test
+    --target pileprep pipeline_test validate_test merge_test fetch_http_source_test indexed_dataset_test \
+    pileprep_fs_fault_shim
   # The executables must load the instrumented libtbb (CMake's build RPATH names its directory),
   # not Debian's: otherwise every stage hand-off is a false report again.
   local exe lib

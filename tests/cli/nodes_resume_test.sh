@@ -5,6 +5,7 @@
 # a rerun: byte-identical outputs, nothing stray.
 set -uo pipefail
 PILEPREP=$1
+SHIM=$2  # tests/shim/fs_fault_shim.cc, built
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
 server_pid=
@@ -431,6 +432,30 @@ rmdir "$mkl.pileprep.json.pending.pileprep-tmp"
 [[ $rc -eq 1 ]] && grep -q "the record of $mkl could not be written (.*): nothing was published" "$work/err" &&
   diff -r -x 'pileprep-summary-rank0.json' "$mk" "$work/mk-before2" >/dev/null ||
   { bad "pending: a pending record that cannot be written publishes something (rc $rc)"; cat "$work/err"; diff -r -x 'pileprep-summary-rank0.json' "$mk" "$work/mk-before2"; }
+# A --force run over a new input whose "title" rename fails once "text" is in place, and whose
+# withdrawal of "text" then fails too (tests/shim/fs_fault_shim.cc): the new "text" stays beside the
+# old "title". Its pending records stay, so the next run finds the shard torn, withdraws it and
+# makes it again: it ends as an undisturbed run on the new input, not with keys from two runs.
+/usr/bin/python3 -c 'import json
+for i in range(60): print(json.dumps({"text": "another body %d, longer than before" % i, "title": "T%d" % i}))' |
+  zstd -q -c >"$work/src-mk/00.jsonl.zst"
+"$PILEPREP" --url "$work/src-mk" --files 0 --output-dir "$work/mk-clean" --threads 2 "${keys[@]}" -q 2>/dev/null ||
+  bad "withdrawal: the undisturbed run on the new input"
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" LD_PRELOAD=$SHIM \
+  PILEPREP_FAULT_RENAME_TO=$mkl.idx PILEPREP_FAULT_UNLINK_AFTER=$mkt.idx:$mkt.bin \
+  "$PILEPREP" --url "$work/src-mk" --files 0 --output-dir "$mk" --threads 2 "${keys[@]}" --force >"$work/out" 2>"$work/err"
+rc=$?
+[[ $rc -eq 1 ]] && cmp -s "$mkt.bin" "$work/mk-clean/${mkt##*/}.bin" &&
+  grep -q "00.jsonl.zst: this run's outputs of $mkt could not be withdrawn; its pending records stay" "$work/err" &&
+  [[ -e $mkt.pileprep.json.pending && -e $mkl.pileprep.json.pending ]] ||
+  { bad "withdrawal: a failed withdrawal (rc $rc) does not keep the pending records"; cat "$work/err"; ls "$mk"; }
+"$PILEPREP" --url "$work/src-mk" --files 0 --output-dir "$mk" --threads 2 "${keys[@]}" >"$work/out" 2>"$work/err" &&
+  grep -q "00.jsonl.zst: an interrupted run published $mkt and not the shard's other key(s): withdrawn, the shard is made again" "$work/err" ||
+  { bad "withdrawal: the run after a failed withdrawal does not make the shard again"; cat "$work/err"; }
+for f in "$work"/mk-clean/my-gpt3_00_*_document.{bin,idx}; do
+  cmp -s "$f" "$mk/${f##*/}" || bad "withdrawal: the shard after a failed withdrawal differs: ${f##*/}"
+done
+check_records "$mk" "withdrawal: after a failed withdrawal"
 # Ranks sharing a directory all refuse alike: rank 1, which has made nothing yet, refuses over the
 # dataset rank 0 made with other settings, and makes nothing.
 m=$work/m

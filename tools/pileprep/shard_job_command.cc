@@ -1056,8 +1056,29 @@ int RunShardJob(int argc, char** argv, int first) {
       }
     } else {
       // Nothing of this run was published (the pipeline withdraws a partial publish): pending
-      // records, if the hook wrote them, describe nothing.
-      for (const std::string& p : prefixes) ::unlink(PendingRecordPath(p).c_str());
+      // records, if the hook wrote them, describe nothing. Unless the withdrawal failed too (a
+      // later key's rename failed, then removing an earlier key's files did): that key's outputs
+      // are in place, maybe beside another key's older ones. Then every pending record stays, and
+      // the next run finds the shard torn, withdraws it and makes it again (ResolvePendingRecords);
+      // without them it would take the shard for made, keys from two runs.
+      std::vector<std::string> in_place;
+      absl::StatusOr<PendingStates> states = ReadPendingStates(prefixes);
+      for (size_t k = 0; states.ok() && k < prefixes.size(); ++k) {
+        if (states->state[k] == PendingStates::kNamesFiles) in_place.push_back(prefixes[k]);
+      }
+      if (!states.ok() || !in_place.empty()) {
+        const std::string why =
+            states.ok() ? absl::StrCat("this run's outputs of ", absl::StrJoin(in_place, ", "),
+                                       " could not be withdrawn")
+                        : absl::StrCat("its pending records cannot be read (",
+                                       states.status().message(), ")");
+        std::fprintf(stderr,
+                     "%s: %s; its pending records stay: the next run withdraws what is in place "
+                     "and makes the shard again\n",
+                     outcome.name.c_str(), why.c_str());
+      } else {
+        for (const std::string& p : prefixes) ::unlink(PendingRecordPath(p).c_str());
+      }
     }
     locks[i].reset();  // published or not, this run is done with the shard
     if (drop_cache) {
