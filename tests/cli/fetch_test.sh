@@ -138,6 +138,25 @@ truncate -s 300000 "$work/local/00.jsonl.zst"
   >/dev/null 2>&1 && bad "a damaged local shard did not fail"
 [[ -e "$work/local/00.jsonl.zst" ]] || bad "a local source file was removed as a damaged kept download"
 stop_server
+# Two jobs with their own outputs sharing one --keep-downloads directory: while the first keeps
+# 01 (its answer stalls for 3 s), the second finds the temporary locked and only reads the shard;
+# both shards' outputs and the kept copy are whole.
+rm -f "$work/cache/01.jsonl.zst"
+start_server --plan 01.jsonl.zst=stall:100000:3
+"$PILEPREP" --url "$url" --files 1 --output-dir "$work/k1" --keep-downloads "$work/cache" \
+  --retry-wait 0.05 -q >/dev/null 2>"$work/err-k1" &
+k1=$!
+for _ in $(seq 100); do [[ -s "$work/cache/01.jsonl.zst.pileprep-tmp" ]] && break; sleep 0.05; done
+"$PILEPREP" --url "$url" --files 1 --output-dir "$work/k2" --keep-downloads "$work/cache" \
+  --retry-wait 0.05 >/dev/null 2>"$work/err" &&
+  grep -q "01.jsonl.zst: another process is keeping it in $work/cache (its temporary is locked); this run read it without keeping a copy" "$work/err" ||
+  { bad "shared --keep-downloads: the second job"; cat "$work/err"; }
+wait "$k1" || { bad "shared --keep-downloads: the first job failed"; cat "$work/err-k1"; }
+cmp -s "$work/src/01.jsonl.zst" "$work/cache/01.jsonl.zst" || bad "shared --keep-downloads: the kept copy differs"
+same_outputs "shared --keep-downloads, first" "$work/k1" 01
+same_outputs "shared --keep-downloads, second" "$work/k2" 01
+ls "$work/cache" | grep -q pileprep-tmp && bad "shared --keep-downloads: a temporary is left"
+stop_server
 
 # 6. Secrets stay out of the logs.
 start_server

@@ -227,11 +227,19 @@ void RemoveStaleTemporaries(const JobConfig& job, const Common& c, int n) {
     paths.push_back(RecordPath(p) + kIndexedDatasetTempSuffix);
     paths.push_back(PendingRecordPath(p) + kIndexedDatasetTempSuffix);
   }
-  if (!job.keep_downloads.empty()) paths.push_back(CachePath(job, n) + kIndexedDatasetTempSuffix);
   for (const std::string& path : paths) {
     if (::unlink(path.c_str()) == 0 && !c.console.quiet) {
       std::fprintf(stderr, "removed a stale temporary file of an interrupted run: %s\n",
                    path.c_str());
+    }
+  }
+  // The kept download's temporary is not under the shard's lock (another job, with other outputs,
+  // may keep into the same directory): it has a lock of its own (RemoveStaleCacheTemporary).
+  if (!job.keep_downloads.empty()) {
+    absl::StatusOr<bool> removed = RemoveStaleCacheTemporary(CachePath(job, n));
+    if (removed.ok() && *removed && !c.console.quiet) {
+      std::fprintf(stderr, "removed a stale temporary file of an interrupted run: %s%s\n",
+                   CachePath(job, n).c_str(), kIndexedDatasetTempSuffix);
     }
   }
 }
@@ -994,6 +1002,7 @@ int RunShardJob(int argc, char** argv, int first) {
       *next = OpenShard(job, shard_c, (*mine)[todo[t + 1]], &observer);
     }
     absl::Status status;
+    bool streamed_only = false;  // another process keeps the download (FetchStats::cache_in_use)
     while (true) {
       if (!cur.status.ok()) {
         status = cur.status;
@@ -1012,6 +1021,13 @@ int RunShardJob(int argc, char** argv, int first) {
         outcome.bytes_downloaded += f.bytes_delivered;
         outcome.retries += f.retries;
         outcome.resumes += f.resumes;
+        if (f.cache_in_use && !streamed_only && !c.console.quiet) {
+          std::fprintf(stderr,
+                       "%s: another process is keeping it in %s (its temporary is locked); this "
+                       "run read it without keeping a copy\n",
+                       outcome.name.c_str(), job.keep_downloads.c_str());
+        }
+        streamed_only |= f.cache_in_use;
       }
       if (IsRestartRequired(status) && outcome.restarts < kMaxRestarts) {
         ++outcome.restarts;
@@ -1033,7 +1049,7 @@ int RunShardJob(int argc, char** argv, int first) {
     // source directory that is also the --keep-downloads one.
     const std::string cache = CachePath(job, n);
     const bool cache_bytes = !cache.empty() && job.source.kind != SourceKind::kLocalDirectory &&
-                             (cur.http != nullptr || cur.input == cache);
+                             ((cur.http != nullptr && !streamed_only) || cur.input == cache);
     const std::string input = cur.input;
     // A download stops here: it cannot rename its cache file after the unlink below.
     cur = OpenedSource{};
