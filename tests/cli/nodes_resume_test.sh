@@ -456,6 +456,16 @@ for f in "$work"/mk-clean/my-gpt3_00_*_document.{bin,idx}; do
   cmp -s "$f" "$mk/${f##*/}" || bad "withdrawal: the shard after a failed withdrawal differs: ${f##*/}"
 done
 check_records "$mk" "withdrawal: after a failed withdrawal"
+# The summary has a temporary of its own per process (host and pid): one that another process of
+# the same rank is writing (a straggler beside its requeue; here a directory in the way, under the
+# name every process once shared) does not stop this run's summary.
+mkdir "$mk/pileprep-summary-rank0.json.pileprep-tmp"
+"$PILEPREP" --url "$work/src-mk" --files 0 --output-dir "$mk" --threads 2 "${keys[@]}" >"$work/out" 2>"$work/err" &&
+  grep -q '"exit_status": 0' "$mk/pileprep-summary-rank0.json" && ! grep -q "summary: " "$work/err" ||
+  { bad "summary: another process's temporary stops this run's summary"; cat "$work/err"; }
+ls "$mk" | grep -v '^pileprep-summary-rank0.json.pileprep-tmp$' | grep -q pileprep-tmp &&
+  bad "summary: a temporary is left: $(ls "$mk")"
+rmdir "$mk/pileprep-summary-rank0.json.pileprep-tmp"
 # Ranks sharing a directory all refuse alike: rank 1, which has made nothing yet, refuses over the
 # dataset rank 0 made with other settings, and makes nothing.
 m=$work/m

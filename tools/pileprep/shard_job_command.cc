@@ -91,6 +91,12 @@ std::string CachePath(const JobConfig& job, int n) {
 // other.
 class ShardLock {
  public:
+  static std::string HostName() {
+    char host[256] = "";
+    ::gethostname(host, sizeof(host) - 1);
+    return host;
+  }
+
   static std::string PathFor(const JobConfig& job, int n) {
     return (std::filesystem::path(job.output_dir) /
             absl::StrFormat("%s_%02d.pileprep-lock", job.output_prefix, n))
@@ -155,12 +161,6 @@ class ShardLock {
     std::string who(buf, got > 0 ? static_cast<size_t>(got) : 0);
     while (!who.empty() && (who.back() == '\n' || who.back() == '\0')) who.pop_back();
     return who;
-  }
-
-  static std::string HostName() {
-    char host[256] = "";
-    ::gethostname(host, sizeof(host) - 1);
-    return host;
   }
 
   // For --dry-run, without taking the lock: a probe that took it, even for a moment, could turn a
@@ -400,8 +400,11 @@ OpenedSource OpenShard(const JobConfig& job, const Common& c, int n, FetchObserv
   return o;
 }
 
-absl::Status WriteFileAtomically(const std::string& path, const std::string& data) {
-  const std::string tmp = path + kIndexedDatasetTempSuffix;
+// Writes `data` to `tmp`, then renames it to `path`. `tmp` is fixed (path + suffix) where the
+// caller holds a lock that covers it, so that the next run can remove a killed run's; unique
+// otherwise (see the summary's).
+absl::Status WriteFileAtomically(const std::string& path, const std::string& data,
+                                 const std::string& tmp) {
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return absl::PermissionDeniedError(absl::StrCat(tmp, ": ", std::strerror(errno)));
   size_t done = 0;
@@ -982,7 +985,9 @@ int RunShardJob(int argc, char** argv, int first) {
         record.bin_inode = static_cast<uint64_t>(bin.st_ino);
         record.idx_inode = static_cast<uint64_t>(idx.st_ino);
         const std::string path = PendingRecordPath(prepared[k].prefix);
-        if (absl::Status s = WriteFileAtomically(path, ShardRecordJson(record)); !s.ok()) {
+        if (absl::Status s = WriteFileAtomically(path, ShardRecordJson(record),
+                                                 path + kIndexedDatasetTempSuffix);
+            !s.ok()) {
           return absl::DataLossError(absl::StrCat("the record of ", prepared[k].prefix,
                                                   " could not be written (", s.message(),
                                                   "): nothing was published"));
@@ -1151,7 +1156,12 @@ int RunShardJob(int argc, char** argv, int first) {
   const std::string summary_path =
       (std::filesystem::path(job.output_dir) / absl::StrCat("pileprep-summary-rank", summary_rank, ".json"))
           .string();
-  if (auto s = WriteFileAtomically(summary_path, SummaryJson(info, outcomes)); !s.ok()) {
+  // No lock covers the summary: a straggler and its requeue (same rank, same directory, maybe
+  // another node) each write a temporary of their own, and the last rename wins whole.
+  const std::string summary_tmp = absl::StrCat(summary_path, ".", ShardLock::HostName(), ".",
+                                               ::getpid(), kIndexedDatasetTempSuffix);
+  if (auto s = WriteFileAtomically(summary_path, SummaryJson(info, outcomes), summary_tmp);
+      !s.ok()) {
     PrintError(absl::StrCat("summary: ", s.message()));
     if (cancel_exit != 0) return cancel_exit;
     if (failed == 0) return kExitFailed;
