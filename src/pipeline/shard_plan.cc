@@ -262,6 +262,25 @@ absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environ
     PILEPREP_ASSIGN_OR_RETURN(a.rank, EnvInt(env, f.rank));
     PILEPREP_ASSIGN_OR_RETURN(a.size, EnvInt(env, f.size));
     a.decided_by = absl::StrCat(f.rank, "=", a.rank, " ", f.size, "=", a.size);
+    // A later family that says otherwise is named, not used: BCP sets RANK/WORLD_SIZE beside
+    // NGC_ARRAY_*, and under torchrun in each replica they count processes, not replicas. Which
+    // one launched pileprep only the user knows; the log shows what was left (a process per GPU
+    // then finds its replica's shards locked by the others: FAILED, never silently unmade).
+    for (const Family* g = &f + 1; g != std::end(kFamilies); ++g) {
+      if (g->size == nullptr || Lookup(env, g->rank) == nullptr ||
+          Lookup(env, g->size) == nullptr) {
+        continue;
+      }
+      if (std::string_view(g->rank) == "SLURM_PROCID" &&
+          Lookup(env, "SLURM_STEP_NUM_TASKS") == nullptr) {
+        continue;
+      }
+      const absl::StatusOr<int> r = EnvInt(env, g->rank), n = EnvInt(env, g->size);
+      if (r.ok() && n.ok() && *r == a.rank && *n == a.size) continue;
+      absl::StrAppend(&a.decided_by, " (", g->rank, "=", *Lookup(env, g->rank), " ", g->size, "=",
+                      *Lookup(env, g->size),
+                      " also set, not used; --nodes and --rank decide otherwise)");
+    }
     return check(a);
   }
   if (const std::string* ntasks = Lookup(env, "SLURM_NTASKS");

@@ -75,11 +75,23 @@ TEST(ResolveRank, EachFamilyOfVariables) {
        3,
        4,
        "SLURM_PROCID=3 SLURM_STEP_NUM_TASKS=4"},
-      // BCP sets both NGC_ARRAY_* and RANK/WORLD_SIZE: NGC's come first.
+      // BCP sets both NGC_ARRAY_* and RANK/WORLD_SIZE: NGC's come first, and another family that
+      // says otherwise is named in the log; one that agrees is not.
       {{{"NGC_ARRAY_INDEX", "1"}, {"NGC_ARRAY_SIZE", "2"}, {"RANK", "9"}, {"WORLD_SIZE", "16"}},
        1,
        2,
+       "NGC_ARRAY_INDEX=1 NGC_ARRAY_SIZE=2 (RANK=9 WORLD_SIZE=16 also set, not used; --nodes and "
+       "--rank decide otherwise)"},
+      {{{"NGC_ARRAY_INDEX", "1"}, {"NGC_ARRAY_SIZE", "2"}, {"RANK", "1"}, {"WORLD_SIZE", "2"}},
+       1,
+       2,
        "NGC_ARRAY_INDEX=1 NGC_ARRAY_SIZE=2"},
+      // An srun step under torchrun: torchrun's RANK/WORLD_SIZE count the processes.
+      {{{"RANK", "5"}, {"WORLD_SIZE", "16"}, {"SLURM_PROCID", "0"}, {"SLURM_STEP_NUM_TASKS", "2"}},
+       5,
+       16,
+       "RANK=5 WORLD_SIZE=16 (SLURM_PROCID=0 SLURM_STEP_NUM_TASKS=2 also set, not used; --nodes "
+       "and --rank decide otherwise)"},
       // Half a family does not count.
       {{{"RANK", "3"}}, 0, 1, "no rank flags or variables: one node"},
       {{}, 0, 1, "no rank flags or variables: one node"},
