@@ -72,8 +72,9 @@ struct FetchOptions {
   std::string user_agent = "pileprep";
   // When set, every delivered byte is also written to `cache_path + ".pileprep-tmp"`, which is
   // fsynced and renamed to `cache_path` once the download completes with the expected length. The
-  // temporary is flock()ed while written: when another process holds it (two jobs keeping the
-  // same file), this download only streams and FetchStats::cache_in_use says so.
+  // caller keeps two downloads into one cache_path apart (the CLI locks
+  // `cache_path + ".pileprep-lock"`); a temporary already there is a killed download's and is
+  // replaced.
   std::string cache_path;
   // When it becomes true, a Read() waiting for bytes returns Cancelled within ~0.1 s (the CLI sets it
   // on SIGINT/SIGTERM), so a stalled download cannot delay shutdown. Null: never cancelled.
@@ -89,7 +90,6 @@ struct FetchStats {
   int resumes = 0;                // ranged requests answered 206 from a non-zero offset
   int skipped_prefixes = 0;       // 200 answers to a ranged request whose delivered prefix was skipped
   std::string last_error;         // the cause of the last failed attempt, "" if none
-  bool cache_in_use = false;      // not kept: another process is keeping FetchOptions::cache_path
 };
 
 // Events for logs. Called on the download thread; must be cheap and thread-safe.
@@ -112,11 +112,6 @@ class HttpSource : public ByteSource {
 absl::StatusOr<std::unique_ptr<HttpSource>> OpenHttpSource(const std::string& url,
                                                            const FetchOptions& options,
                                                            FetchObserver* observer = nullptr);
-
-// Removes the temporary that a download kept into `cache_path` (FetchOptions::cache_path) left
-// when it was killed: true if one was removed. One that another process is still writing (it holds
-// its lock) is left alone: false.
-absl::StatusOr<bool> RemoveStaleCacheTemporary(const std::string& cache_path);
 
 // True for the status HttpSource returns when the shard must be processed again from byte 0.
 bool IsRestartRequired(const absl::Status& status);

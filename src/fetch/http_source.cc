@@ -1,7 +1,5 @@
 #include <curl/curl.h>
 #include <fcntl.h>
-#include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -38,41 +36,6 @@ absl::Status RestartStatus(const std::string& message) {
   absl::Status s = absl::AbortedError(message);
   s.SetPayload(kRestartPayload, absl::Cord("restart"));
   return s;
-}
-
-std::string CacheTemporary(const std::string& cache_path) { return cache_path + ".pileprep-tmp"; }
-
-// Opens the temporary a download keeps into (`flags`: O_CREAT or 0) and takes its flock, so that
-// two processes keeping the same file (jobs sharing a --keep-downloads directory, a straggler and
-// its requeue) never write into one temporary, and a run removing a killed run's temporary never
-// removes one in use. Returns the descriptor, or -1 with errno; *in_use when another process
-// holds the lock. The temporary is renamed or removed only while locked, so the descriptor is
-// checked to still be the file under `path` once locked (one renamed or removed between the open
-// and the lock is opened again). A file system without flock (ENOLCK, EOPNOTSUPP) gets the file
-// unlocked, as before locks.
-int OpenLockedTemporary(const std::string& path, int flags, bool* in_use) {
-  *in_use = false;
-  for (int attempt = 0; attempt < 16; ++attempt) {
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | flags, 0644);
-    if (fd < 0) return -1;
-    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-      const int err = errno;
-      if (err == ENOLCK || err == EOPNOTSUPP || err == EINVAL) return fd;
-      ::close(fd);
-      *in_use = err == EWOULDBLOCK;
-      errno = err;
-      return -1;
-    }
-    struct stat opened, named;
-    if (::fstat(fd, &opened) == 0 && ::stat(path.c_str(), &named) == 0 &&
-        opened.st_dev == named.st_dev && opened.st_ino == named.st_ino) {
-      return fd;
-    }
-    ::close(fd);
-  }
-  *in_use = true;  // renamed under it sixteen times: others are busy with it
-  errno = EWOULDBLOCK;
-  return -1;
 }
 
 void GlobalInit() {
@@ -193,8 +156,8 @@ class HttpSourceImpl final : public HttpSource {
     if (easy_ != nullptr) curl_easy_cleanup(easy_);
     if (multi_ != nullptr) curl_multi_cleanup(multi_);
     if (cache_fd_ >= 0) {
-      ::unlink(CacheTemp().c_str());  // while still locked: see OpenLockedTemporary
       ::close(cache_fd_);
+      ::unlink(CacheTemp().c_str());
     }
   }
 
@@ -203,19 +166,14 @@ class HttpSourceImpl final : public HttpSource {
       return absl::InternalError(absl::StrCat(name_, ": cannot initialise libcurl"));
     }
     if (!options_.cache_path.empty()) {
-      bool in_use = false;
-      const int fd = OpenLockedTemporary(CacheTemp(), O_CREAT, &in_use);
-      if (in_use) {
-        // Another process is keeping this very file (two jobs sharing a --keep-downloads
-        // directory): it keeps it, this download only streams.
-        stats_.cache_in_use = true;
-      } else if (fd < 0 || ::ftruncate(fd, 0) != 0) {
-        const int err = errno;
-        if (fd >= 0) ::close(fd);
+      // The caller keeps two downloads into one cache_path apart (FetchOptions::cache_path), so
+      // a temporary here is a killed download's: removed first, so that one another user left in
+      // a shared directory is replaced rather than refused (EACCES on opening it for writing).
+      ::unlink(CacheTemp().c_str());
+      cache_fd_ = ::open(CacheTemp().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (cache_fd_ < 0) {
         return absl::PermissionDeniedError(
-            absl::StrCat(CacheTemp(), ": cannot create: ", std::strerror(err)));
-      } else {
-        cache_fd_ = fd;
+            absl::StrCat(CacheTemp(), ": cannot create: ", std::strerror(errno)));
       }
     }
     thread_ = std::thread([this] { Run(); });
@@ -270,7 +228,7 @@ class HttpSourceImpl final : public HttpSource {
   }
 
  private:
-  std::string CacheTemp() const { return CacheTemporary(options_.cache_path); }
+  std::string CacheTemp() const { return options_.cache_path + ".pileprep-tmp"; }
 
   static size_t HeaderCallback(char* data, size_t size, size_t count, void* self) {
     auto* me = static_cast<HttpSourceImpl*>(self);
@@ -538,14 +496,16 @@ class HttpSourceImpl final : public HttpSource {
     cache_fd_ = -1;  // closed below either way, and the temporary removed on any failure
     const char* step = "fsync";
     int err = ::fsync(fd) != 0 ? errno : 0;
-    // Renamed or removed while still locked (closing unlocks): see OpenLockedTemporary.
+    if (::close(fd) != 0 && err == 0) {
+      err = errno;
+      step = "close";
+    }
     if (err == 0 && ::rename(CacheTemp().c_str(), options_.cache_path.c_str()) != 0) {
       err = errno;
       step = "rename";
     }
-    if (err != 0) ::unlink(CacheTemp().c_str());
-    ::close(fd);  // after a successful fsync it has nothing left to report
     if (err != 0) {
+      ::unlink(CacheTemp().c_str());
       return absl::DataLossError(absl::StrCat(options_.cache_path, ": keeping the download (", step,
                                               " of ", CacheTemp(), "): ", std::strerror(err)));
     }
@@ -756,22 +716,6 @@ absl::Status CheckHeader(const std::string& header) {
     }
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<bool> RemoveStaleCacheTemporary(const std::string& cache_path) {
-  const std::string path = CacheTemporary(cache_path);
-  bool in_use = false;
-  const int fd = OpenLockedTemporary(path, 0, &in_use);
-  if (fd < 0) {
-    if (in_use || errno == ENOENT) return false;
-    return absl::UnavailableError(absl::StrCat(path, ": ", std::strerror(errno)));
-  }
-  const int err = ::unlink(path.c_str()) == 0 ? 0 : errno;  // while locked
-  ::close(fd);
-  if (err != 0 && err != ENOENT) {
-    return absl::UnavailableError(absl::StrCat(path, ": remove: ", std::strerror(err)));
-  }
-  return err == 0;
 }
 
 absl::StatusOr<std::unique_ptr<HttpSource>> OpenHttpSource(const std::string& url,

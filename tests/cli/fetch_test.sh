@@ -139,23 +139,24 @@ truncate -s 300000 "$work/local/00.jsonl.zst"
 [[ -e "$work/local/00.jsonl.zst" ]] || bad "a local source file was removed as a damaged kept download"
 stop_server
 # Two jobs with their own outputs sharing one --keep-downloads directory: while the first keeps
-# 01 (its answer stalls for 3 s), the second finds the temporary locked and only reads the shard;
+# 01 (its answer stalls for 15 s), the second finds the kept file locked and only reads the shard;
 # both shards' outputs and the kept copy are whole.
 rm -f "$work/cache/01.jsonl.zst"
-start_server --plan 01.jsonl.zst=stall:100000:3
+start_server --plan 01.jsonl.zst=stall:100000:15
 "$PILEPREP" --url "$url" --files 1 --output-dir "$work/k1" --keep-downloads "$work/cache" \
   --retry-wait 0.05 -q >/dev/null 2>"$work/err-k1" &
 k1=$!
-for _ in $(seq 100); do [[ -s "$work/cache/01.jsonl.zst.pileprep-tmp" ]] && break; sleep 0.05; done
+for _ in $(seq 200); do [[ -s "$work/cache/01.jsonl.zst.pileprep-tmp" ]] && break; sleep 0.05; done
+[[ -s "$work/cache/01.jsonl.zst.pileprep-tmp" ]] || bad "shared --keep-downloads: the first job keeps nothing"
 "$PILEPREP" --url "$url" --files 1 --output-dir "$work/k2" --keep-downloads "$work/cache" \
   --retry-wait 0.05 >/dev/null 2>"$work/err" &&
-  grep -q "01.jsonl.zst: another process is keeping it in $work/cache (its temporary is locked); this run read it without keeping a copy" "$work/err" ||
+  grep -q "01.jsonl.zst: another process is keeping it in $work/cache (pid $k1 on .*); this run reads it without keeping a copy" "$work/err" ||
   { bad "shared --keep-downloads: the second job"; cat "$work/err"; }
 wait "$k1" || { bad "shared --keep-downloads: the first job failed"; cat "$work/err-k1"; }
 cmp -s "$work/src/01.jsonl.zst" "$work/cache/01.jsonl.zst" || bad "shared --keep-downloads: the kept copy differs"
 same_outputs "shared --keep-downloads, first" "$work/k1" 01
 same_outputs "shared --keep-downloads, second" "$work/k2" 01
-ls "$work/cache" | grep -q pileprep-tmp && bad "shared --keep-downloads: a temporary is left"
+ls "$work/cache" | grep -q 'pileprep-tmp\|pileprep-lock' && bad "shared --keep-downloads: a temporary or lock is left: $(ls "$work/cache")"
 stop_server
 
 # 6. Secrets stay out of the logs.

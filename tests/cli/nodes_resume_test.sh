@@ -433,8 +433,8 @@ rmdir "$mkl.pileprep.json.pending.pileprep-tmp"
   diff -r -x 'pileprep-summary-rank0.json' "$mk" "$work/mk-before2" >/dev/null ||
   { bad "pending: a pending record that cannot be written publishes something (rc $rc)"; cat "$work/err"; diff -r -x 'pileprep-summary-rank0.json' "$mk" "$work/mk-before2"; }
 # A --force run over a new input whose "title" rename fails once "text" is in place, and whose
-# withdrawal of "text" then fails too (tests/shim/fs_fault_shim.cc): the new "text" stays beside the
-# old "title". Its pending records stay, so the next run finds the shard torn, withdraws it and
+# withdrawal of "text" then fails too (tests/shim/fs_fault_shim.cc): the new "text" stays in place
+# (the old "title" .idx is gone, removed before its rename). Its pending records stay, so the next run finds the shard torn, withdraws it and
 # makes it again: it ends as an undisturbed run on the new input, not with keys from two runs.
 /usr/bin/python3 -c 'import json
 for i in range(60): print(json.dumps({"text": "another body %d, longer than before" % i, "title": "T%d" % i}))' |
@@ -456,16 +456,17 @@ for f in "$work"/mk-clean/my-gpt3_00_*_document.{bin,idx}; do
   cmp -s "$f" "$mk/${f##*/}" || bad "withdrawal: the shard after a failed withdrawal differs: ${f##*/}"
 done
 check_records "$mk" "withdrawal: after a failed withdrawal"
-# The summary has a temporary of its own per process (host and pid): one that another process of
-# the same rank is writing (a straggler beside its requeue; here a directory in the way, under the
-# name every process once shared) does not stop this run's summary.
-mkdir "$mk/pileprep-summary-rank0.json.pileprep-tmp"
-"$PILEPREP" --url "$work/src-mk" --files 0 --output-dir "$mk" --threads 2 "${keys[@]}" >"$work/out" 2>"$work/err" &&
-  grep -q '"exit_status": 0' "$mk/pileprep-summary-rank0.json" && ! grep -q "summary: " "$work/err" ||
-  { bad "summary: another process's temporary stops this run's summary"; cat "$work/err"; }
-ls "$mk" | grep -v '^pileprep-summary-rank0.json.pileprep-tmp$' | grep -q pileprep-tmp &&
-  bad "summary: a temporary is left: $(ls "$mk")"
-rmdir "$mk/pileprep-summary-rank0.json.pileprep-tmp"
+# The summary is written under a lock of its own (a straggler and its requeue of one rank would
+# share its temporary): held by another process for longer than the run waits (5 s), the summary
+# is not written, the run says by whom and exits 1.
+flock "$mk/pileprep-summary-rank0.pileprep-lock" sleep 9 &
+sleep 0.3
+"$PILEPREP" --url "$work/src-mk" --files 0 --output-dir "$mk" --threads 2 "${keys[@]}" >"$work/out" 2>"$work/err"
+rc=$?
+wait
+[[ $rc -eq 1 ]] && grep -q "summary: .*pileprep-summary-rank0.json: not written: another process is writing it" "$work/err" ||
+  { bad "summary: a held summary lock is not waited for and named (rc $rc)"; cat "$work/err"; }
+rm -f "$mk/pileprep-summary-rank0.pileprep-lock"
 # Ranks sharing a directory all refuse alike: rank 1, which has made nothing yet, refuses over the
 # dataset rank 0 made with other settings, and makes nothing.
 m=$work/m

@@ -396,50 +396,6 @@ TEST(HttpSource, CacheFileAppearsOnlyWhenComplete) {
   EXPECT_FALSE(std::filesystem::exists(o.cache_path + ".pileprep-tmp"));
 }
 
-// Two processes keeping the same file (jobs sharing a --keep-downloads directory): the second
-// finds the temporary locked and only streams, so the first's copy is whole. Before the lock, the
-// second truncated the temporary under the first, which went on writing at its own offset.
-TEST(HttpSource, SecondDownloadKeepingTheSameFileOnlyStreams) {
-  const testing::ScopedTempDir dir("fetch_cache_shared");
-  FetchOptions o = FastOptions();
-  o.cache_path = dir.path() + "/01.jsonl.zst";
-  // The first answer stalls for 2 s after 100000 bytes (then the first resumes); the second
-  // request is answered at once, while the first holds its temporary.
-  auto server = FaultServer::Start(kSamples, {"--plan", "01.jsonl.zst=stall:100000:2"});
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto first = OpenHttpSource((*server)->Url("01.jsonl.zst"), o);
-  ASSERT_TRUE(first.ok()) << first.status();
-  std::string first_bytes(64 << 10, '\0');
-  ASSERT_TRUE((*first)->Read(first_bytes.data(), first_bytes.size()).ok());  // it is writing
-  auto second = OpenHttpSource((*server)->Url("01.jsonl.zst"), o);
-  ASSERT_TRUE(second.ok()) << second.status();
-  auto second_bytes = Drain(**second);
-  ASSERT_TRUE(second_bytes.ok()) << second_bytes.status();
-  EXPECT_EQ(*second_bytes, ReadFile(kSamples + "/01.jsonl.zst"));
-  EXPECT_TRUE((*second)->stats().cache_in_use);
-  EXPECT_FALSE(std::filesystem::exists(o.cache_path)) << "the second renamed the temporary";
-  // A run starting now leaves the temporary in use alone.
-  absl::StatusOr<bool> removed = RemoveStaleCacheTemporary(o.cache_path);
-  ASSERT_TRUE(removed.ok()) << removed.status();
-  EXPECT_FALSE(*removed);
-  auto rest = Drain(**first);
-  ASSERT_TRUE(rest.ok()) << rest.status();
-  EXPECT_FALSE((*first)->stats().cache_in_use);
-  EXPECT_EQ(ReadFile(o.cache_path), ReadFile(kSamples + "/01.jsonl.zst"));
-  EXPECT_FALSE(std::filesystem::exists(o.cache_path + ".pileprep-tmp"));
-}
-
-TEST(HttpSource, StaleCacheTemporaryOfAKilledDownloadIsRemoved) {
-  const testing::ScopedTempDir dir("fetch_cache_stale");
-  const std::string cache = dir.path() + "/01.jsonl.zst";
-  EXPECT_FALSE(*RemoveStaleCacheTemporary(cache));  // none there
-  std::ofstream(cache + ".pileprep-tmp") << "half a download";
-  absl::StatusOr<bool> removed = RemoveStaleCacheTemporary(cache);
-  ASSERT_TRUE(removed.ok()) << removed.status();
-  EXPECT_TRUE(*removed);
-  EXPECT_FALSE(std::filesystem::exists(cache + ".pileprep-tmp"));
-}
-
 TEST(HttpSource, ConnectionRefusedIsRetriedThenReported) {
   FetchOptions o = FastOptions();
   o.max_retries = 1;

@@ -40,6 +40,7 @@
 #include "common.h"
 #include "format/file_util.h"
 #include "oneapi/tbb/info.h"
+#include "path_lock.h"
 #include "pileprep/fetch.h"
 #include "pileprep/gpt2_tokenizer.h"
 #include "pileprep/indexed_dataset.h"
@@ -77,145 +78,22 @@ std::string CachePath(const JobConfig& job, int n) {
   return (std::filesystem::path(job.keep_downloads) / ShardFileName(n)).string();
 }
 
+// Two jobs with their own outputs may keep into one --keep-downloads directory (or a straggler and
+// its requeue): the shard lock does not cover the kept file, so it has a lock of its own. The one
+// that finds it held only streams the shard.
+std::string KeptDownloadLockPath(const std::string& cache) { return cache + ".pileprep-lock"; }
+
 // One process at a time per shard. Two runs on the same output directory (a requeued job whose old
 // allocation still runs, two launchers' rank variables both set, a rerun started by hand) would
 // otherwise delete and truncate each other's temporaries, and one could rename the other's half
-// .bin beside its own .idx. Each shard of this run is locked (flock on
-// {output-dir}/{prefix}_NN.pileprep-lock, which names the holder) before its temporaries are
-// touched, and held until the run is done with it; a shard another process holds is reported
-// FAILED, untouched. The holder removes the file while it still holds the lock, and a locker
-// checks that the path still names the file it locked, so two processes never both hold a lock on
-// the path.
-// A file system without flock (Lustre mounted -o noflock) runs unlocked, saying so; where flock
-// is local to a node (Lustre -o localflock, BeeGFS by default) only one node's runs exclude each
-// other.
-class ShardLock {
- public:
-  static std::string HostName() {
-    char host[256] = "";
-    ::gethostname(host, sizeof(host) - 1);
-    return host;
-  }
-
-  static std::string PathFor(const JobConfig& job, int n) {
-    return (std::filesystem::path(job.output_dir) /
-            absl::StrFormat("%s_%02d.pileprep-lock", job.output_prefix, n))
-        .string();
-  }
-
-  // The lock, or nullptr with *held_by set (the holder's "pid P on HOST") when another process has
-  // it, or nullptr with *unsupported set when the file system cannot lock.
-  static std::unique_ptr<ShardLock> TryAcquire(const std::string& path, std::string* held_by,
-                                               std::string* unsupported) {
-    for (int attempt = 0; attempt < 100; ++attempt) {
-      bool created = true;
-      int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-      if (fd < 0 && errno == EEXIST) {
-        created = false;
-        fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-        // Another user's lock file (mode 0644 in a shared directory): flock works on a read-only
-        // descriptor too; only the holder's name is not written.
-        if (fd < 0 && errno == EACCES) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd < 0 && errno == ENOENT) continue;  // removed by its holder meanwhile
-      }
-      if (fd < 0) {
-        *unsupported = absl::StrCat(path, ": ", std::strerror(errno));
-        return nullptr;
-      }
-      const bool locked = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
-      const int err = errno;
-      // Whether the path still names the file this descriptor holds: its holder removes it
-      // while it still holds the lock, so a lock taken on a removed file means nothing.
-      struct stat held, named;
-      const bool current = ::fstat(fd, &held) == 0 && ::stat(path.c_str(), &named) == 0 &&
-                           held.st_dev == named.st_dev && held.st_ino == named.st_ino;
-      if (locked && current) {
-        const std::string me = absl::StrCat("pid ", ::getpid(), " on ", HostName(), "\n");
-        if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) < 0) {
-          // Only the holder's name is lost (a read-only descriptor); the lock holds.
-        }
-        return std::unique_ptr<ShardLock>(new ShardLock(fd, path));
-      }
-      if (!locked && err == EWOULDBLOCK && current) {
-        const std::string who = ReadHolderName(fd);
-        *held_by = who.empty() ? "another process" : who;
-        ::close(fd);
-        return nullptr;
-      }
-      if (!locked && err != EWOULDBLOCK) {
-        *unsupported = absl::StrCat(path, ": flock: ", std::strerror(err));
-        if (created) ::unlink(path.c_str());  // no lock file left behind by an unlocked run
-        ::close(fd);
-        return nullptr;
-      }
-      ::close(fd);  // the file was replaced under us (its holder finished): try the new one
-    }
-    *held_by = "processes that keep replacing the lock file";
-    return nullptr;
-  }
-
-  // The holder a lock file names ("pid P on HOST", as TryAcquire writes it), or "".
-  static std::string ReadHolderName(int fd) {
-    char buf[256];
-    const ssize_t got = ::pread(fd, buf, sizeof(buf) - 1, 0);
-    std::string who(buf, got > 0 ? static_cast<size_t>(got) : 0);
-    while (!who.empty() && (who.back() == '\n' || who.back() == '\0')) who.pop_back();
-    return who;
-  }
-
-  // For --dry-run, without taking the lock: a probe that took it, even for a moment, could turn a
-  // real run away from the shard. `certain`: this node's kernel lists a flock on the lock file
-  // (/proc/locks), so the run will find the shard held. Not certain: the lock file names another
-  // host, whose locks this node cannot see (held there if that process still runs; where flock is
-  // local to a node the run here takes it anyway), or /proc/locks cannot be read. Nothing when no
-  // lock file is there, or when one of this host's was left by a holder that was killed (the run
-  // takes it over). /proc/locks leaves out locks whose owner is in another PID namespace: a run
-  // in another container of the same host name is not seen.
-  struct Seen {
-    std::string holder;  // "pid P on HOST", or "another process"
-    bool certain = false;
-    std::string why_uncertain;  // when not certain
-  };
-  static std::optional<Seen> Holder(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return std::nullopt;
-    struct stat st;
-    const bool statted = ::fstat(fd, &st) == 0;
-    std::string who = ReadHolderName(fd);
-    ::close(fd);
-    if (!statted) return std::nullopt;
-    const bool named = !who.empty();
-    if (!named) who = "another process";
-    // Lines "N: FLOCK  ADVISORY  WRITE PID MAJ:MIN:INODE START END". Matched on the inode alone:
-    // on overlayfs and btrfs the device listed is not the one stat reports.
-    std::ifstream locks("/proc/locks");
-    if (!locks) return Seen{who, false, "/proc/locks cannot be read here"};
-    const std::string ino = absl::StrCat(":", st.st_ino, " ");
-    for (std::string line; std::getline(locks, line);) {
-      if (line.find(" FLOCK ") != std::string::npos && line.find(ino) != std::string::npos) {
-        return Seen{who, true, ""};
-      }
-    }
-    const std::string here = absl::StrCat(" on ", HostName());
-    if (!named || (who.size() >= here.size() &&
-                   who.compare(who.size() - here.size(), here.size(), here) == 0)) {
-      return std::nullopt;  // this host's (or unnamed), and not held
-    }
-    return Seen{who, false, "a lock file of another host, whose locks this node cannot see"};
-  }
-
-  ~ShardLock() {
-    ::unlink(path_.c_str());  // while still held: see above
-    ::close(fd_);
-  }
-  ShardLock(const ShardLock&) = delete;
-  ShardLock& operator=(const ShardLock&) = delete;
-
- private:
-  ShardLock(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
-  int fd_;
-  std::string path_;
-};
+// .bin beside its own .idx. Each shard of this run is locked (PathLock on this path) before its
+// temporaries are touched, and held until the run is done with it; a shard another process holds
+// is reported FAILED, untouched. A file system without flock runs unlocked, saying so.
+std::string ShardLockPath(const JobConfig& job, int n) {
+  return (std::filesystem::path(job.output_dir) /
+          absl::StrFormat("%s_%02d.pileprep-lock", job.output_prefix, n))
+      .string();
+}
 
 // Temporaries a killed run may have left for shard n: they are never valid input to anything.
 void RemoveStaleTemporaries(const JobConfig& job, const Common& c, int n) {
@@ -233,13 +111,16 @@ void RemoveStaleTemporaries(const JobConfig& job, const Common& c, int n) {
                    path.c_str());
     }
   }
-  // The kept download's temporary is not under the shard's lock (another job, with other outputs,
-  // may keep into the same directory): it has a lock of its own (RemoveStaleCacheTemporary).
+  // The kept download's temporary, under its own lock (KeptDownloadLockPath): one that another
+  // job is writing is left alone.
   if (!job.keep_downloads.empty()) {
-    absl::StatusOr<bool> removed = RemoveStaleCacheTemporary(CachePath(job, n));
-    if (removed.ok() && *removed && !c.console.quiet) {
-      std::fprintf(stderr, "removed a stale temporary file of an interrupted run: %s%s\n",
-                   CachePath(job, n).c_str(), kIndexedDatasetTempSuffix);
+    const std::string temp = CachePath(job, n) + kIndexedDatasetTempSuffix;
+    std::string held_by, unsupported;
+    const std::unique_ptr<PathLock> lock =
+        PathLock::TryAcquire(KeptDownloadLockPath(CachePath(job, n)), &held_by, &unsupported);
+    if ((lock != nullptr || held_by.empty()) && ::unlink(temp.c_str()) == 0 && !c.console.quiet) {
+      std::fprintf(stderr, "removed a stale temporary file of an interrupted run: %s\n",
+                   temp.c_str());
     }
   }
 }
@@ -360,10 +241,14 @@ bool AlreadyComplete(const JobConfig& job, const Common& c, const Gpt2Tokenizer&
 
 // An open input: a file, a cached download, or an HTTP download in flight.
 struct OpenedSource {
+  // A kept download's lock (KeptDownloadLock): declared first, so released only once the download
+  // below has stopped (its destructor removes an incomplete temporary).
+  std::unique_ptr<PathLock> cache_lock;
   std::unique_ptr<ByteSource> source;
   HttpSource* http = nullptr;  // source.get() when downloading
   absl::Status status;
   std::string input;           // path or redacted URL, for messages
+  bool keeps = false;          // the download is written to --keep-downloads
 };
 
 OpenedSource OpenShard(const JobConfig& job, const Common& c, int n, FetchObserver* observer) {
@@ -380,7 +265,18 @@ OpenedSource OpenShard(const JobConfig& job, const Common& c, int n, FetchObserv
     } else {
       FetchOptions f = job.fetch;
       f.cancel = &CancelFlag();
-      f.cache_path = cache;
+      if (!cache.empty()) {
+        std::string held_by, unsupported;
+        o.cache_lock = PathLock::TryAcquire(KeptDownloadLockPath(cache), &held_by, &unsupported);
+        o.keeps = o.cache_lock != nullptr || held_by.empty();  // no flock here: kept unlocked
+        if (!o.keeps && !c.console.quiet) {
+          std::fprintf(stderr,
+                       "%s: another process is keeping it in %s (%s); this run reads it without "
+                       "keeping a copy\n",
+                       ShardFileName(n).c_str(), job.keep_downloads.c_str(), held_by.c_str());
+        }
+      }
+      if (o.keeps) f.cache_path = cache;
       auto http = OpenHttpSource(input, f, observer);
       if (!http.ok()) {
         o.status = http.status();
@@ -400,9 +296,7 @@ OpenedSource OpenShard(const JobConfig& job, const Common& c, int n, FetchObserv
   return o;
 }
 
-// Writes `data` to `tmp`, then renames it to `path`. `tmp` is fixed (path + suffix) where the
-// caller holds a lock that covers it, so that the next run can remove a killed run's; unique
-// otherwise (see the summary's).
+// Writes `data` to `tmp`, then renames it to `path`. Callers hold a lock that covers `tmp`.
 absl::Status WriteFileAtomically(const std::string& path, const std::string& data,
                                  const std::string& tmp) {
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -488,7 +382,7 @@ std::string ShardPlanState(const JobConfig& job, const Common& c, const Gpt2Toke
   *left_alone = false;
   const std::string state = PlanStateOfFiles(job, c, tokenizer, n, refused);
   if (absl::StartsWith(state, "REFUSED")) return state;
-  const std::optional<ShardLock::Seen> seen = ShardLock::Holder(ShardLock::PathFor(job, n));
+  const std::optional<PathLock::Seen> seen = PathLock::Holder(ShardLockPath(job, n));
   if (!seen) return state;
   if (seen->certain) {
     *left_alone = true;
@@ -777,7 +671,7 @@ int RunShardJob(int argc, char** argv, int first) {
   }
 
   // Resume: a killed run's temporaries go; complete, valid outputs stay and are not made again.
-  // Each shard is locked first (ShardLock), and stays locked until this run is done with it: a
+  // Each shard is locked first (PathLock), and stays locked until this run is done with it: a
   // rank with many files holds as many descriptors, so the soft limit goes up to the hard one.
   if (struct rlimit nofile;
       ::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
@@ -785,7 +679,7 @@ int RunShardJob(int argc, char** argv, int first) {
     ::setrlimit(RLIMIT_NOFILE, &nofile);
   }
   std::vector<ShardOutcome> outcomes(mine->size());
-  std::vector<std::unique_ptr<ShardLock>> locks(mine->size());
+  std::vector<std::unique_ptr<PathLock>> locks(mine->size());
   std::vector<size_t> todo;
   std::vector<std::string> other_settings;  // complete datasets made with other settings
   int busy = 0;  // shards left alone: another process holds them, or their pending records
@@ -796,8 +690,8 @@ int RunShardJob(int argc, char** argv, int first) {
     outcomes[i].name = ShardFileName(n);
     outcomes[i].source = RedactUrl(ShardInput(job.source, n));
     std::string held_by, unsupported;
-    const std::string lock_path = ShardLock::PathFor(job, n);
-    locks[i] = ShardLock::TryAcquire(lock_path, &held_by, &unsupported);
+    const std::string lock_path = ShardLockPath(job, n);
+    locks[i] = PathLock::TryAcquire(lock_path, &held_by, &unsupported);
     if (locks[i] == nullptr && !held_by.empty()) {
       outcomes[i].status = "FAILED";
       outcomes[i].error = absl::StrCat(
@@ -1007,7 +901,6 @@ int RunShardJob(int argc, char** argv, int first) {
       *next = OpenShard(job, shard_c, (*mine)[todo[t + 1]], &observer);
     }
     absl::Status status;
-    bool streamed_only = false;  // another process keeps the download (FetchStats::cache_in_use)
     while (true) {
       if (!cur.status.ok()) {
         status = cur.status;
@@ -1026,13 +919,6 @@ int RunShardJob(int argc, char** argv, int first) {
         outcome.bytes_downloaded += f.bytes_delivered;
         outcome.retries += f.retries;
         outcome.resumes += f.resumes;
-        if (f.cache_in_use && !streamed_only && !c.console.quiet) {
-          std::fprintf(stderr,
-                       "%s: another process is keeping it in %s (its temporary is locked); this "
-                       "run read it without keeping a copy\n",
-                       outcome.name.c_str(), job.keep_downloads.c_str());
-        }
-        streamed_only |= f.cache_in_use;
       }
       if (IsRestartRequired(status) && outcome.restarts < kMaxRestarts) {
         ++outcome.restarts;
@@ -1054,7 +940,7 @@ int RunShardJob(int argc, char** argv, int first) {
     // source directory that is also the --keep-downloads one.
     const std::string cache = CachePath(job, n);
     const bool cache_bytes = !cache.empty() && job.source.kind != SourceKind::kLocalDirectory &&
-                             ((cur.http != nullptr && !streamed_only) || cur.input == cache);
+                             ((cur.http != nullptr && cur.keeps) || cur.input == cache);
     const std::string input = cur.input;
     // A download stops here: it cannot rename its cache file after the unlink below.
     cur = OpenedSource{};
@@ -1093,10 +979,14 @@ int RunShardJob(int argc, char** argv, int first) {
                                        " could not be withdrawn")
                         : absl::StrCat("its pending records cannot be read (",
                                        states.status().message(), ")");
-        std::fprintf(stderr,
-                     "%s: %s; its pending records stay: the next run withdraws what is in place "
-                     "and makes the shard again\n",
-                     outcome.name.c_str(), why.c_str());
+        // Torn (some keys in place, not all): the next run withdraws and remakes the shard; every
+        // key in place: it completes the records and judges the outputs by validation.
+        std::fprintf(stderr, "%s: %s; its pending records stay: %s\n", outcome.name.c_str(),
+                     why.c_str(),
+                     states.ok() && !states->torn
+                         ? "the next run takes them as the outputs' records if the outputs "
+                           "validate"
+                         : "the next run withdraws what is in place and makes the shard again");
       } else {
         for (const std::string& p : prefixes) ::unlink(PendingRecordPath(p).c_str());
       }
@@ -1156,12 +1046,21 @@ int RunShardJob(int argc, char** argv, int first) {
   const std::string summary_path =
       (std::filesystem::path(job.output_dir) / absl::StrCat("pileprep-summary-rank", summary_rank, ".json"))
           .string();
-  // No lock covers the summary: a straggler and its requeue (same rank, same directory, maybe
-  // another node) each write a temporary of their own, and the last rename wins whole.
-  const std::string summary_tmp = absl::StrCat(summary_path, ".", ShardLock::HostName(), ".",
-                                               ::getpid(), kIndexedDatasetTempSuffix);
-  if (auto s = WriteFileAtomically(summary_path, SummaryJson(info, outcomes), summary_tmp);
-      !s.ok()) {
+  // A straggler and its requeue (same rank, same directory, maybe another node) would write one
+  // temporary: the summary is written under a lock of its own, held for moments, waited for.
+  std::string summary_holder, no_lock;
+  const std::unique_ptr<PathLock> summary_lock =
+      PathLock::Acquire((std::filesystem::path(job.output_dir) /
+                         absl::StrCat("pileprep-summary-rank", summary_rank, ".pileprep-lock"))
+                            .string(),
+                        5.0, &summary_holder, &no_lock);
+  absl::Status summary_written =
+      summary_lock == nullptr && !summary_holder.empty()
+          ? absl::UnavailableError(
+                absl::StrCat(summary_path, ": not written: ", summary_holder, " is writing it"))
+          : WriteFileAtomically(summary_path, SummaryJson(info, outcomes),
+                                summary_path + kIndexedDatasetTempSuffix);
+  if (auto s = summary_written; !s.ok()) {
     PrintError(absl::StrCat("summary: ", s.message()));
     if (cancel_exit != 0) return cancel_exit;
     if (failed == 0) return kExitFailed;
