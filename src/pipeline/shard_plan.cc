@@ -279,7 +279,7 @@ absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environ
       if (r.ok() && n.ok() && *r == a.rank && *n == a.size) continue;
       absl::StrAppend(&a.decided_by, " (", g->rank, "=", *Lookup(env, g->rank), " ", g->size, "=",
                       *Lookup(env, g->size),
-                      " also set, not used; --nodes and --rank decide otherwise)");
+                      " also set, not used; give --nodes and --rank to decide otherwise)");
     }
     return check(a);
   }

@@ -80,8 +80,8 @@ TEST(ResolveRank, EachFamilyOfVariables) {
       {{{"NGC_ARRAY_INDEX", "1"}, {"NGC_ARRAY_SIZE", "2"}, {"RANK", "9"}, {"WORLD_SIZE", "16"}},
        1,
        2,
-       "NGC_ARRAY_INDEX=1 NGC_ARRAY_SIZE=2 (RANK=9 WORLD_SIZE=16 also set, not used; --nodes and "
-       "--rank decide otherwise)"},
+       "NGC_ARRAY_INDEX=1 NGC_ARRAY_SIZE=2 (RANK=9 WORLD_SIZE=16 also set, not used; give --nodes "
+       "and --rank to decide otherwise)"},
       {{{"NGC_ARRAY_INDEX", "1"}, {"NGC_ARRAY_SIZE", "2"}, {"RANK", "1"}, {"WORLD_SIZE", "2"}},
        1,
        2,
@@ -90,8 +90,8 @@ TEST(ResolveRank, EachFamilyOfVariables) {
       {{{"RANK", "5"}, {"WORLD_SIZE", "16"}, {"SLURM_PROCID", "0"}, {"SLURM_STEP_NUM_TASKS", "2"}},
        5,
        16,
-       "RANK=5 WORLD_SIZE=16 (SLURM_PROCID=0 SLURM_STEP_NUM_TASKS=2 also set, not used; --nodes "
-       "and --rank decide otherwise)"},
+       "RANK=5 WORLD_SIZE=16 (SLURM_PROCID=0 SLURM_STEP_NUM_TASKS=2 also set, not used; give "
+       "--nodes and --rank to decide otherwise)"},
       // Half a family does not count.
       {{{"RANK", "3"}}, 0, 1, "no rank flags or variables: one node"},
       {{}, 0, 1, "no rank flags or variables: one node"},
