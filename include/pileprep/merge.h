@@ -13,21 +13,29 @@
 //
 // How: the inputs' .idx files are memory-mapped one at a time, in one pass to check and count them
 // and one pass per output array; each .bin is read in large blocks with read(2) and its size
-// checked against the first pass's (an input that changed is named). Output goes to
+// checked against the first pass's; every pass checks that each input is still the file the
+// first one counted (device, inode, size, modification time; an input that changed is named).
+// Each input's lengths must cover its .bin exactly, checked even without validate_inputs.
+// Output goes to
 // `{output}.bin.pileprep-tmp` and `{output}.idx.pileprep-tmp` beside the final names, is fsynced,
-// and published like IndexedDatasetWriter does (remove an old .idx, rename the .bin, then the .idx,
-// fsync the directory). On any error the temporaries are removed and nothing is published.
+// and published like IndexedDatasetWriter does (remove an old .idx, rename the .bin, fsync the
+// directory, rename the .idx, fsync it again). On any error the temporaries are removed and
+// nothing is published. Two merges into one output at once would share the temporaries: callers
+// keep them apart (the CLI locks `{output}.pileprep-lock`).
 //
 // Thread model: blocks the calling thread; no shared state. Inputs must not change during a merge.
-// Errors: InvalidArgument for no inputs, an output that is one of the inputs, or inputs of
+// Errors: InvalidArgument for no inputs, an output prefix ending in '/', an output that is one of
+// the inputs, or inputs of
 // different dtypes ("b.idx: dtype int32 (code 4) but a.idx is uint16 (code 8): ...");
 // FailedPrecondition for an input that fails validation (with validate_inputs: its first
-// violation); open, read, write, fsync and rename errors naming the path and strerror.
+// violation), whose lengths do not cover its .bin, or that changed during the merge; the error of
+// before_publish; open, read, write, fsync and rename errors naming the path and strerror.
 #ifndef PILEPREP_MERGE_H_
 #define PILEPREP_MERGE_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -44,6 +52,10 @@ struct MergeOptions {
   // Check each input's index and .bin size (ValidateDataset with check_tokens = false) before
   // merging, so that a broken input cannot produce a broken merge. Costs one pass over each .idx.
   bool validate_inputs = true;
+  // Called once both outputs are complete under their temporary names, before the first rename;
+  // an error publishes nothing and is returned (the CLI removes a shard job's record of the output
+  // here, so that a merge refused earlier leaves it). Empty: none.
+  std::function<absl::Status()> before_publish;
 };
 
 struct MergeResult {

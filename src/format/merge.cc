@@ -55,9 +55,40 @@ class TempFiles {
   bool armed_ = true;
 };
 
-absl::Status Changed(const std::string& prefix) {
+// What pass 1 saw of a file, to tell on every later pass whether it is still the same one.
+struct Seen {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  off_t size = 0;
+  int64_t mtime_ns = 0;
+};
+
+Seen SeenOf(const struct stat& st) {
+  return Seen{st.st_dev, st.st_ino, st.st_size,
+              static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+}
+
+absl::Status Changed(const std::string& path, const std::string& what) {
   return absl::FailedPreconditionError(
-      absl::StrCat(prefix, ": the dataset changed while it was being merged"));
+      absl::StrCat(path, ": changed while it was being merged (", what,
+                   "); nothing was published: merge again once the inputs stay as they are"));
+}
+
+// `st` (fstat of an open descriptor, or stat of the path) against what pass 1 saw of `path`.
+absl::Status CheckSame(const std::string& path, const Seen& before, const struct stat& st) {
+  const Seen now = SeenOf(st);
+  if (now.dev != before.dev || now.ino != before.ino) return Changed(path, "another file now");
+  if (now.size != before.size) {
+    return Changed(path, absl::StrCat(before.size, " bytes, now ", now.size));
+  }
+  if (now.mtime_ns != before.mtime_ns) return Changed(path, "written to");
+  return absl::OkStatus();
+}
+
+absl::Status CheckSamePath(const std::string& path, const Seen& before) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return Changed(path, "gone");
+  return CheckSame(path, before, st);
 }
 
 }  // namespace
@@ -66,21 +97,37 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
                                           const std::string& output_prefix,
                                           const MergeOptions& options) {
   if (inputs.empty()) return absl::InvalidArgumentError("merge: no input datasets");
-  if (output_prefix.empty()) return absl::InvalidArgumentError("merge: empty output prefix");
+  if (output_prefix.empty() || output_prefix.back() == '/') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("merge: output prefix \"", output_prefix,
+                     "\" names no file (P.bin and P.idx are written; P must not end in '/')"));
+  }
   const size_t block = std::max<size_t>(options.buffer_bytes & ~size_t{7}, 8);
 
   // Pass 1: check every input and count. Only the counts are kept, never the arrays.
   MergeResult result;
-  std::vector<uint64_t> sequences(inputs.size());  // 8 bytes per input: flat enough
+  // A few dozen bytes per input: flat enough.
+  std::vector<uint64_t> sequences(inputs.size()), documents(inputs.size());
   std::vector<uint64_t> bin_sizes(inputs.size());
+  std::vector<Seen> seen_idx(inputs.size()), seen_bin(inputs.size());
   for (size_t k = 0; k < inputs.size(); ++k) {
     const std::string& prefix = inputs[k];
     if (prefix == output_prefix || SameFile(prefix + ".bin", output_prefix + ".bin") ||
         SameFile(prefix + ".idx", output_prefix + ".idx")) {
       return absl::InvalidArgumentError(
-          absl::StrCat("merge: the output ", output_prefix, " is also an input"));
+          absl::StrCat("merge: the output ", output_prefix, " is also an input (", prefix, ")"));
     }
     PILEPREP_ASSIGN_OR_RETURN(auto reader, IndexedDatasetReader::Open(prefix));
+    for (auto [ext, seen] : {std::pair{".idx", &seen_idx[k]}, std::pair{".bin", &seen_bin[k]}}) {
+      struct stat st;
+      const std::string path = prefix + ext;
+      if (::stat(path.c_str(), &st) != 0) return Changed(path, "gone");
+      *seen = SeenOf(st);
+    }
+    // Opened before the stat: a pair replaced in between differs in size or inode now.
+    if (static_cast<uint64_t>(seen_bin[k].size) != reader->bin_bytes().size()) {
+      return Changed(prefix + ".bin", "replaced as it was opened");
+    }
     if (k == 0) {
       result.dtype = reader->dtype();
     } else if (reader->dtype() != result.dtype) {
@@ -103,6 +150,7 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
       }
     }
     sequences[k] = reader->num_sequences();
+    documents[k] = reader->num_documents();
     bin_sizes[k] = reader->bin_bytes().size();
     result.sequences += reader->num_sequences();
     result.documents += reader->num_documents();
@@ -123,6 +171,9 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
     for (size_t k = 0; k < inputs.size(); ++k) {
       const std::string path = inputs[k] + ".bin";
       PILEPREP_ASSIGN_OR_RETURN(internal::UniqueFd fd, internal::OpenForRead(path));
+      struct stat st;
+      if (::fstat(fd.get(), &st) != 0) return Changed(path, "gone");
+      PILEPREP_RETURN_IF_ERROR(CheckSame(path, seen_bin[k], st));
       ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);  // advice: a failure changes nothing
       uint64_t copied = 0;
       while (true) {
@@ -130,15 +181,31 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
                                                                      buffer.size(), path, copied));
         if (n == 0) break;
         copied += n;
-        if (copied > bin_sizes[k]) return Changed(inputs[k]);
+        if (copied > bin_sizes[k]) {
+          return Changed(path, absl::StrCat(bin_sizes[k], " bytes, now more"));
+        }
         PILEPREP_RETURN_IF_ERROR(bin->Append(buffer.data(), n));
       }
-      if (copied != bin_sizes[k]) return Changed(inputs[k]);
+      if (copied != bin_sizes[k]) {
+        return Changed(path, absl::StrCat(bin_sizes[k], " bytes, now ", copied));
+      }
+      // Written to in place while copied: same size, another modification time.
+      if (::fstat(fd.get(), &st) != 0) return Changed(path, "gone");
+      PILEPREP_RETURN_IF_ERROR(CheckSame(path, seen_bin[k], st));
     }
     if (options.sync) PILEPREP_RETURN_IF_ERROR(bin->Sync());
     PILEPREP_RETURN_IF_ERROR(bin->Close());
   }
 
+  // Each later pass maps an input's .idx again: it must be the file pass 1 counted.
+  auto reopen = [&](size_t k) -> absl::StatusOr<std::unique_ptr<IndexedDatasetReader>> {
+    PILEPREP_ASSIGN_OR_RETURN(auto reader, IndexedDatasetReader::Open(inputs[k]));
+    PILEPREP_RETURN_IF_ERROR(CheckSamePath(inputs[k] + ".idx", seen_idx[k]));
+    if (reader->num_sequences() != sequences[k] || reader->num_documents() != documents[k]) {
+      return Changed(inputs[k] + ".idx", "other counts");
+    }
+    return reader;
+  };
   // Passes 3-5: the .idx in Megatron's order: header, lengths, pointers, document indices.
   {
     PILEPREP_ASSIGN_OR_RETURN(auto idx, BufferedFileWriter::Open(temps.idx, block));
@@ -148,31 +215,44 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
     PILEPREP_RETURN_IF_ERROR(idx->AppendValue(result.sequences));
     PILEPREP_RETURN_IF_ERROR(idx->AppendValue(result.documents + 1));
     for (size_t k = 0; k < inputs.size(); ++k) {
-      PILEPREP_ASSIGN_OR_RETURN(auto reader, IndexedDatasetReader::Open(inputs[k]));
-      if (reader->num_sequences() != sequences[k]) return Changed(inputs[k]);
+      PILEPREP_ASSIGN_OR_RETURN(auto reader, reopen(k));
       const std::string_view lengths = reader->lengths_bytes();
       PILEPREP_RETURN_IF_ERROR(idx->Append(lengths.data(), lengths.size()));
     }
     uint64_t pointer = 0;
     uint64_t tokens = 0;
     for (size_t k = 0; k < inputs.size(); ++k) {
-      PILEPREP_ASSIGN_OR_RETURN(auto reader, IndexedDatasetReader::Open(inputs[k]));
-      if (reader->num_sequences() != sequences[k]) return Changed(inputs[k]);
+      PILEPREP_ASSIGN_OR_RETURN(auto reader, reopen(k));
       const std::string_view lengths = reader->lengths_bytes();
+      uint64_t input_tokens = 0;
       for (size_t i = 0; i < lengths.size(); i += sizeof(int32_t)) {
         int32_t length;
         std::memcpy(&length, lengths.data() + i, sizeof(length));
+        if (length < 0) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              inputs[k], ".idx: sequence ", i / sizeof(int32_t), " has length ", length,
+              ": not a sound dataset (run `pileprep validate` on it); nothing was published"));
+        }
         PILEPREP_RETURN_IF_ERROR(idx->AppendValue(static_cast<int64_t>(pointer)));
-        pointer += static_cast<uint64_t>(static_cast<int64_t>(length)) * itemsize;
-        tokens += static_cast<uint64_t>(static_cast<int64_t>(length));
+        pointer += static_cast<uint64_t>(length) * itemsize;
+        input_tokens += static_cast<uint64_t>(length);
       }
+      // Checked even without validate_inputs: a pair whose lengths do not cover its .bin (an
+      // EOD written but not counted, a .bin of another dataset) would shift every later input.
+      if (input_tokens * itemsize != bin_sizes[k]) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            inputs[k], ": its .idx lengths add up to ", input_tokens, " tokens (",
+            input_tokens * itemsize, " bytes) but its .bin has ", bin_sizes[k],
+            " bytes: the pair does not belong together (run `pileprep validate` on it); "
+            "nothing was published"));
+      }
+      tokens += input_tokens;
     }
     result.tokens = tokens;
     PILEPREP_RETURN_IF_ERROR(idx->AppendValue(int64_t{0}));
     uint64_t before = 0;  // sequences of the inputs before this one
     for (size_t k = 0; k < inputs.size(); ++k) {
-      PILEPREP_ASSIGN_OR_RETURN(auto reader, IndexedDatasetReader::Open(inputs[k]));
-      if (reader->num_sequences() != sequences[k]) return Changed(inputs[k]);
+      PILEPREP_ASSIGN_OR_RETURN(auto reader, reopen(k));
       const std::string_view doc = reader->document_indices_bytes();
       for (size_t j = sizeof(int64_t); j < doc.size(); j += sizeof(int64_t)) {
         int64_t value;
@@ -186,13 +266,18 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
     result.idx_bytes = idx->bytes();
   }
 
+  if (options.before_publish) PILEPREP_RETURN_IF_ERROR(options.before_publish());
   // Publish as IndexedDatasetWriter does: the old .idx goes first so that no reader pairs it with
-  // the new .bin.
+  // the new .bin, and the directory is synced between the renames (POSIX does not order renames
+  // on a power loss), so a durable new .idx is never beside the old .bin. A failure from here on
+  // leaves neither the old pair nor the new one.
   const std::string final_bin = output_prefix + ".bin";
   const std::string final_idx = output_prefix + ".idx";
   PILEPREP_RETURN_IF_ERROR(internal::RemoveFileIfExists(final_idx));
   PILEPREP_RETURN_IF_ERROR(internal::RenameFile(temps.bin, final_bin));
-  absl::Status status = internal::RenameFile(temps.idx, final_idx);
+  absl::Status status;
+  if (options.sync) status = internal::SyncDirectory(internal::DirName(output_prefix));
+  if (status.ok()) status = internal::RenameFile(temps.idx, final_idx);
   if (status.ok() && options.sync) {
     status = internal::SyncDirectory(internal::DirName(output_prefix));
   }

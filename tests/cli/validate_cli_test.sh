@@ -73,4 +73,24 @@ expect "merged validates" 0 ": ok" -- "$PILEPREP" validate --expect-eod "$m/dir"
 expect "merge refuses a broken input" 1 "not sound" -- "$PILEPREP" merge --output-prefix "$m/bad" "$p0" "$c/long"
 [[ -e "$m/bad.bin" ]] && { echo "FAIL: a failed merge published"; fail=1; }
 expect "merge needs inputs" 2 "--input-dir" -- "$PILEPREP" merge --output-prefix "$m/x"
+# A refused merge leaves a shard job's record beside the output as it was (it is removed only
+# when the merge is complete, before it is published).
+echo '{"pileprep_version": "x"}' >"$m/bad.pileprep.json"
+expect "merge refuses a broken input, record kept" 1 "not sound" -- "$PILEPREP" merge --output-prefix "$m/bad" "$p0" "$c/long"
+[[ -e "$m/bad.pileprep.json" ]] || { echo "FAIL: a refused merge removed the output's record"; fail=1; }
+rm -f "$m/bad.pileprep.json"
+# Two merges into one output at once: the second is refused, naming the lock.
+flock "$m/list.pileprep-lock" sleep 3 &
+sleep 0.3
+expect "a merge into an output another merge holds" 1 "another pileprep process is writing it" -- \
+  "$PILEPREP" merge --output-prefix "$m/list" "$p0" -q
+wait
+rm -f "$m/list.pileprep-lock"
+# Without validation, lengths that do not cover their .bin (two stray bytes) are still refused:
+# every later input would be shifted.
+mkdir -p "$work/stray" && cp "$p0.idx" "$work/stray/s.idx" && cp "$p0.bin" "$work/stray/s.bin" &&
+  printf 'xx' >>"$work/stray/s.bin"
+expect "merge --no-validate refuses lengths that do not cover the .bin" 1 "the pair does not belong together" -- \
+  "$PILEPREP" merge --no-validate --output-prefix "$m/stray" "$work/stray/s" "$p0"
+[[ -e "$m/stray.bin" ]] && { echo "FAIL: a refused --no-validate merge published"; fail=1; }
 exit $fail

@@ -1,12 +1,16 @@
 // `pileprep merge --output-prefix P PREFIX... | --input-dir DIR`: Megatron's merge_datasets.py,
 // streaming.
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common.h"
+#include "path_lock.h"
 #include "pileprep/indexed_reader.h"
 #include "pileprep/merge.h"
 #include "shard_record.h"
@@ -69,15 +73,30 @@ int RunMerge(int argc, char** argv, int first) {
     PrintError(std::string(s.message()));
     return kExitUsage;
   }
+  // Two merges into one output would share its temporaries: one at a time (PathLock). Then a
+  // killed merge's temporaries go.
+  std::string held_by, unsupported;
+  const std::unique_ptr<PathLock> lock =
+      PathLock::TryAcquire(output + ".pileprep-lock", &held_by, &unsupported);
+  if (lock == nullptr && !held_by.empty()) {
+    PrintError(absl::StrCat(output, ": another pileprep process is writing it (", held_by,
+                            ", lock ", output, ".pileprep-lock); rerun once it has stopped"));
+    return kExitFailed;
+  }
+  for (const char* ext : {".bin", ".idx"}) {
+    const std::string temp = absl::StrCat(output, ext, kIndexedDatasetTempSuffix);
+    if (::unlink(temp.c_str()) == 0 && !args.Has("quiet")) {
+      std::fprintf(stderr, "removed a stale temporary file of an interrupted merge: %s\n",
+                   temp.c_str());
+    }
+  }
   MergeOptions options;
   options.validate_inputs = !args.Has("no-validate");
   options.sync = !args.Has("no-sync");
-  // A shard job's record beside the output's name would vouch for bytes it was not written for;
-  // removed first (a merge that then fails leaves the old pair, judged by validation alone).
-  if (absl::Status s = ForgetRecords({output}); !s.ok()) {
-    PrintError(std::string(s.message()));
-    return kExitFailed;
-  }
+  // A shard job's record beside the output's name would vouch for bytes it was not written for:
+  // removed once the merge is complete, before it is published (a refused or failed merge leaves
+  // it and the old pair as they were).
+  options.before_publish = [&output] { return ForgetRecords({output}); };
   auto result = MergeDatasets(inputs, output, options);
   if (!result.ok()) {
     PrintError(std::string(result.status().message()));
