@@ -484,7 +484,8 @@ int RunShardJob(int argc, char** argv, int first) {
            "judges its own shards only");
   args.Add("keep-downloads", Args::Kind::kValue, "DIR",
            "also keep the downloaded NN.jsonl.zst in DIR (complete files only); a rerun reads them "
-           "instead of downloading");
+           "instead of downloading. Jobs may share DIR: a shard another job is keeping is read "
+           "without keeping a copy");
   args.Add("header", Args::Kind::kMulti, "\"NAME: VALUE\"",
            "extra HTTP request header(s), e.g. \"Authorization: Bearer $HF_TOKEN\" (never printed)");
   args.Add("retries", Args::Kind::kValue, "N",
