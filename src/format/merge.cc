@@ -149,6 +149,31 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
             v->message));
       }
     }
+    // Checked here, before any .bin is copied, and even without validate_inputs: a pair whose
+    // lengths do not cover its .bin (an EOD written but not counted, a .bin of another dataset)
+    // would shift every later input.
+    {
+      const std::string_view lengths = reader->lengths_bytes();
+      uint64_t input_tokens = 0;
+      for (size_t i = 0; i < lengths.size(); i += sizeof(int32_t)) {
+        int32_t length;
+        std::memcpy(&length, lengths.data() + i, sizeof(length));
+        if (length < 0) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              prefix, ".idx: sequence ", i / sizeof(int32_t), " has length ", length,
+              ": not a sound dataset (run `pileprep validate` on it); nothing was published"));
+        }
+        input_tokens += static_cast<uint64_t>(length);
+      }
+      const uint64_t itemsize_k = DTypeSize(reader->dtype());
+      if (input_tokens * itemsize_k != reader->bin_bytes().size()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            prefix, ": its .idx lengths add up to ", input_tokens, " tokens (",
+            input_tokens * itemsize_k, " bytes) but its .bin has ", reader->bin_bytes().size(),
+            " bytes: the pair does not belong together (run `pileprep validate` on it); "
+            "nothing was published"));
+      }
+    }
     sequences[k] = reader->num_sequences();
     documents[k] = reader->num_documents();
     bin_sizes[k] = reader->bin_bytes().size();
@@ -224,29 +249,13 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
     for (size_t k = 0; k < inputs.size(); ++k) {
       PILEPREP_ASSIGN_OR_RETURN(auto reader, reopen(k));
       const std::string_view lengths = reader->lengths_bytes();
-      uint64_t input_tokens = 0;
       for (size_t i = 0; i < lengths.size(); i += sizeof(int32_t)) {
-        int32_t length;
+        int32_t length;  // not negative: pass 1 checked the file, and it is the same file
         std::memcpy(&length, lengths.data() + i, sizeof(length));
-        if (length < 0) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              inputs[k], ".idx: sequence ", i / sizeof(int32_t), " has length ", length,
-              ": not a sound dataset (run `pileprep validate` on it); nothing was published"));
-        }
         PILEPREP_RETURN_IF_ERROR(idx->AppendValue(static_cast<int64_t>(pointer)));
         pointer += static_cast<uint64_t>(length) * itemsize;
-        input_tokens += static_cast<uint64_t>(length);
+        tokens += static_cast<uint64_t>(length);
       }
-      // Checked even without validate_inputs: a pair whose lengths do not cover its .bin (an
-      // EOD written but not counted, a .bin of another dataset) would shift every later input.
-      if (input_tokens * itemsize != bin_sizes[k]) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            inputs[k], ": its .idx lengths add up to ", input_tokens, " tokens (",
-            input_tokens * itemsize, " bytes) but its .bin has ", bin_sizes[k],
-            " bytes: the pair does not belong together (run `pileprep validate` on it); "
-            "nothing was published"));
-      }
-      tokens += input_tokens;
     }
     result.tokens = tokens;
     PILEPREP_RETURN_IF_ERROR(idx->AppendValue(int64_t{0}));
@@ -269,8 +278,8 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
   if (options.before_publish) PILEPREP_RETURN_IF_ERROR(options.before_publish());
   // Publish as IndexedDatasetWriter does: the old .idx goes first so that no reader pairs it with
   // the new .bin, and the directory is synced between the renames (POSIX does not order renames
-  // on a power loss), so a durable new .idx is never beside the old .bin. A failure from here on
-  // leaves neither the old pair nor the new one.
+  // on a power loss), so a durable new .idx is never beside the old .bin. A failure once the old
+  // .idx is gone leaves neither the old pair nor the new one.
   const std::string final_bin = output_prefix + ".bin";
   const std::string final_idx = output_prefix + ".idx";
   PILEPREP_RETURN_IF_ERROR(internal::RemoveFileIfExists(final_idx));

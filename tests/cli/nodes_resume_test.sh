@@ -459,14 +459,27 @@ check_records "$mk" "withdrawal: after a failed withdrawal"
 # The summary is written under a lock of its own (a straggler and its requeue of one rank would
 # share its temporary): held by another process for longer than the run waits (5 s), the summary
 # is not written, the run says by whom and exits 1.
-flock "$mk/pileprep-summary-rank0.pileprep-lock" sleep 9 &
-sleep 0.3
+# Held for a moment (2 s), it is waited for: the summary is written.
+summary_lock() {  # seconds: hold the summary's lock that long, once it is held
+  rm -f "$work/held"
+  flock "$mk/pileprep-summary-rank0.pileprep-lock" -c "touch '$work/held'; sleep $1" &
+  for _ in $(seq 100); do [[ -e $work/held ]] && break; sleep 0.05; done
+}
+summary_lock 12
 "$PILEPREP" --url "$work/src-mk" --files 0 --output-dir "$mk" --threads 2 "${keys[@]}" >"$work/out" 2>"$work/err"
 rc=$?
 wait
 [[ $rc -eq 1 ]] && grep -q "summary: .*pileprep-summary-rank0.json: not written: another process is writing it" "$work/err" ||
   { bad "summary: a held summary lock is not waited for and named (rc $rc)"; cat "$work/err"; }
+rm -f "$mk/pileprep-summary-rank0.json"
+summary_lock 2
+"$PILEPREP" --url "$work/src-mk" --files 0 --output-dir "$mk" --threads 2 "${keys[@]}" >"$work/out" 2>"$work/err"
+rc=$?
+wait
+[[ $rc -eq 0 ]] && grep -q '"exit_status": 0' "$mk/pileprep-summary-rank0.json" ||
+  { bad "summary: a lock held for a moment is not waited for (rc $rc)"; cat "$work/err"; }
 rm -f "$mk/pileprep-summary-rank0.pileprep-lock"
+ls "$mk" | grep -q pileprep-tmp && bad "summary: a temporary is left: $(ls "$mk")"
 # Ranks sharing a directory all refuse alike: rank 1, which has made nothing yet, refuses over the
 # dataset rank 0 made with other settings, and makes nothing.
 m=$work/m

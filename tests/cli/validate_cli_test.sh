@@ -80,12 +80,12 @@ expect "merge refuses a broken input, record kept" 1 "not sound" -- "$PILEPREP" 
 [[ -e "$m/bad.pileprep.json" ]] || { echo "FAIL: a refused merge removed the output's record"; fail=1; }
 rm -f "$m/bad.pileprep.json"
 # Two merges into one output at once: the second is refused, naming the lock.
-flock "$m/list.pileprep-lock" sleep 3 &
-sleep 0.3
+flock "$m/list.pileprep-lock" -c "touch '$m/held'; sleep 3" &
+for _ in $(seq 100); do [[ -e $m/held ]] && break; sleep 0.05; done
 expect "a merge into an output another merge holds" 1 "another pileprep process is writing it" -- \
   "$PILEPREP" merge --output-prefix "$m/list" "$p0" -q
 wait
-rm -f "$m/list.pileprep-lock"
+rm -f "$m/list.pileprep-lock" "$m/held"
 # Without validation, lengths that do not cover their .bin (two stray bytes) are still refused:
 # every later input would be shifted.
 mkdir -p "$work/stray" && cp "$p0.idx" "$work/stray/s.idx" && cp "$p0.bin" "$work/stray/s.bin" &&

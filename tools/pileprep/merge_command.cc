@@ -73,6 +73,12 @@ int RunMerge(int argc, char** argv, int first) {
     PrintError(std::string(s.message()));
     return kExitUsage;
   }
+  if (output.back() == '/') {
+    PrintError(
+        absl::StrCat("--output-prefix ", output,
+                     ": names no file (P.bin and P.idx are written; P must not end in '/')"));
+    return kExitUsage;
+  }
   // Two merges into one output would share its temporaries: one at a time (PathLock). Then a
   // killed merge's temporaries go.
   std::string held_by, unsupported;

@@ -8,7 +8,7 @@
 // -o localflock, BeeGFS by default) only one node's processes exclude each other.
 //
 // Users: a shard job's shards ({output-dir}/{prefix}_NN.pileprep-lock), a kept download
-// ({keep-downloads}/NN.jsonl.zst.pileprep-lock), a rank's summary, preprocess's and merge's outputs
+// ({keep-downloads}/NN.jsonl.zst.pileprep-lock), a rank's summary, merge's output
 // ({prefix}.pileprep-lock).
 #ifndef PILEPREP_TOOLS_PILEPREP_PATH_LOCK_H_
 #define PILEPREP_TOOLS_PILEPREP_PATH_LOCK_H_

@@ -241,14 +241,28 @@ bool AlreadyComplete(const JobConfig& job, const Common& c, const Gpt2Tokenizer&
 
 // An open input: a file, a cached download, or an HTTP download in flight.
 struct OpenedSource {
-  // A kept download's lock (KeptDownloadLock): declared first, so released only once the download
-  // below has stopped (its destructor removes an incomplete temporary).
+  // A kept download's lock (KeptDownloadLockPath), released only once the download below has
+  // stopped (its destructor removes an incomplete temporary): declared first for the destructor,
+  // and the move assignment stops the download before it lets the lock go.
   std::unique_ptr<PathLock> cache_lock;
   std::unique_ptr<ByteSource> source;
   HttpSource* http = nullptr;  // source.get() when downloading
   absl::Status status;
   std::string input;           // path or redacted URL, for messages
   bool keeps = false;          // the download is written to --keep-downloads
+
+  OpenedSource() = default;
+  OpenedSource(OpenedSource&&) = default;
+  OpenedSource& operator=(OpenedSource&& o) noexcept {
+    source.reset();
+    cache_lock = std::move(o.cache_lock);
+    source = std::move(o.source);
+    http = o.http;
+    status = std::move(o.status);
+    input = std::move(o.input);
+    keeps = o.keeps;
+    return *this;
+  }
 };
 
 OpenedSource OpenShard(const JobConfig& job, const Common& c, int n, FetchObserver* observer) {
@@ -269,6 +283,19 @@ OpenedSource OpenShard(const JobConfig& job, const Common& c, int n, FetchObserv
         std::string held_by, unsupported;
         o.cache_lock = PathLock::TryAcquire(KeptDownloadLockPath(cache), &held_by, &unsupported);
         o.keeps = o.cache_lock != nullptr || held_by.empty();  // no flock here: kept unlocked
+        if (o.cache_lock != nullptr && std::filesystem::exists(cache, ec)) {
+          // Another job finished keeping it just now: read that copy.
+          o.cache_lock.reset();
+          o.keeps = false;
+          o.input = cache;
+          auto file = OpenFileSource(o.input, c.file_source);
+          if (!file.ok()) {
+            o.status = file.status();
+          } else {
+            o.source = std::move(*file);
+          }
+          return o;
+        }
         if (!o.keeps && !c.console.quiet) {
           std::fprintf(stderr,
                        "%s: another process is keeping it in %s (%s); this run reads it without "
@@ -1048,7 +1075,9 @@ int RunShardJob(int argc, char** argv, int first) {
       (std::filesystem::path(job.output_dir) / absl::StrCat("pileprep-summary-rank", summary_rank, ".json"))
           .string();
   // A straggler and its requeue (same rank, same directory, maybe another node) would write one
-  // temporary: the summary is written under a lock of its own, held for moments, waited for.
+  // temporary: the summary is written under a lock of its own, held for moments, waited for, and
+  // through a temporary of this process's own (where flock is local to a node the lock does not
+  // reach the other node).
   std::string summary_holder, no_lock;
   const std::unique_ptr<PathLock> summary_lock =
       PathLock::Acquire((std::filesystem::path(job.output_dir) /
@@ -1060,7 +1089,8 @@ int RunShardJob(int argc, char** argv, int first) {
           ? absl::UnavailableError(
                 absl::StrCat(summary_path, ": not written: ", summary_holder, " is writing it"))
           : WriteFileAtomically(summary_path, SummaryJson(info, outcomes),
-                                summary_path + kIndexedDatasetTempSuffix);
+                                absl::StrCat(summary_path, ".", PathLock::HostName(), ".",
+                                             ::getpid(), kIndexedDatasetTempSuffix));
   if (auto s = summary_written; !s.ok()) {
     PrintError(absl::StrCat("summary: ", s.message()));
     if (cancel_exit != 0) return cancel_exit;
