@@ -1,7 +1,9 @@
 // `pileprep inspect PREFIX [--doc N [--decode]]`: what a .bin/.idx pair holds.
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -99,9 +101,18 @@ int RunInspect(int argc, char** argv, int first) {
     PrintError(std::string(reader.status().message()));
     return kExitFailed;
   }
+  // What was printed reached stdout (a full disk, a closed pipe): otherwise the exit status says
+  // so.
+  auto flushed = [] {
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+      PrintError(absl::StrCat("stdout: ", std::strerror(errno)));
+      return kExitFailed;
+    }
+    return kExitOk;
+  };
   if (doc < 0) {
     PrintSummary(**reader);
-    return kExitOk;
+    return flushed();
   }
   std::vector<uint32_t> ids;
   if (auto s = (*reader)->ReadDocument(static_cast<uint64_t>(doc), &ids); !s.ok()) {
@@ -112,10 +123,14 @@ int RunInspect(int argc, char** argv, int first) {
     std::string line;
     for (size_t i = 0; i < ids.size(); ++i) absl::StrAppend(&line, i ? " " : "", ids[i]);
     std::printf("%s\n", line.c_str());
-    return kExitOk;
+    return flushed();
   }
   absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> tokenizer;
-  if (args.Has("vocab-file") || args.Has("merge-file")) {
+  if (args.Has("vocab-file") != args.Has("merge-file")) {
+    PrintError("--vocab-file and --merge-file go together (see --help)");
+    return kExitUsage;
+  }
+  if (args.Has("vocab-file")) {
     tokenizer = Gpt2Tokenizer::FromFiles(args.Get("vocab-file"), args.Get("merge-file"), {});
   } else {
     tokenizer = Gpt2Tokenizer::FromDefaultFiles({});
@@ -127,7 +142,7 @@ int RunInspect(int argc, char** argv, int first) {
   const std::string text = (*tokenizer)->Decode(ids);
   std::fwrite(text.data(), 1, text.size(), stdout);
   if (text.empty() || text.back() != '\n') std::fputc('\n', stdout);
-  return kExitOk;
+  return flushed();
 }
 
 const CommandRegistration kRegistration(
