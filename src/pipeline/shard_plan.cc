@@ -267,12 +267,9 @@ absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environ
     // one launched pileprep only the user knows; the log shows what was left (a process per GPU
     // then finds its replica's shards locked by the others: FAILED, never silently unmade).
     for (const Family* g = &f + 1; g != std::end(kFamilies); ++g) {
+      // (SLURM_PROCID's size is SLURM_STEP_NUM_TASKS: counted only in an srun step, as above.)
       if (g->size == nullptr || Lookup(env, g->rank) == nullptr ||
           Lookup(env, g->size) == nullptr) {
-        continue;
-      }
-      if (std::string_view(g->rank) == "SLURM_PROCID" &&
-          Lookup(env, "SLURM_STEP_NUM_TASKS") == nullptr) {
         continue;
       }
       const absl::StatusOr<int> r = EnvInt(env, g->rank), n = EnvInt(env, g->size);

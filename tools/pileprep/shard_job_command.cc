@@ -265,6 +265,16 @@ struct OpenedSource {
   }
 };
 
+// Opens o->input, a local file (a shard of a local source directory or a kept download).
+void OpenLocalFile(const Common& c, OpenedSource* o) {
+  auto file = OpenFileSource(o->input, c.file_source);
+  if (!file.ok()) {
+    o->status = file.status();
+  } else {
+    o->source = std::move(*file);
+  }
+}
+
 OpenedSource OpenShard(const JobConfig& job, const Common& c, int n, FetchObserver* observer) {
   OpenedSource o;
   const std::string input = ShardInput(job.source, n);
@@ -288,12 +298,7 @@ OpenedSource OpenShard(const JobConfig& job, const Common& c, int n, FetchObserv
           o.cache_lock.reset();
           o.keeps = false;
           o.input = cache;
-          auto file = OpenFileSource(o.input, c.file_source);
-          if (!file.ok()) {
-            o.status = file.status();
-          } else {
-            o.source = std::move(*file);
-          }
+          OpenLocalFile(c, &o);
           return o;
         }
         if (!o.keeps && !c.console.quiet) {
@@ -314,12 +319,7 @@ OpenedSource OpenShard(const JobConfig& job, const Common& c, int n, FetchObserv
       return o;
     }
   }
-  auto file = OpenFileSource(o.input, c.file_source);
-  if (!file.ok()) {
-    o.status = file.status();
-  } else {
-    o.source = std::move(*file);
-  }
+  OpenLocalFile(c, &o);
   return o;
 }
 
