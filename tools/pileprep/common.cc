@@ -21,6 +21,7 @@
 #include "format/file_util.h"
 #include "oneapi/tbb/info.h"
 #include "pileprep/gpt2_tokenizer.h"
+#include "pileprep/indexed_dataset.h"
 #include "pileprep/pipeline.h"
 #include "pileprep/shard_plan.h"
 #include "signals.h"
@@ -33,6 +34,39 @@ std::vector<Command>& Registry() {
   return *commands;
 }
 }  // namespace
+
+std::vector<std::string> DatasetTemporaries(const std::string& prefix) {
+  std::vector<std::string> paths;
+  for (const char* ext : {".bin", ".idx", ".lengths", ".docidx"}) {
+    paths.push_back(absl::StrCat(prefix, ext, kIndexedDatasetTempSuffix));
+  }
+  return paths;
+}
+
+bool LockOutputs(const std::string& lock_path, const std::string& outputs_name,
+                 const std::vector<std::string>& stale, bool quiet,
+                 std::unique_ptr<PathLock>* lock) {
+  std::string held_by, unsupported;
+  *lock = PathLock::TryAcquire(lock_path, &held_by, &unsupported);
+  if (*lock == nullptr && !held_by.empty()) {
+    PrintError(absl::StrCat(outputs_name, ": another pileprep process is writing it (", held_by,
+                            ", lock ", lock_path, "); rerun once it has stopped"));
+    return false;
+  }
+  if (*lock == nullptr && !quiet) {
+    std::fprintf(stderr,
+                 "pileprep: running without a lock (%s): make sure no other run writes %s at the "
+                 "same time\n",
+                 unsupported.c_str(), outputs_name.c_str());
+  }
+  for (const std::string& path : stale) {
+    if (::unlink(path.c_str()) == 0 && !quiet) {
+      std::fprintf(stderr, "removed a stale temporary file of an interrupted run: %s\n",
+                   path.c_str());
+    }
+  }
+  return true;
+}
 
 CommandRegistration::CommandRegistration(const char* name, const char* summary, CommandFn fn) {
   Registry().push_back({name, summary, fn});

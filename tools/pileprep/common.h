@@ -12,6 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "args.h"
 #include "console.h"
+#include "path_lock.h"
 #include "pileprep/gpt2_tokenizer.h"
 #include "pileprep/pipeline.h"
 
@@ -63,6 +64,18 @@ std::string DirectoryOf(const std::string& prefix);
 // The keys in the order given, each once: Megatron keeps one dataset per key name (a dict), and two
 // writers on one prefix would share their temporaries.
 std::vector<std::string> UniqueKeys(const std::vector<std::string>& keys);
+
+// The temporaries a writer of dataset `prefix` makes (IndexedDatasetWriter's, merge's a subset):
+// never valid input to anything, so a killed run's are removed by the next run that holds the lock.
+std::vector<std::string> DatasetTemporaries(const std::string& prefix);
+
+// One process at a time writes the outputs that `lock_path` stands for (a PathLock): true with
+// *lock set (nullptr where the file system cannot lock: a note is printed, unless quiet, and the
+// run goes on), then the files in `stale` that exist are removed, each named unless quiet. false
+// when another process holds it: the error, naming the holder, is printed.
+bool LockOutputs(const std::string& lock_path, const std::string& outputs_name,
+                 const std::vector<std::string>& stale, bool quiet,
+                 std::unique_ptr<PathLock>* lock);
 
 // A dataset named on the command line: "x.idx" and "x.bin" name the pair "x" too.
 std::string StripPairSuffix(const std::string& arg);

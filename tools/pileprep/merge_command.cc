@@ -79,22 +79,14 @@ int RunMerge(int argc, char** argv, int first) {
                      ": names no file (P.bin and P.idx are written; P must not end in '/')"));
     return kExitUsage;
   }
-  // Two merges into one output would share its temporaries: one at a time (PathLock). Then a
-  // killed merge's temporaries go.
-  std::string held_by, unsupported;
-  const std::unique_ptr<PathLock> lock =
-      PathLock::TryAcquire(output + ".pileprep-lock", &held_by, &unsupported);
-  if (lock == nullptr && !held_by.empty()) {
-    PrintError(absl::StrCat(output, ": another pileprep process is writing it (", held_by,
-                            ", lock ", output, ".pileprep-lock); rerun once it has stopped"));
+  // Two merges into one output would share its temporaries: one at a time. Then a killed merge's
+  // temporaries go.
+  std::unique_ptr<PathLock> lock;
+  if (!LockOutputs(output + ".pileprep-lock", output,
+                   {absl::StrCat(output, ".bin", kIndexedDatasetTempSuffix),
+                    absl::StrCat(output, ".idx", kIndexedDatasetTempSuffix)},
+                   args.Has("quiet"), &lock)) {
     return kExitFailed;
-  }
-  for (const char* ext : {".bin", ".idx"}) {
-    const std::string temp = absl::StrCat(output, ext, kIndexedDatasetTempSuffix);
-    if (::unlink(temp.c_str()) == 0 && !args.Has("quiet")) {
-      std::fprintf(stderr, "removed a stale temporary file of an interrupted merge: %s\n",
-                   temp.c_str());
-    }
   }
   MergeOptions options;
   options.validate_inputs = !args.Has("no-validate");

@@ -99,6 +99,19 @@ int RunPreprocess(int argc, char** argv, int first) {
     PrintError(std::string(s.message()));
     return kExitUsage;
   }
+  std::vector<std::string> prefixes, stale;
+  for (const std::string& key : c.pipeline.jsonl.json_keys) {
+    prefixes.push_back(absl::StrCat(prefix, "_", key, "_document"));
+    for (std::string& t : DatasetTemporaries(prefixes.back())) stale.push_back(std::move(t));
+  }
+  // Two runs into one prefix would share its temporaries: one at a time, under the lock a shard
+  // job takes for the same names (its P is {output-dir}/{output-prefix}_NN). Then a killed run's
+  // temporaries go.
+  std::unique_ptr<PathLock> lock;
+  if (!LockOutputs(prefix + ".pileprep-lock", absl::StrCat(prefix, "_*_document"), stale,
+                   c.console.quiet, &lock)) {
+    return kExitFailed;
+  }
   const int used_threads =
       c.pipeline.threads > 0 ? c.pipeline.threads : tbb::info::default_concurrency();
   std::vector<std::unique_ptr<Gpt2Tokenizer::Cache>> caches;
@@ -108,10 +121,6 @@ int RunPreprocess(int argc, char** argv, int first) {
     return kExitUsage;
   }
   c.pipeline.caches = &caches;
-  std::vector<std::string> prefixes;
-  for (const std::string& key : c.pipeline.jsonl.json_keys) {
-    prefixes.push_back(absl::StrCat(prefix, "_", key, "_document"));
-  }
   // A shard job's record beside these names would vouch for bytes it was not written for.
   c.pipeline.before_publish = [&prefixes](const std::vector<PreparedDataset>&) {
     return ForgetRecords(prefixes);

@@ -99,9 +99,7 @@ std::string ShardLockPath(const JobConfig& job, int n) {
 void RemoveStaleTemporaries(const JobConfig& job, const Common& c, int n) {
   std::vector<std::string> paths;
   for (const std::string& p : PrefixesFor(job, c, n)) {
-    for (const char* ext : {".bin", ".idx", ".lengths", ".docidx"}) {
-      paths.push_back(absl::StrCat(p, ext, kIndexedDatasetTempSuffix));
-    }
+    for (std::string& t : DatasetTemporaries(p)) paths.push_back(std::move(t));
     paths.push_back(RecordPath(p) + kIndexedDatasetTempSuffix);
     paths.push_back(PendingRecordPath(p) + kIndexedDatasetTempSuffix);
   }
