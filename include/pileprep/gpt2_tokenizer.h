@@ -141,6 +141,9 @@ class Gpt2Tokenizer {
 
   // Concatenated bytes of the tokens (no UTF-8 repair). Unknown ids are skipped.
   std::string Decode(const std::vector<uint32_t>& ids) const;
+  // The vocabulary has this id (Decode gives it bytes): below id_limit() and not one that
+  // encoder.json leaves out.
+  bool HasId(uint32_t id) const;
 
   // Entries in encoder.json (what Megatron sizes its embedding and picks the .bin's dtype by).
   size_t vocab_size() const { return vocab_size_; }

@@ -29,6 +29,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "pileprep/indexed_dataset.h"
@@ -70,6 +71,14 @@ class IndexedDatasetReader {
   // (document_indices[d] .. document_indices[d+1]). Same errors, plus document indices out of order
   // or beyond the sequence count.
   absl::Status ReadDocument(uint64_t d, std::vector<uint32_t>* tokens) const;
+  // Document d's tokens in order, passed to `fn` at most `max_tokens` at a time (a sequence's
+  // tokens split into as many calls as need be): memory stays bounded whatever the index claims (a
+  // corrupt one can make a document's sequences cover the .bin many times over). Each sequence is
+  // checked, as ReadDocument checks it, before any of its tokens are passed; the first error, or
+  // the first status other than OK that `fn` returns, ends the reading and is returned.
+  absl::Status ReadDocumentInChunks(
+      uint64_t d, size_t max_tokens,
+      absl::FunctionRef<absl::Status(const std::vector<uint32_t>&)> fn) const;
 
   // Raw bytes: the whole files and the three .idx arrays (for streaming copies, as in merge).
   std::string_view idx_bytes() const { return idx_; }
@@ -82,6 +91,10 @@ class IndexedDatasetReader {
   struct Storage;
   IndexedDatasetReader() = default;
   absl::Status Parse();
+  // Sequence i's bytes in the .bin, checked to lie within it; errors as ReadSequence's.
+  absl::Status SequenceBytes(uint64_t i, const char** data, uint64_t* length) const;
+  // `count` tokens of this dataset's dtype at `p`, widened into `tokens` (replaced).
+  void DecodeTokens(const char* p, size_t count, std::vector<uint32_t>* tokens) const;
 
   std::string prefix_;
   std::unique_ptr<Storage> storage_;  // owns the maps when opened from files

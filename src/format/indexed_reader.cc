@@ -115,37 +115,50 @@ int64_t IndexedDatasetReader::document_index(uint64_t j) const {
   return LoadUnaligned<int64_t>(idx_.data() + kIdxHeaderBytes + 12 * num_sequences_ + 8 * j);
 }
 
-absl::Status IndexedDatasetReader::ReadSequence(uint64_t i, std::vector<uint32_t>* tokens) const {
-  tokens->clear();
+absl::Status IndexedDatasetReader::SequenceBytes(uint64_t i, const char** data,
+                                                 uint64_t* length) const {
   if (i >= num_sequences_) {
     return absl::InvalidArgumentError(absl::StrCat(prefix_, ": sequence ", i,
                                                    " does not exist (the dataset has ",
                                                    num_sequences_, " sequences)"));
   }
-  const int32_t length = sequence_length(i);
+  const int32_t len = sequence_length(i);
   const int64_t pointer = sequence_pointer(i);
-  const size_t item = itemsize();
-  if (length < 0 || pointer < 0 || static_cast<uint64_t>(pointer) > bin_.size() ||
-      static_cast<uint64_t>(length) * item > bin_.size() - static_cast<uint64_t>(pointer)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(prefix_, ".bin: sequence ", i, " (", length, " tokens at byte ", pointer,
-                     ") does not lie within the ", bin_.size(),
-                     "-byte .bin; run `pileprep validate` on it"));
+  if (len < 0 || pointer < 0 || static_cast<uint64_t>(pointer) > bin_.size() ||
+      static_cast<uint64_t>(len) * itemsize() > bin_.size() - static_cast<uint64_t>(pointer)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix_, ".bin: sequence ", i, " (", len, " tokens at byte ", pointer,
+        ") does not lie within the ", bin_.size(), "-byte .bin; run `pileprep validate` on it"));
   }
-  tokens->resize(static_cast<size_t>(length));
-  const char* p = bin_.data() + pointer;
-  if (dtype_ == TokenDType::kUint16) {
-    for (size_t k = 0; k < tokens->size(); ++k) (*tokens)[k] = LoadUnaligned<uint16_t>(p + 2 * k);
-  } else {
-    for (size_t k = 0; k < tokens->size(); ++k) {
-      (*tokens)[k] = static_cast<uint32_t>(LoadUnaligned<int32_t>(p + 4 * k));
-    }
-  }
+  *data = bin_.data() + pointer;
+  *length = static_cast<uint64_t>(len);
   return absl::OkStatus();
 }
 
-absl::Status IndexedDatasetReader::ReadDocument(uint64_t d, std::vector<uint32_t>* tokens) const {
+void IndexedDatasetReader::DecodeTokens(const char* p, size_t count,
+                                        std::vector<uint32_t>* tokens) const {
+  tokens->resize(count);
+  if (dtype_ == TokenDType::kUint16) {
+    for (size_t k = 0; k < count; ++k) (*tokens)[k] = LoadUnaligned<uint16_t>(p + 2 * k);
+  } else {
+    for (size_t k = 0; k < count; ++k) {
+      (*tokens)[k] = static_cast<uint32_t>(LoadUnaligned<int32_t>(p + 4 * k));
+    }
+  }
+}
+
+absl::Status IndexedDatasetReader::ReadSequence(uint64_t i, std::vector<uint32_t>* tokens) const {
   tokens->clear();
+  const char* data;
+  uint64_t length;
+  PILEPREP_RETURN_IF_ERROR(SequenceBytes(i, &data, &length));
+  DecodeTokens(data, static_cast<size_t>(length), tokens);
+  return absl::OkStatus();
+}
+
+absl::Status IndexedDatasetReader::ReadDocumentInChunks(
+    uint64_t d, size_t max_tokens,
+    absl::FunctionRef<absl::Status(const std::vector<uint32_t>&)> fn) const {
   if (d + 1 >= num_doc_indices_ || d >= num_doc_indices_) {
     return absl::InvalidArgumentError(absl::StrCat(prefix_, ": document ", d,
                                                    " does not exist (the dataset has ",
@@ -158,12 +171,28 @@ absl::Status IndexedDatasetReader::ReadDocument(uint64_t d, std::vector<uint32_t
         absl::StrCat(prefix_, ".idx: document ", d, " spans sequences ", first, "..", last,
                      ", not within 0..", num_sequences_, "; run `pileprep validate` on it"));
   }
-  std::vector<uint32_t> sequence;
+  max_tokens = std::max<size_t>(max_tokens, 1);
+  std::vector<uint32_t> chunk;
   for (int64_t i = first; i < last; ++i) {
-    PILEPREP_RETURN_IF_ERROR(ReadSequence(static_cast<uint64_t>(i), &sequence));
-    tokens->insert(tokens->end(), sequence.begin(), sequence.end());
+    const char* data;
+    uint64_t length;
+    PILEPREP_RETURN_IF_ERROR(SequenceBytes(static_cast<uint64_t>(i), &data, &length));
+    for (uint64_t done = 0; done < length;) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(length - done, max_tokens));
+      DecodeTokens(data + done * itemsize(), n, &chunk);
+      PILEPREP_RETURN_IF_ERROR(fn(chunk));
+      done += n;
+    }
   }
   return absl::OkStatus();
+}
+
+absl::Status IndexedDatasetReader::ReadDocument(uint64_t d, std::vector<uint32_t>* tokens) const {
+  tokens->clear();
+  return ReadDocumentInChunks(d, size_t{1} << 20, [tokens](const std::vector<uint32_t>& chunk) {
+    tokens->insert(tokens->end(), chunk.begin(), chunk.end());
+    return absl::OkStatus();
+  });
 }
 
 absl::StatusOr<std::vector<std::string>> FindDatasetPrefixes(const std::string& dir) {

@@ -1372,4 +1372,8 @@ std::string Gpt2Tokenizer::Decode(const std::vector<uint32_t>& ids) const {
   return out;
 }
 
+bool Gpt2Tokenizer::HasId(uint32_t id) const {
+  return id < tables_->id_bytes.size() && !tables_->id_bytes[id].empty();
+}
+
 }  // namespace pileprep

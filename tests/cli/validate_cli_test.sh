@@ -56,6 +56,30 @@ expect "inspect to a full stdout exits 1" 1 "stdout: " -- sh -c '"$0" inspect "$
 expect "inspect --vocab-file alone" 2 "go together" -- "$PILEPREP" inspect "$p0" --doc 1 --decode --vocab-file x.json
 expect "inspect --doc out of range" 1 "document 99999 does not exist" -- "$PILEPREP" inspect "$p0" --doc 99999
 expect "inspect broken index" 1 "dtype code 7" -- "$PILEPREP" inspect "$c/f7"
+# An id past the vocabulary: --decode stops there and says so (it used to leave the id out).
+mkdir -p "$work/unk" && cp "$p0.idx" "$work/unk/u.idx" && cp "$p0.bin" "$work/unk/u.bin" &&
+  printf '\xff\xff' | dd of="$work/unk/u.bin" bs=1 seek=4 conv=notrunc status=none
+expect "inspect --decode an id past the vocabulary" 1 "token 2 is id 65535, which the vocabulary does not have" -- \
+  "$PILEPREP" inspect "$work/unk/u" --doc 0 --decode
+"$PILEPREP" inspect "$p0" --doc 0 >"$work/ids"
+# The longest document (over 65,536 tokens: printed in several chunks) prints every id, one space
+# apart. Its index and length come from the .idx's arrays (header: S at byte 18, D+1 at byte 26).
+S=$(od -An -v -t u8 -j 18 -N 8 "$p0.idx" | tr -d ' ')
+D1=$(od -An -v -t u8 -j 26 -N 8 "$p0.idx" | tr -d ' ')
+read -r longest longest_len < <( { od -An -v -t d4 -w4 -j 34 -N $((4 * S)) "$p0.idx"; echo SPLIT;
+  od -An -v -t d8 -w8 -j $((34 + 12 * S)) -N $((8 * D1)) "$p0.idx"; } |
+  awk '/SPLIT/ {part = 1; next} part == 0 {len[n++] = $1; next}
+       {idx[m++] = $1} END {for (d = 0; d + 1 < m; ++d) {t = 0; for (i = idx[d]; i < idx[d + 1]; ++i) t += len[i];
+       if (t > best) {best = t; bd = d}} print bd, best}')
+"$PILEPREP" inspect "$p0" --doc "$longest" >"$work/long-ids"
+if [[ $longest_len -gt 65536 && $(wc -w <"$work/long-ids") -eq $longest_len && $(wc -l <"$work/long-ids") -eq 1 ]] &&
+   ! grep -q '  \|^ \| $' "$work/long-ids"; then
+  echo "ok: inspect --doc prints every id of a $longest_len-token document"
+else
+  echo "FAIL: inspect --doc $longest: $(wc -w <"$work/long-ids") ids on $(wc -l <"$work/long-ids") line(s), want $longest_len on one"; fail=1
+fi
+expect "inspect --doc prints the ids of a doctored .bin" 0 "$(cut -d' ' -f1-2 "$work/ids") 65535 $(cut -d' ' -f4-5 "$work/ids")" -- \
+  "$PILEPREP" inspect "$work/unk/u" --doc 0
 
 m=$work/merge
 expect "merge --input-dir" 0 "merged 2 datasets" -- "$PILEPREP" merge --output-prefix "$m/dir" --input-dir "$g"

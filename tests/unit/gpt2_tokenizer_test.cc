@@ -125,6 +125,15 @@ TEST(Gpt2Tokenizer, LiteralEndOfTextCanBeOrdinaryText) {
   EXPECT_EQ(tok->Decode(ids), "<|endoftext|>");
 }
 
+TEST(Gpt2Tokenizer, HasExactlyTheVocabularysIds) {
+  auto tok = Load({});
+  EXPECT_TRUE(tok->HasId(0));
+  EXPECT_TRUE(tok->HasId(50256));
+  EXPECT_FALSE(tok->HasId(50257));
+  EXPECT_FALSE(tok->HasId(65535));
+  EXPECT_EQ(tok->Decode({31373, 50257, 995}), "hello world");  // an unknown id has no bytes
+}
+
 TEST(Gpt2Tokenizer, CacheNeverChangesResults) {
   auto tok = Load({.cache_entries = 2});  // constant collisions and evictions
   auto two_sets = Load({.cache_entries = 8});

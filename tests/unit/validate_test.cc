@@ -426,6 +426,52 @@ TEST(IndexedDatasetReader, ReadsDocumentsOfASoundPairAndRefusesBadPointers) {
   EXPECT_FALSE((*bad_reader)->ReadSequence(1, &ids).ok());
 }
 
+TEST(IndexedDatasetReader, ReadsADocumentInBoundedChunksWhateverItsIndexClaims) {
+  // A corrupt index: one document of 100,000 sequences, each the whole 1,000-token .bin. Read in
+  // one piece it would take 400 MB; in chunks no call sees more than the limit.
+  constexpr uint64_t kSequences = 100000;
+  std::string idx(kIdxMagic, sizeof(kIdxMagic));
+  auto put = [&](auto v) { idx.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
+  put(kIdxVersion);
+  put(uint8_t{8});
+  put(kSequences);
+  put(uint64_t{2});
+  for (uint64_t i = 0; i < kSequences; ++i) put(int32_t{1000});
+  for (uint64_t i = 0; i < kSequences; ++i) put(int64_t{0});
+  put(int64_t{0});
+  put(static_cast<int64_t>(kSequences));
+  std::string bin;
+  for (uint16_t t = 0; t < 1000; ++t) bin.append(reinterpret_cast<const char*>(&t), 2);
+  auto reader = IndexedDatasetReader::FromBuffers(idx, bin, "mem");
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  size_t largest = 0, calls = 0;
+  uint64_t tokens = 0;
+  uint32_t expect = 0;
+  bool in_order = true;
+  absl::Status s = (*reader)->ReadDocumentInChunks(0, 300, [&](const std::vector<uint32_t>& ids) {
+    largest = std::max(largest, ids.size());
+    ++calls;
+    tokens += ids.size();
+    for (uint32_t id : ids) {
+      in_order = in_order && id == expect;
+      expect = (expect + 1) % 1000;
+    }
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(largest, 300u);
+  EXPECT_EQ(tokens, kSequences * 1000);
+  EXPECT_EQ(calls, kSequences * 4);  // 300 + 300 + 300 + 100 per sequence
+  EXPECT_TRUE(in_order);
+  // The callback's error ends the reading and is returned.
+  calls = 0;
+  s = (*reader)->ReadDocumentInChunks(0, 300, [&](const std::vector<uint32_t>&) {
+    return ++calls == 3 ? absl::CancelledError("enough") : absl::OkStatus();
+  });
+  EXPECT_EQ(s, absl::CancelledError("enough"));
+  EXPECT_EQ(calls, 3u);
+}
+
 TEST(FindDatasetPrefixes, SortsLikePythonAndRefusesLonePairs) {
   const fs::path dir = fs::temp_directory_path() /
                        ("pileprep_find_prefixes_" + std::to_string(::getpid()));

@@ -114,15 +114,25 @@ int RunInspect(int argc, char** argv, int first) {
     PrintSummary(**reader);
     return flushed();
   }
-  std::vector<uint32_t> ids;
-  if (auto s = (*reader)->ReadDocument(static_cast<uint64_t>(doc), &ids); !s.ok()) {
-    PrintError(std::string(s.message()));
-    return kExitFailed;
-  }
+  // The document is read and printed a chunk at a time: a corrupt index can make one document's
+  // sequences cover the .bin many times over.
+  constexpr size_t kChunkTokens = size_t{1} << 16;
+  const uint64_t d = static_cast<uint64_t>(doc);
   if (!args.Has("decode")) {
+    bool first_id = true;
     std::string line;
-    for (size_t i = 0; i < ids.size(); ++i) absl::StrAppend(&line, i ? " " : "", ids[i]);
-    std::printf("%s\n", line.c_str());
+    absl::Status s =
+        (*reader)->ReadDocumentInChunks(d, kChunkTokens, [&](const std::vector<uint32_t>& ids) {
+          line.clear();
+          for (uint32_t id : ids) absl::StrAppend(&line, first_id ? "" : " ", id), first_id = false;
+          std::fwrite(line.data(), 1, line.size(), stdout);
+          return absl::OkStatus();
+        });
+    std::fputc('\n', stdout);
+    if (!s.ok()) {
+      PrintError(std::string(s.message()));
+      return kExitFailed;
+    }
     return flushed();
   }
   absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> tokenizer;
@@ -139,9 +149,37 @@ int RunInspect(int argc, char** argv, int first) {
     PrintError(std::string(tokenizer.status().message()));
     return kExitUsage;
   }
-  const std::string text = (*tokenizer)->Decode(ids);
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  if (text.empty() || text.back() != '\n') std::fputc('\n', stdout);
+  // An id the vocabulary does not have has no text: rather than leave it out of what is printed
+  // (the text would read as whole), the decoding stops there and says so.
+  uint64_t position = 0;
+  char last = '\n';
+  absl::Status s =
+      (*reader)->ReadDocumentInChunks(d, kChunkTokens, [&](const std::vector<uint32_t>& ids) {
+        for (size_t k = 0; k < ids.size(); ++k) {
+          if (!(*tokenizer)->HasId(ids[k])) {
+            const std::string text =
+                (*tokenizer)->Decode(std::vector<uint32_t>(ids.begin(), ids.begin() + k));
+            std::fwrite(text.data(), 1, text.size(), stdout);
+            if (!text.empty()) last = text.back();
+            return absl::InvalidArgumentError(absl::StrCat(
+                (*reader)->prefix(), ": document ", d, ": token ", position + k, " is id ", ids[k],
+                ", which the vocabulary does not have (", (*tokenizer)->vocab_size(),
+                " ids): the text above stops before it. Not a dataset of this vocabulary, or "
+                "corrupt: run `pileprep validate` on it"));
+          }
+        }
+        position += ids.size();
+        const std::string text = (*tokenizer)->Decode(ids);
+        std::fwrite(text.data(), 1, text.size(), stdout);
+        if (!text.empty()) last = text.back();
+        return absl::OkStatus();
+      });
+  if (last != '\n') std::fputc('\n', stdout);
+  if (!s.ok()) {
+    std::fflush(stdout);
+    PrintError(std::string(s.message()));
+    return kExitFailed;
+  }
   return flushed();
 }
 
