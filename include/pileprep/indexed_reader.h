@@ -71,11 +71,11 @@ class IndexedDatasetReader {
   // (document_indices[d] .. document_indices[d+1]). Same errors, plus document indices out of order
   // or beyond the sequence count.
   absl::Status ReadDocument(uint64_t d, std::vector<uint32_t>* tokens) const;
-  // Document d's tokens in order, passed to `fn` at most `max_tokens` at a time (a sequence's
-  // tokens split into as many calls as need be): memory stays bounded whatever the index claims (a
-  // corrupt one can make a document's sequences cover the .bin many times over). Each sequence is
-  // checked, as ReadDocument checks it, before any of its tokens are passed; the first error, or
-  // the first status other than OK that `fn` returns, ends the reading and is returned.
+  // Document d's tokens in order, passed to `fn` at most `max_tokens` (0 counts as 1) at a time (a
+  // sequence's tokens split into as many calls as need be): memory stays bounded whatever the index
+  // claims (a corrupt one can make a document's sequences cover the .bin many times over). Each
+  // sequence is checked, as ReadDocument checks it, before any of its tokens are passed; the first
+  // error, or the first status other than OK that `fn` returns, ends the reading and is returned.
   absl::Status ReadDocumentInChunks(
       uint64_t d, size_t max_tokens,
       absl::FunctionRef<absl::Status(const std::vector<uint32_t>&)> fn) const;

@@ -112,22 +112,26 @@ expect "the shard job again" 0 "" -- "$PILEPREP" --url "$root/data/samples" --fi
 expect "merge onto a shard job's dataset" 0 "" -- "$PILEPREP" merge \
   --output-prefix "$work/s/my-gpt3_01_text_document" "$work/read_text_document" -q
 [[ ! -e $rec ]] || { echo "FAIL: merge left the shard job's record beside its own outputs"; fail=1; }
-# Two preprocess runs into one prefix would share its temporaries: the second is refused, naming the
-# lock, which is the one a shard job takes for the same names. A killed run's temporaries are
-# removed by the next run.
+# Two writers of one dataset would share its temporaries: preprocess, merge and the shard job each
+# take the dataset's lock ({dataset}.pileprep-lock), so a second is refused, naming the lock. The
+# lock is held (by flock(1), as a run would hold it) until this script lets it go.
 mkdir -p "$work/pl"
-flock "$work/pl/my-gpt3_02.pileprep-lock" -c "touch '$work/pl/held'; sleep 3" &
-for _ in $(seq 100); do [[ -e $work/pl/held ]] && break; sleep 0.05; done
-expect "preprocess into a prefix another run holds" 1 "another pileprep process is writing it" -- \
-  "$PILEPREP" preprocess --input "$work/t.jsonl" --output-prefix "$work/pl/my-gpt3_02" -q
-[[ -e "$work/pl/my-gpt3_02_text_document.bin" ]] && { echo "FAIL: a refused preprocess wrote outputs"; fail=1; }
-expect "a shard job whose shard a preprocess run holds" 1 "another pileprep process is making it" -- \
-  "$PILEPREP" --url "$root/data/samples" --files 2 --output-dir "$work/pl" -q
-wait
+lk=$work/pl/my-gpt3_01_text_document.pileprep-lock
+flock "$lk" -c "touch '$work/pl/held'; while [ -e '$work/pl/held' ]; do sleep 0.05; done" &
+for _ in $(seq 200); do [[ -e $work/pl/held ]] && break; sleep 0.05; done
+expect "preprocess into a dataset another process holds" 1 "another pileprep process is writing it (another process, lock $lk)" -- \
+  "$PILEPREP" preprocess --input "$work/t.jsonl" --output-prefix "$work/pl/my-gpt3_01" -q
+[[ -e "$work/pl/my-gpt3_01_text_document.bin" ]] && { echo "FAIL: a refused preprocess wrote outputs"; fail=1; }
+expect "a shard job whose dataset another process holds" 1 "another pileprep process is making it (another process, lock $lk)" -- \
+  "$PILEPREP" --url "$root/data/samples" --files 1 --output-dir "$work/pl" -q
+expect "a merge into a dataset another process holds" 1 "another pileprep process is writing it (another process, lock $lk)" -- \
+  "$PILEPREP" merge --output-prefix "$work/pl/my-gpt3_01_text_document" "$work/read_text_document" -q
+[[ -e "$work/pl/my-gpt3_01_text_document.bin" ]] && { echo "FAIL: a refused run wrote outputs"; fail=1; }
 rm -f "$work/pl/held"
-for t in bin idx lengths docidx; do echo stale >"$work/pl/my-gpt3_02_text_document.$t.pileprep-tmp"; done
-expect "preprocess removes a killed run's temporaries" 0 "removed a stale temporary file of an interrupted run: $work/pl/my-gpt3_02_text_document.docidx.pileprep-tmp" -- \
-  "$PILEPREP" preprocess --input "$work/t.jsonl" --output-prefix "$work/pl/my-gpt3_02"
+wait
+for t in bin idx lengths docidx; do echo stale >"$work/pl/my-gpt3_01_text_document.$t.pileprep-tmp"; done
+expect "preprocess removes a killed run's temporaries" 0 "removed a stale temporary file of an interrupted run: $work/pl/my-gpt3_01_text_document.docidx.pileprep-tmp" -- \
+  "$PILEPREP" preprocess --input "$work/t.jsonl" --output-prefix "$work/pl/my-gpt3_01"
 left=$(ls "$work/pl" | grep 'pileprep-tmp\|pileprep-lock')
 [[ -z $left ]] || { echo "FAIL: preprocess left temporaries or its lock: $left"; fail=1; }
 expect "--json-keys with a slash" 2 'a key names the outputs' -- "$PILEPREP" --url "$root/data/samples" \

@@ -106,12 +106,14 @@ expect "merge refuses a broken input, record kept" 1 "not sound" -- "$PILEPREP" 
 [[ -e "$m/bad.pileprep.json" ]] || { echo "FAIL: a refused merge removed the output's record"; fail=1; }
 rm -f "$m/bad.pileprep.json"
 # Two merges into one output at once: the second is refused, naming the lock.
-flock "$m/list.pileprep-lock" -c "touch '$m/held'; sleep 3" &
-for _ in $(seq 100); do [[ -e $m/held ]] && break; sleep 0.05; done
+# The lock is held until this script lets it go (a fixed sleep could end before the merge looks).
+flock "$m/list.pileprep-lock" -c "touch '$m/held'; while [ -e '$m/held' ]; do sleep 0.05; done" &
+for _ in $(seq 200); do [[ -e $m/held ]] && break; sleep 0.05; done
 expect "a merge into an output another merge holds" 1 "another pileprep process is writing it" -- \
   "$PILEPREP" merge --output-prefix "$m/list" "$p0" -q
+rm -f "$m/held"
 wait
-rm -f "$m/list.pileprep-lock" "$m/held"
+rm -f "$m/list.pileprep-lock"
 # Without validation, lengths that do not cover their .bin (two stray bytes) are still refused:
 # every later input would be shifted.
 mkdir -p "$work/stray" && cp "$p0.idx" "$work/stray/s.idx" && cp "$p0.bin" "$work/stray/s.bin" &&

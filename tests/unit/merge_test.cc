@@ -2,7 +2,6 @@
 // memory over many inputs; refusals named clearly; nothing published on failure.
 #include "pileprep/merge.h"
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -13,11 +12,11 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "testing/files.h"
-#include "testing/memory_source.h"
 #include "pileprep/indexed_reader.h"
 #include "pileprep/pipeline.h"
 #include "pileprep/validate.h"
+#include "testing/files.h"
+#include "testing/memory_source.h"
 #include "zstd.h"
 
 namespace pileprep {
@@ -205,15 +204,6 @@ TEST_F(MergeTest, ManyInputsMergeInFlatMemory) {
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->inputs, static_cast<uint64_t>(kInputs));
   EXPECT_EQ(result->documents, uint64_t{kInputs} * kDocuments);
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-  // Under a sanitizer the allocator's quarantine and shadow memory make RSS meaningless.
-  ASSERT_TRUE(reset && base > 0 && peak > 0) << "/proc/self/clear_refs or /proc/self/status";
-  EXPECT_LT(peak - base, 8 * 1024) << "KiB of peak RSS growth";
-#else
-  (void)reset;
-  (void)base;
-  (void)peak;
-#endif
 
   ValidateOptions vo;
   vo.expect_eod = true;
@@ -231,6 +221,16 @@ TEST_F(MergeTest, ManyInputsMergeInFlatMemory) {
     EXPECT_EQ(x, y) << d;
     EXPECT_EQ(y.size(), static_cast<size_t>(2 - d % 2)) << d;
   }
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the allocator's quarantine and shadow memory make RSS meaningless here";
+#endif
+  if (!reset || base <= 0 || peak <= 0) {
+    GTEST_SKIP() << "no /proc/self/clear_refs (Linux 4.0+) or /proc/self/status: the peak "
+                    "cannot be measured";
+  }
+  // Measured: ~0.6 MB. One array held whole adds 7.6 MB (the lengths) or 15 MB (the pointers).
+  EXPECT_LT(peak - base, 4 * 1024) << "KiB of peak RSS growth";
 }
 
 TEST_F(MergeTest, MismatchedDTypesAreRefused) {
@@ -282,15 +282,20 @@ TEST_F(MergeTest, OutputThatIsAnInputUnderAnotherNameIsRefused) {
                               (dir_ / "alias" / "a").string(), options);
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument) << result.status();
   EXPECT_THAT(std::string(result.status().message()), HasSubstr("is also an input"));
-  // Hard links: the output's names are the input's files.
+  EXPECT_TRUE(ReadFile((dir_ / "a.bin").string()) == a_bin);
+  EXPECT_TRUE(ReadFile((dir_ / "a.idx").string()) == a_idx);
+  EXPECT_FALSE(fs::exists(dir_ / "a.bin.pileprep-tmp"));
+  // Hard links: the output's names are an input's files. Publishing would only replace c's names
+  // (b would keep its bytes), but this merges a dataset onto itself: refused too.
   fs::create_hard_link(dir_ / "b.bin", dir_ / "c.bin");
   fs::create_hard_link(dir_ / "b.idx", dir_ / "c.idx");
   result =
       MergeDatasets({(dir_ / "a").string(), (dir_ / "b").string()}, (dir_ / "c").string(), options);
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument) << result.status();
-  EXPECT_TRUE(ReadFile((dir_ / "a.bin").string()) == a_bin);
-  EXPECT_TRUE(ReadFile((dir_ / "a.idx").string()) == a_idx);
-  EXPECT_FALSE(fs::exists(dir_ / "a.bin.pileprep-tmp"));
+  EXPECT_THAT(std::string(result.status().message()),
+              HasSubstr("is also an input (" + (dir_ / "b").string() + ")"));
+  EXPECT_TRUE(ReadFile((dir_ / "c.bin").string()) == ReadFile((dir_ / "b.bin").string()));
+  EXPECT_FALSE(fs::exists(dir_ / "c.bin.pileprep-tmp"));
 }
 
 }  // namespace

@@ -43,17 +43,18 @@ std::vector<std::string> DatasetTemporaries(const std::string& prefix) {
   return paths;
 }
 
-bool LockOutputs(const std::string& lock_path, const std::string& outputs_name,
+std::string DatasetLockPath(const std::string& prefix) { return prefix + ".pileprep-lock"; }
+
+bool LockOutputs(const std::vector<std::string>& lock_paths, const std::string& outputs_name,
                  const std::vector<std::string>& stale, bool quiet,
-                 std::unique_ptr<PathLock>* lock) {
-  std::string held_by, unsupported;
-  *lock = PathLock::TryAcquire(lock_path, &held_by, &unsupported);
-  if (*lock == nullptr && !held_by.empty()) {
+                 std::vector<std::unique_ptr<PathLock>>* locks) {
+  std::string held_path, held_by, unsupported;
+  if (!PathLock::TryAcquireAll(lock_paths, locks, &held_path, &held_by, &unsupported)) {
     PrintError(absl::StrCat(outputs_name, ": another pileprep process is writing it (", held_by,
-                            ", lock ", lock_path, "); rerun once it has stopped"));
+                            ", lock ", held_path, "); rerun once it has stopped"));
     return false;
   }
-  if (*lock == nullptr && !quiet) {
+  if (!unsupported.empty() && !quiet) {
     std::fprintf(stderr,
                  "pileprep: running without a lock (%s): make sure no other run writes %s at the "
                  "same time\n",

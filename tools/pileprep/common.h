@@ -69,13 +69,18 @@ std::vector<std::string> UniqueKeys(const std::vector<std::string>& keys);
 // never valid input to anything, so a killed run's are removed by the next run that holds the lock.
 std::vector<std::string> DatasetTemporaries(const std::string& prefix);
 
-// One process at a time writes the outputs that `lock_path` stands for (a PathLock): true with
-// *lock set (nullptr where the file system cannot lock: a note is printed, unless quiet, and the
-// run goes on), then the files in `stale` that exist are removed, each named unless quiet. false
-// when another process holds it: the error, naming the holder, is printed.
-bool LockOutputs(const std::string& lock_path, const std::string& outputs_name,
+// "{prefix}.pileprep-lock": the lock every writer of the dataset `prefix` holds (the shard job,
+// preprocess, merge), so that two of them never share its temporaries.
+std::string DatasetLockPath(const std::string& prefix);
+
+// One process at a time writes the outputs that `lock_paths` stand for (PathLock::TryAcquireAll):
+// true with *locks set (a path the file system cannot lock left out: a note is printed, unless
+// quiet, and the run goes on), then the files in `stale` that exist are removed, each named
+// unless quiet. false when another process holds one: the error, naming `outputs_name`, the
+// holder and the lock, is printed.
+bool LockOutputs(const std::vector<std::string>& lock_paths, const std::string& outputs_name,
                  const std::vector<std::string>& stale, bool quiet,
-                 std::unique_ptr<PathLock>* lock);
+                 std::vector<std::unique_ptr<PathLock>>* locks);
 
 // A dataset named on the command line: "x.idx" and "x.bin" name the pair "x" too.
 std::string StripPairSuffix(const std::string& arg);

@@ -75,13 +75,14 @@ int RunInspect(int argc, char** argv, int first) {
   args.Add("help", Args::Kind::kSwitch, "", "show this help (-h)");
   const std::optional<int> done = ParseOrHelp(
       args, argc, argv, first,
-        "Usage: pileprep inspect PREFIX [--doc N [--decode]]\n\n"
-        "Prints a .bin/.idx pair's dtype, sequence, document and token counts and a histogram of\n"
-        "sequence lengths; with --doc N, document N's token ids, or with --decode its text.\n\n",
-        "Exit status:\n"
-        "  0  printed\n"
-        "  1  the dataset cannot be read (run `pileprep validate` on it)\n"
-        "  2  usage error\n");
+      "Usage: pileprep inspect PREFIX [--doc N [--decode]]\n\n"
+      "Prints a .bin/.idx pair's dtype, sequence, document and token counts and a histogram of\n"
+      "sequence lengths; with --doc N, document N's token ids, or with --decode its text.\n\n",
+      "Exit status:\n"
+      "  0  printed\n"
+      "  1  the dataset cannot be read (run `pileprep validate` on it), --decode met an id the\n"
+      "     vocabulary does not have, or stdout failed\n"
+      "  2  usage error\n");
   if (done) return *done;
   if (args.positional().size() != 1) {
     PrintError("inspect needs exactly one PREFIX (see --help)");
@@ -115,7 +116,11 @@ int RunInspect(int argc, char** argv, int first) {
     return flushed();
   }
   // The document is read and printed a chunk at a time: a corrupt index can make one document's
-  // sequences cover the .bin many times over.
+  // sequences cover the .bin many times over. Printing stops once stdout has failed.
+  auto written = [] {
+    return std::ferror(stdout) ? absl::DataLossError(absl::StrCat("stdout: ", std::strerror(errno)))
+                               : absl::OkStatus();
+  };
   constexpr size_t kChunkTokens = size_t{1} << 16;
   const uint64_t d = static_cast<uint64_t>(doc);
   if (!args.Has("decode")) {
@@ -126,10 +131,11 @@ int RunInspect(int argc, char** argv, int first) {
           line.clear();
           for (uint32_t id : ids) absl::StrAppend(&line, first_id ? "" : " ", id), first_id = false;
           std::fwrite(line.data(), 1, line.size(), stdout);
-          return absl::OkStatus();
+          return written();
         });
     std::fputc('\n', stdout);
     if (!s.ok()) {
+      std::fflush(stdout);  // what was printed goes before the error, where both go to one file
       PrintError(std::string(s.message()));
       return kExitFailed;
     }
@@ -152,7 +158,7 @@ int RunInspect(int argc, char** argv, int first) {
   // An id the vocabulary does not have has no text: rather than leave it out of what is printed
   // (the text would read as whole), the decoding stops there and says so.
   uint64_t position = 0;
-  char last = '\n';
+  char last = '\0';  // the last byte printed: the text ends with a newline, one added if need be
   absl::Status s =
       (*reader)->ReadDocumentInChunks(d, kChunkTokens, [&](const std::vector<uint32_t>& ids) {
         for (size_t k = 0; k < ids.size(); ++k) {
@@ -172,7 +178,7 @@ int RunInspect(int argc, char** argv, int first) {
         const std::string text = (*tokenizer)->Decode(ids);
         std::fwrite(text.data(), 1, text.size(), stdout);
         if (!text.empty()) last = text.back();
-        return absl::OkStatus();
+        return written();
       });
   if (last != '\n') std::fputc('\n', stdout);
   if (!s.ok()) {

@@ -79,13 +79,13 @@ int RunMerge(int argc, char** argv, int first) {
                      ": names no file (P.bin and P.idx are written; P must not end in '/')"));
     return kExitUsage;
   }
-  // Two merges into one output would share its temporaries: one at a time. Then a killed merge's
-  // temporaries go.
-  std::unique_ptr<PathLock> lock;
-  if (!LockOutputs(output + ".pileprep-lock", output,
+  // Two writers of one output (two merges, a merge and a preprocess or shard job) would share its
+  // temporaries: one at a time. Then a killed merge's temporaries go.
+  std::vector<std::unique_ptr<PathLock>> locks;
+  if (!LockOutputs({DatasetLockPath(output)}, output,
                    {absl::StrCat(output, ".bin", kIndexedDatasetTempSuffix),
                     absl::StrCat(output, ".idx", kIndexedDatasetTempSuffix)},
-                   args.Has("quiet"), &lock)) {
+                   args.Has("quiet"), &locks)) {
     return kExitFailed;
   }
   MergeOptions options;

@@ -70,6 +70,24 @@ std::unique_ptr<PathLock> PathLock::TryAcquire(const std::string& path, std::str
   return nullptr;
 }
 
+bool PathLock::TryAcquireAll(const std::vector<std::string>& paths,
+                             std::vector<std::unique_ptr<PathLock>>* locks, std::string* held_path,
+                             std::string* held_by, std::string* unsupported) {
+  locks->clear();
+  for (const std::string& path : paths) {
+    std::string by;
+    std::unique_ptr<PathLock> lock = TryAcquire(path, &by, unsupported);
+    if (lock == nullptr && !by.empty()) {
+      locks->clear();
+      *held_path = path;
+      *held_by = by;
+      return false;
+    }
+    if (lock != nullptr) locks->push_back(std::move(lock));
+  }
+  return true;
+}
+
 std::unique_ptr<PathLock> PathLock::Acquire(const std::string& path, double wait_s,
                                             std::string* held_by, std::string* unsupported) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);

@@ -7,9 +7,10 @@
 // TryAcquire says so and the caller runs unlocked; where flock is local to a node (Lustre
 // -o localflock, BeeGFS by default) only one node's processes exclude each other.
 //
-// Users: a shard job's shards ({output-dir}/{prefix}_NN.pileprep-lock), a kept download
-// ({keep-downloads}/NN.jsonl.zst.pileprep-lock), a rank's summary, merge's output
-// ({prefix}.pileprep-lock).
+// Users: every dataset a process writes ({dataset prefix}.pileprep-lock: the shard job's, merge's
+// and preprocess's outputs, so that any two of them exclude each other on one name), a shard job's
+// shards besides ({output-dir}/{prefix}_NN.pileprep-lock, which --dry-run reports), a kept
+// download ({keep-downloads}/NN.jsonl.zst.pileprep-lock), a rank's summary.
 #ifndef PILEPREP_TOOLS_PILEPREP_PATH_LOCK_H_
 #define PILEPREP_TOOLS_PILEPREP_PATH_LOCK_H_
 
@@ -17,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace pileprep::cli {
 
@@ -28,6 +30,12 @@ class PathLock {
   // it, or nullptr with *unsupported set when the file system cannot lock.
   static std::unique_ptr<PathLock> TryAcquire(const std::string& path, std::string* held_by,
                                               std::string* unsupported);
+  // TryAcquire of each path in order, all or none: true with every lock in *locks (replaced),
+  // those the file system cannot lock left out with *unsupported set. false when another process
+  // holds one: *held_path and *held_by name it, and the locks taken here are released.
+  static bool TryAcquireAll(const std::vector<std::string>& paths,
+                            std::vector<std::unique_ptr<PathLock>>* locks, std::string* held_path,
+                            std::string* held_by, std::string* unsupported);
   // TryAcquire again every 0.1 s while another process holds it, for up to `wait_s` seconds: for
   // a lock held only for moments (a summary being written).
   static std::unique_ptr<PathLock> Acquire(const std::string& path, double wait_s,

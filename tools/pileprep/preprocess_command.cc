@@ -99,17 +99,16 @@ int RunPreprocess(int argc, char** argv, int first) {
     PrintError(std::string(s.message()));
     return kExitUsage;
   }
-  std::vector<std::string> prefixes, stale;
+  std::vector<std::string> prefixes, lock_paths, stale;
   for (const std::string& key : c.pipeline.jsonl.json_keys) {
     prefixes.push_back(absl::StrCat(prefix, "_", key, "_document"));
+    lock_paths.push_back(DatasetLockPath(prefixes.back()));
     for (std::string& t : DatasetTemporaries(prefixes.back())) stale.push_back(std::move(t));
   }
-  // Two runs into one prefix would share its temporaries: one at a time, under the lock a shard
-  // job takes for the same names (its P is {output-dir}/{output-prefix}_NN). Then a killed run's
-  // temporaries go.
-  std::unique_ptr<PathLock> lock;
-  if (!LockOutputs(prefix + ".pileprep-lock", absl::StrCat(prefix, "_*_document"), stale,
-                   c.console.quiet, &lock)) {
+  // Two writers of one dataset (two preprocess runs, a merge, a shard job) would share its
+  // temporaries: one at a time. Then a killed run's temporaries go.
+  std::vector<std::unique_ptr<PathLock>> locks;
+  if (!LockOutputs(lock_paths, absl::StrJoin(prefixes, ", "), stale, c.console.quiet, &locks)) {
     return kExitFailed;
   }
   const int used_threads =

@@ -95,6 +95,14 @@ std::string ShardLockPath(const JobConfig& job, int n) {
       .string();
 }
 
+// The locks a run holds while it works on shard n: the shard's, then each of its datasets' (the
+// lock merge and preprocess take for the same names).
+std::vector<std::string> ShardLockPaths(const JobConfig& job, const Common& c, int n) {
+  std::vector<std::string> paths = {ShardLockPath(job, n)};
+  for (const std::string& p : PrefixesFor(job, c, n)) paths.push_back(DatasetLockPath(p));
+  return paths;
+}
+
 // Temporaries a killed run may have left for shard n: they are never valid input to anything.
 void RemoveStaleTemporaries(const JobConfig& job, const Common& c, int n) {
   std::vector<std::string> paths;
@@ -407,7 +415,11 @@ std::string ShardPlanState(const JobConfig& job, const Common& c, const Gpt2Toke
   *left_alone = false;
   const std::string state = PlanStateOfFiles(job, c, tokenizer, n, refused);
   if (absl::StartsWith(state, "REFUSED")) return state;
-  const std::optional<PathLock::Seen> seen = PathLock::Holder(ShardLockPath(job, n));
+  std::optional<PathLock::Seen> seen;  // a certain holder before an uncertain one
+  for (const std::string& path : ShardLockPaths(job, c, n)) {
+    std::optional<PathLock::Seen> s = PathLock::Holder(path);
+    if (s && (!seen || (s->certain && !seen->certain))) seen = std::move(s);
+  }
   if (!seen) return state;
   if (seen->certain) {
     *left_alone = true;
@@ -514,7 +526,7 @@ int RunShardJob(int argc, char** argv, int first) {
   args.Add("header", Args::Kind::kMulti, "\"NAME: VALUE\"",
            "extra HTTP request header(s), e.g. \"Authorization: Bearer $HF_TOKEN\" (never printed)");
   args.Add("retries", Args::Kind::kValue, "N",
-           "download attempts in a row without progress before a shard fails",
+           "retries in a row without progress before a shard fails (N + 1 failed attempts)",
            absl::StrCat(fetch_defaults.max_retries));
   args.Add("retry-wait", Args::Kind::kValue, "SECONDS",
            "first wait before a retry; doubles each time (with jitter) up to 60 s",
@@ -697,15 +709,16 @@ int RunShardJob(int argc, char** argv, int first) {
   }
 
   // Resume: a killed run's temporaries go; complete, valid outputs stay and are not made again.
-  // Each shard is locked first (PathLock), and stays locked until this run is done with it: a
-  // rank with many files holds as many descriptors, so the soft limit goes up to the hard one.
+  // Each shard is locked first (PathLock: the shard and its datasets), and stays locked until
+  // this run is done with it: a rank with many files holds as many descriptors (one more per
+  // key), so the soft limit goes up to the hard one.
   if (struct rlimit nofile;
       ::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
     nofile.rlim_cur = nofile.rlim_max;
     ::setrlimit(RLIMIT_NOFILE, &nofile);
   }
   std::vector<ShardOutcome> outcomes(mine->size());
-  std::vector<std::unique_ptr<PathLock>> locks(mine->size());
+  std::vector<std::vector<std::unique_ptr<PathLock>>> locks(mine->size());
   std::vector<size_t> todo;
   std::vector<std::string> other_settings;  // complete datasets made with other settings
   int busy = 0;  // shards left alone: another process holds them, or their pending records
@@ -715,20 +728,19 @@ int RunShardJob(int argc, char** argv, int first) {
     const int n = (*mine)[i];
     outcomes[i].name = ShardFileName(n);
     outcomes[i].source = RedactUrl(ShardInput(job.source, n));
-    std::string held_by, unsupported;
-    const std::string lock_path = ShardLockPath(job, n);
-    locks[i] = PathLock::TryAcquire(lock_path, &held_by, &unsupported);
-    if (locks[i] == nullptr && !held_by.empty()) {
+    std::string held_path, held_by, unsupported;
+    if (!PathLock::TryAcquireAll(ShardLockPaths(job, c, n), &locks[i], &held_path, &held_by,
+                                 &unsupported)) {
       outcomes[i].status = "FAILED";
       outcomes[i].error = absl::StrCat(
           outcomes[i].name, ": another pileprep process is making it (", held_by, ", lock ",
-          lock_path, "); left alone. Check for a second job or launcher on ",
-          job.output_dir, ", and rerun once it has stopped");
+          held_path, "); left alone. Check for a second job or launcher on ", job.output_dir,
+          ", and rerun once it has stopped");
       PrintError(outcomes[i].error);
       ++busy;
       continue;
     }
-    if (locks[i] == nullptr && !said_unlocked) {
+    if (!unsupported.empty() && !said_unlocked) {
       said_unlocked = true;
       std::fprintf(stderr,
                    "pileprep: running without shard locks (%s): make sure no other run "
@@ -747,7 +759,7 @@ int RunShardJob(int argc, char** argv, int first) {
           outcomes[i].name, ": an interrupted run's pending records: ", pending.status().message(),
           "; left alone (neither skipped nor made again). Fix the cause and rerun");
       PrintError(outcomes[i].error);
-      locks[i].reset();
+      locks[i].clear();
       ++busy;
       continue;
     }
@@ -788,7 +800,7 @@ int RunShardJob(int argc, char** argv, int first) {
           "; left alone (neither skipped nor made again). Fix the cause and rerun, or make it "
           "again with --force");
       PrintError(outcomes[i].error);
-      locks[i].reset();
+      locks[i].clear();
       ++busy;
       continue;
     }
@@ -825,7 +837,7 @@ int RunShardJob(int argc, char** argv, int first) {
         absl::StrAppend(&notes, "; ", std::filesystem::path(prefixes[k]).filename().string(), ": ",
                         checks[k].why);
       }
-      locks[i].reset();  // complete: nothing more to guard, and one descriptor fewer
+      locks[i].clear();  // complete: nothing more to guard, and one descriptor fewer
       if (!c.console.quiet) {
         std::fprintf(stderr,
                      "%s: outputs already complete and valid; skipped (--force redoes it)%s\n",
@@ -1017,7 +1029,7 @@ int RunShardJob(int argc, char** argv, int first) {
         for (const std::string& p : prefixes) ::unlink(PendingRecordPath(p).c_str());
       }
     }
-    locks[i].reset();  // published or not, this run is done with the shard
+    locks[i].clear();  // published or not, this run is done with the shard
     if (drop_cache) {
       std::fprintf(stderr,
                    "removed the kept download %s: its bytes are damaged; the next run "
