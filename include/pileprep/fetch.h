@@ -11,9 +11,8 @@
 // Faults handled inside the source (the consumer sees one unbroken byte stream):
 //   - connection errors, timeouts (no byte for `connect_timeout_s`; slower than `low_speed_limit`
 //     bytes/s for `low_speed_time_s`), HTTP 5xx, 408 and 429: retried with exponential backoff
-//     and jitter; 429/503 honour Retry-After. `max_retries` counts the retries in a row after
-//     an attempt that delivered no byte: the download gives up on the (max_retries + 1)th such
-//     failure.
+//     and jitter; 429/503 honour Retry-After. The download gives up once `max_retries` retries in
+//     a row have each delivered no byte (0: no retry).
 //   - a connection dropped mid-body: the download resumes with `Range: bytes=N-` where N is the
 //     exact number of bytes already delivered, guarded by `If-Range` with the first answer's strong
 //     ETag (else its Last-Modified); the 206 answer's own validator must match the first
@@ -60,7 +59,7 @@
 namespace pileprep {
 
 struct FetchOptions {
-  int max_retries = 10;  // retries in a row without a byte delivered before giving up
+  int max_retries = 10;  // retries in a row, each delivering no byte, before giving up
   double backoff_initial_s = 1.0;       // first retry delay; doubles per consecutive failure
   double backoff_max_s = 60.0;          // cap of the delay (and of an honoured Retry-After: 10x this)
   long connect_timeout_s = 30;          // TCP + TLS connect

@@ -122,11 +122,19 @@ for _ in $(seq 200); do [[ -e $work/pl/held ]] && break; sleep 0.05; done
 expect "preprocess into a dataset another process holds" 1 "another pileprep process is writing it (another process, lock $lk)" -- \
   "$PILEPREP" preprocess --input "$work/t.jsonl" --output-prefix "$work/pl/my-gpt3_01" -q
 [[ -e "$work/pl/my-gpt3_01_text_document.bin" ]] && { echo "FAIL: a refused preprocess wrote outputs"; fail=1; }
-expect "a shard job whose dataset another process holds" 1 "another pileprep process is making it (another process, lock $lk)" -- \
+expect "a shard job whose dataset another process holds" 1 "another pileprep process is writing one of its datasets (another process, lock $lk" -- \
   "$PILEPREP" --url "$root/data/samples" --files 1 --output-dir "$work/pl" -q
 expect "a merge into a dataset another process holds" 1 "another pileprep process is writing it (another process, lock $lk)" -- \
   "$PILEPREP" merge --output-prefix "$work/pl/my-gpt3_01_text_document" "$work/read_text_document" -q
 [[ -e "$work/pl/my-gpt3_01_text_document.bin" ]] && { echo "FAIL: a refused run wrote outputs"; fail=1; }
+# A refused run leaves no lock of its own: with two keys, the one taken first (code's: they are
+# taken sorted) is let go.
+expect "preprocess with two keys, one held" 1 "another pileprep process is writing it (another process, lock $lk)" -- \
+  "$PILEPREP" preprocess --input "$work/t.jsonl" --output-prefix "$work/pl/my-gpt3_01" --json-keys text code -q
+[[ -e "$work/pl/my-gpt3_01_code_document.pileprep-lock" ]] &&
+  { echo "FAIL: a refused run kept the lock it took first"; fail=1; }
+expect "the dry run names a held dataset lock" 0 "FAILED, left alone: another pileprep process is making it" -- \
+  "$PILEPREP" --url "$root/data/samples" --files 1 --output-dir "$work/pl" --dry-run
 rm -f "$work/pl/held"
 wait
 for t in bin idx lengths docidx; do echo stale >"$work/pl/my-gpt3_01_text_document.$t.pileprep-tmp"; done

@@ -46,10 +46,11 @@ std::vector<std::string> DatasetTemporaries(const std::string& prefix) {
 std::string DatasetLockPath(const std::string& prefix) { return prefix + ".pileprep-lock"; }
 
 bool LockOutputs(const std::vector<std::string>& lock_paths, const std::string& outputs_name,
-                 const std::vector<std::string>& stale, bool quiet,
-                 std::vector<std::unique_ptr<PathLock>>* locks) {
+                 const std::vector<std::string>& stale, bool quiet, PathLocks* locks) {
   std::string held_path, held_by, unsupported;
-  if (!PathLock::TryAcquireAll(lock_paths, locks, &held_path, &held_by, &unsupported)) {
+  std::vector<std::string> sorted = lock_paths;
+  std::sort(sorted.begin(), sorted.end());
+  if (!locks->TryAcquireAll(sorted, &held_path, &held_by, &unsupported)) {
     PrintError(absl::StrCat(outputs_name, ": another pileprep process is writing it (", held_by,
                             ", lock ", held_path, "); rerun once it has stopped"));
     return false;

@@ -73,14 +73,14 @@ std::vector<std::string> DatasetTemporaries(const std::string& prefix);
 // preprocess, merge), so that two of them never share its temporaries.
 std::string DatasetLockPath(const std::string& prefix);
 
-// One process at a time writes the outputs that `lock_paths` stand for (PathLock::TryAcquireAll):
+// One process at a time writes the outputs that `lock_paths` stand for (PathLocks::TryAcquireAll,
+// in sorted order):
 // true with *locks set (a path the file system cannot lock left out: a note is printed, unless
 // quiet, and the run goes on), then the files in `stale` that exist are removed, each named
 // unless quiet. false when another process holds one: the error, naming `outputs_name`, the
 // holder and the lock, is printed.
 bool LockOutputs(const std::vector<std::string>& lock_paths, const std::string& outputs_name,
-                 const std::vector<std::string>& stale, bool quiet,
-                 std::vector<std::unique_ptr<PathLock>>* locks);
+                 const std::vector<std::string>& stale, bool quiet, PathLocks* locks);
 
 // A dataset named on the command line: "x.idx" and "x.bin" name the pair "x" too.
 std::string StripPairSuffix(const std::string& arg);

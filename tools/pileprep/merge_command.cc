@@ -81,7 +81,7 @@ int RunMerge(int argc, char** argv, int first) {
   }
   // Two writers of one output (two merges, a merge and a preprocess or shard job) would share its
   // temporaries: one at a time. Then a killed merge's temporaries go.
-  std::vector<std::unique_ptr<PathLock>> locks;
+  PathLocks locks;
   if (!LockOutputs({DatasetLockPath(output)}, output,
                    {absl::StrCat(output, ".bin", kIndexedDatasetTempSuffix),
                     absl::StrCat(output, ".idx", kIndexedDatasetTempSuffix)},

@@ -70,20 +70,19 @@ std::unique_ptr<PathLock> PathLock::TryAcquire(const std::string& path, std::str
   return nullptr;
 }
 
-bool PathLock::TryAcquireAll(const std::vector<std::string>& paths,
-                             std::vector<std::unique_ptr<PathLock>>* locks, std::string* held_path,
-                             std::string* held_by, std::string* unsupported) {
-  locks->clear();
+bool PathLocks::TryAcquireAll(const std::vector<std::string>& paths, std::string* held_path,
+                              std::string* held_by, std::string* unsupported) {
+  clear();
   for (const std::string& path : paths) {
     std::string by;
-    std::unique_ptr<PathLock> lock = TryAcquire(path, &by, unsupported);
+    std::unique_ptr<PathLock> lock = PathLock::TryAcquire(path, &by, unsupported);
     if (lock == nullptr && !by.empty()) {
-      locks->clear();
+      clear();
       *held_path = path;
       *held_by = by;
       return false;
     }
-    if (lock != nullptr) locks->push_back(std::move(lock));
+    if (lock != nullptr) held_.push_back(std::move(lock));
   }
   return true;
 }

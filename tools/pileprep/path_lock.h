@@ -30,12 +30,6 @@ class PathLock {
   // it, or nullptr with *unsupported set when the file system cannot lock.
   static std::unique_ptr<PathLock> TryAcquire(const std::string& path, std::string* held_by,
                                               std::string* unsupported);
-  // TryAcquire of each path in order, all or none: true with every lock in *locks (replaced),
-  // those the file system cannot lock left out with *unsupported set. false when another process
-  // holds one: *held_path and *held_by name it, and the locks taken here are released.
-  static bool TryAcquireAll(const std::vector<std::string>& paths,
-                            std::vector<std::unique_ptr<PathLock>>* locks, std::string* held_path,
-                            std::string* held_by, std::string* unsupported);
   // TryAcquire again every 0.1 s while another process holds it, for up to `wait_s` seconds: for
   // a lock held only for moments (a summary being written).
   static std::unique_ptr<PathLock> Acquire(const std::string& path, double wait_s,
@@ -67,6 +61,35 @@ class PathLock {
   PathLock(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
   int fd_;
   std::string path_;
+};
+
+// Several PathLocks held together (a shard's and its datasets'), released in the reverse of the
+// order they were taken: the shard's last, so that a process that gets the shard's lock finds its
+// datasets' free.
+class PathLocks {
+ public:
+  PathLocks() = default;
+  PathLocks(PathLocks&&) = default;
+  PathLocks& operator=(PathLocks&& other) {
+    clear();
+    held_ = std::move(other.held_);
+    return *this;
+  }
+  ~PathLocks() { clear(); }
+
+  // TryAcquire of each path in order, all or none: true with every lock held (those before
+  // released first), those the file system cannot lock left out with *unsupported set. false
+  // when another process holds one: *held_path and *held_by name it, and none is held. Two
+  // callers that may want the same locks must ask in one order (sorted), or each can take one
+  // and find the other's held: both refused, though neither waits.
+  bool TryAcquireAll(const std::vector<std::string>& paths, std::string* held_path,
+                     std::string* held_by, std::string* unsupported);
+  void clear() {
+    while (!held_.empty()) held_.pop_back();
+  }
+
+ private:
+  std::vector<std::unique_ptr<PathLock>> held_;
 };
 
 }  // namespace pileprep::cli

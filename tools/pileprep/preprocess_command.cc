@@ -107,7 +107,7 @@ int RunPreprocess(int argc, char** argv, int first) {
   }
   // Two writers of one dataset (two preprocess runs, a merge, a shard job) would share its
   // temporaries: one at a time. Then a killed run's temporaries go.
-  std::vector<std::unique_ptr<PathLock>> locks;
+  PathLocks locks;
   if (!LockOutputs(lock_paths, absl::StrJoin(prefixes, ", "), stale, c.console.quiet, &locks)) {
     return kExitFailed;
   }

@@ -96,10 +96,11 @@ std::string ShardLockPath(const JobConfig& job, int n) {
 }
 
 // The locks a run holds while it works on shard n: the shard's, then each of its datasets' (the
-// lock merge and preprocess take for the same names).
+// lock merge and preprocess take for the same names), sorted as they sort theirs (LockOutputs).
 std::vector<std::string> ShardLockPaths(const JobConfig& job, const Common& c, int n) {
   std::vector<std::string> paths = {ShardLockPath(job, n)};
   for (const std::string& p : PrefixesFor(job, c, n)) paths.push_back(DatasetLockPath(p));
+  std::sort(paths.begin() + 1, paths.end());
   return paths;
 }
 
@@ -526,7 +527,7 @@ int RunShardJob(int argc, char** argv, int first) {
   args.Add("header", Args::Kind::kMulti, "\"NAME: VALUE\"",
            "extra HTTP request header(s), e.g. \"Authorization: Bearer $HF_TOKEN\" (never printed)");
   args.Add("retries", Args::Kind::kValue, "N",
-           "retries in a row without progress before a shard fails (N + 1 failed attempts)",
+           "retries in a row, each without one new byte, before a shard fails",
            absl::StrCat(fetch_defaults.max_retries));
   args.Add("retry-wait", Args::Kind::kValue, "SECONDS",
            "first wait before a retry; doubles each time (with jitter) up to 60 s",
@@ -718,7 +719,7 @@ int RunShardJob(int argc, char** argv, int first) {
     ::setrlimit(RLIMIT_NOFILE, &nofile);
   }
   std::vector<ShardOutcome> outcomes(mine->size());
-  std::vector<std::vector<std::unique_ptr<PathLock>>> locks(mine->size());
+  std::vector<PathLocks> locks(mine->size());
   std::vector<size_t> todo;
   std::vector<std::string> other_settings;  // complete datasets made with other settings
   int busy = 0;  // shards left alone: another process holds them, or their pending records
@@ -729,13 +730,21 @@ int RunShardJob(int argc, char** argv, int first) {
     outcomes[i].name = ShardFileName(n);
     outcomes[i].source = RedactUrl(ShardInput(job.source, n));
     std::string held_path, held_by, unsupported;
-    if (!PathLock::TryAcquireAll(ShardLockPaths(job, c, n), &locks[i], &held_path, &held_by,
-                                 &unsupported)) {
+    const std::vector<std::string> lock_paths = ShardLockPaths(job, c, n);
+    if (!locks[i].TryAcquireAll(lock_paths, &held_path, &held_by, &unsupported)) {
       outcomes[i].status = "FAILED";
-      outcomes[i].error = absl::StrCat(
-          outcomes[i].name, ": another pileprep process is making it (", held_by, ", lock ",
-          held_path, "); left alone. Check for a second job or launcher on ", job.output_dir,
-          ", and rerun once it has stopped");
+      outcomes[i].error =
+          held_path == lock_paths.front()
+              ? absl::StrCat(outcomes[i].name, ": another pileprep process is making it (", held_by,
+                             ", lock ", held_path,
+                             "); left alone. Check for a second job or launcher on ",
+                             job.output_dir, ", and rerun once it has stopped")
+              : absl::StrCat(outcomes[i].name,
+                             ": another pileprep process is writing one of its "
+                             "datasets (",
+                             held_by, ", lock ", held_path,
+                             ": a merge or preprocess onto this job's names, or another job); "
+                             "left alone. Rerun once it has stopped");
       PrintError(outcomes[i].error);
       ++busy;
       continue;
