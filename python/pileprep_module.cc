@@ -94,7 +94,7 @@ py::object NumpyDtype(TokenDType d) {
 PyGptDataset OpenGptDataset(py::object data_path, int64_t seq_length,
                             std::optional<int64_t> num_samples, uint32_t seed,
                             std::optional<std::string> split, int split_index, bool add_extra_token,
-                            bool drop_last_partial_sequence, bool legacy_split,
+                            bool drop_last_partial_validation_sequence, bool legacy_split,
                             std::optional<std::string> cache_dir) {
   GptDatasetOptions o;
   o.sequence_length = seq_length;
@@ -103,7 +103,7 @@ PyGptDataset OpenGptDataset(py::object data_path, int64_t seq_length,
   o.split = split.value_or("");
   o.split_index = split_index;
   o.add_extra_token = add_extra_token;
-  o.drop_last_partial_sequence = drop_last_partial_sequence;
+  o.drop_last_partial_validation_sequence = drop_last_partial_validation_sequence;
   o.split_rounding = legacy_split ? SplitRounding::kLegacy : SplitRounding::kCurrent;
   o.cache_dir = cache_dir.value_or("");
   absl::StatusOr<Blend> blend;
@@ -126,7 +126,7 @@ PyGptDataset OpenGptDataset(py::object data_path, int64_t seq_length,
   return PyGptDataset{
       *std::move(ds), seq_length,
       py::make_tuple(path, seq_length, num_samples, seed, split, split_index, add_extra_token,
-                     drop_last_partial_sequence, legacy_split, cache_dir)};
+                     drop_last_partial_validation_sequence, legacy_split, cache_dir)};
 }
 
 }  // namespace
@@ -205,8 +205,9 @@ PYBIND11_MODULE(_pileprep, m) {
       .def(py::init(&OpenGptDataset), py::arg("prefix_or_blend"), py::arg("seq_length"),
            py::arg("num_samples") = py::none(), py::arg("seed") = 1234,
            py::arg("split") = py::none(), py::arg("split_index") = 0,
-           py::arg("add_extra_token") = true, py::arg("drop_last_partial_sequence") = true,
-           py::arg("legacy_split") = false, py::arg("cache_dir") = py::none())
+           py::arg("add_extra_token") = true,
+           py::arg("drop_last_partial_validation_sequence") = true, py::arg("legacy_split") = false,
+           py::arg("cache_dir") = py::none())
       .def(py::pickle([](const PyGptDataset& g) { return g.args; },
                       [](const py::tuple& t) {
                         if (t.size() != 10) throw std::runtime_error("GPTDataset: bad pickle");

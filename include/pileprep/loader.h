@@ -242,7 +242,10 @@ struct GptDatasetOptions {
   std::optional<int64_t> num_samples;
   uint32_t seed = 1234;
   bool add_extra_token = true;
-  bool drop_last_partial_sequence = true;
+  // Megatron's drop_last_partial_validation_sequence: false keeps the validation split's
+  // (split_index 1) last, partial sample (GptIndexOptions::drop_last_partial_sequence = false for
+  // it). Every other split drops it whatever this says, as in Megatron.
+  bool drop_last_partial_validation_sequence = true;
   // Split string ("969,30,1"); empty: every sequence (no split).
   std::string split;
   // Which split: 0 train, 1 valid, 2 test.
@@ -291,10 +294,11 @@ class GptDataset {
 
   // Sample i's text as int64 tokens (Megatron's "text"; tokens = text[:-1], labels = text[1:]).
   // sample_tokens() of them, except the last sample of a split kept with
-  // drop_last_partial_sequence = false, which may be shorter: Megatron pads that one with its pad
-  // id before building the sample dict (the Python module's TorchGPTDataset does too); GetSample
-  // returns the real tokens only. Errors: OutOfRange; DataLoss when the mapped .idx or cached index
-  // files were rewritten in place since Open (their values are checked as they are used).
+  // drop_last_partial_validation_sequence = false, which may be shorter: Megatron pads that one
+  // with its pad id before building the sample dict (the Python module's TorchGPTDataset does too);
+  // GetSample returns the real tokens only. Errors: OutOfRange; DataLoss when the mapped .idx or
+  // cached index files were rewritten in place since Open (their values are checked as they are
+  // used).
   absl::Status GetSample(int64_t i, std::vector<int64_t>* text) const;
   // Where sample i's tokens are (zero-copy access through dataset(k)). Returns k, the dataset.
   absl::StatusOr<int> GetSampleParts(int64_t i, std::vector<SamplePart>* parts) const;

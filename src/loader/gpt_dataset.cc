@@ -810,7 +810,9 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Open(const Blend& blend,
     io.sequence_length = options.sequence_length;
     io.seed = options.seed;
     io.add_extra_token = options.add_extra_token;
-    io.drop_last_partial_sequence = options.drop_last_partial_sequence;
+    // Megatron rounds the sample count up only for the validation split, and only when asked.
+    io.drop_last_partial_sequence =
+        options.split_index != 1 || options.drop_last_partial_validation_sequence;
     if (weighted) {
       const double target = std::ceil(static_cast<double>(*options.num_samples) * sized_by[k]);
       io.num_samples = static_cast<int64_t>(std::ceil(target * (1.0 + options.blend_surplus)));

@@ -340,6 +340,7 @@ def test_randomized(pileprep, writer, tmp, trials, seed):
     rnd = random.Random(seed)
     separate_cases = 0
     multi_epoch = 0
+    kept_partial = 0
     for t in range(trials):
         dtype = rnd.choice([numpy.uint16, numpy.int32])
         prefix = os.path.join(tmp, f"rand{t}")
@@ -366,13 +367,17 @@ def test_randomized(pileprep, writer, tmp, trials, seed):
         num_samples = rnd.choice([None, rnd.randint(0, per_epoch), rnd.randint(1, 4 * per_epoch),
                                   per_epoch + rnd.randint(0, max(per_epoch // 4, 1))])
         s = rnd.choice([0, 1, 1234, 2**32 - 1, rnd.randint(0, 2**32 - 1)])
-        drop_last = rnd.random() < 0.85
+        # Megatron's drop_last_partial_validation_sequence: only the validation split keeps it.
+        drop_last_valid = rnd.random() < 0.85
+        drop_last = drop_last_valid or split_index != 1
+        kept_partial += not drop_last
         what = (f"trial {t}: n={n} split={split!r}/{split_index} legacy={legacy} seq={seq} "
                 f"num_samples={num_samples} seed={s} extra={extra} drop_last={drop_last}")
         ref = RefGPTDataset(ref_ds, indices, seq, num_samples, s, extra, drop_last)
         g = pileprep.GPTDataset(prefix, seq_length=seq, num_samples=num_samples, seed=s, split=split,
                                 split_index=split_index, add_extra_token=bool(extra),
-                                drop_last_partial_sequence=drop_last, legacy_split=legacy)
+                                drop_last_partial_validation_sequence=drop_last_valid,
+                                legacy_split=legacy)
         separate_cases += ref.separate
         multi_epoch += ref.num_epochs > 1
         check(g.sequence_range == (begin, end), what + ": split range")
@@ -386,8 +391,10 @@ def test_randomized(pileprep, writer, tmp, trials, seed):
             if not numpy.array_equal(g[i], ref[i]):
                 same(g[i], ref[i], what + f": sample {i}")
                 break
-    print(f"randomized: {trials} trials, {multi_epoch} multi-epoch, {separate_cases} separate-final-epoch")
+    print(f"randomized: {trials} trials, {multi_epoch} multi-epoch, {separate_cases} separate-final-epoch, "
+          f"{kept_partial} validation splits keeping a partial sample")
     check(separate_cases >= 3, "randomized trials cover the separate-final-epoch case")
+    check(kept_partial >= 3, "randomized trials cover a validation split that keeps its partial sample")
 
 
 def test_random_blending(pileprep, seed):
