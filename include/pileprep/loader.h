@@ -192,8 +192,9 @@ struct GptIndices {
 // Builds the indices of Megatron-core's GPTDataset (`_build_document_sample_shuffle_indices`):
 // `sizes` = all sequence lengths of the dataset, `sequence_ids` = the split's sequences (ascending).
 // O(epochs · sequences + samples). Errors: InvalidArgument (sequence_length < 1, num_samples < 0,
-// an id out of range), FailedPrecondition (the split has no tokens, or fewer than needed for one
-// sample).
+// an id out of range), FailedPrecondition (the split's tokens are no more than the extra token:
+// not even a partial sample). A split with fewer tokens than one full sample gives no samples (an
+// empty index, no error), as in Megatron, unless num_samples asks for some (more epochs).
 absl::StatusOr<GptIndices> BuildGptIndices(absl::Span<const int32_t> sizes,
                                            absl::Span<const int32_t> sequence_ids,
                                            const GptIndexOptions& options);
