@@ -190,11 +190,13 @@ struct GptIndices {
 };
 
 // Builds the indices of Megatron-core's GPTDataset (`_build_document_sample_shuffle_indices`):
-// `sizes` = all sequence lengths of the dataset, `sequence_ids` = the split's sequences (ascending).
-// O(epochs · sequences + samples). Errors: InvalidArgument (sequence_length < 1, num_samples < 0,
-// an id out of range), FailedPrecondition (the split's tokens are no more than the extra token:
-// not even a partial sample). A split with fewer tokens than one full sample gives no samples (an
-// empty index, no error), as in Megatron, unless num_samples asks for some (more epochs).
+// `sizes` = all sequence lengths of the dataset, `sequence_ids` = the split's sequences
+// (ascending). O(epochs · sequences + samples). Errors: InvalidArgument (sequence_length < 1,
+// num_samples < 0, an id out of range, counts that overflow: more than 2^63 tokens or 2^31 epochs),
+// FailedPrecondition (the split's tokens are no more than the extra token: not even a partial
+// sample). A split of fewer tokens than one full sample gives, as in Megatron, no samples (an
+// empty index, no error) when the last partial sample is dropped, one short sample when it is kept,
+// unless num_samples asks for more (more epochs).
 absl::StatusOr<GptIndices> BuildGptIndices(absl::Span<const int32_t> sizes,
                                            absl::Span<const int32_t> sequence_ids,
                                            const GptIndexOptions& options);
@@ -255,7 +257,8 @@ struct GptDatasetOptions {
   // Where to cache the indices (created if missing); empty: build in memory every time. Files are
   // `{cache_dir}/{hash}-pileprep-gpt-{document,sample,shuffle}_index.npy` and
   // `...-description.txt`, the hash covering the sequence lengths, the split range and every option
-  // above; a blend's own indices are
+  // above as it takes effect (drop_last_partial_validation_sequence only for the validation split);
+  // a blend's own indices are
   // `{hash}-pileprep-blend-{dataset_index,dataset_sample_index}.npy`, the hash covering the
   // weights, the sample count and the datasets' sample counts. Written under a unique temporary
   // name and renamed, so ranks building at once are safe (identical contents); ranks opening at

@@ -127,13 +127,18 @@ expect "a shard job whose dataset another process holds" 1 "another pileprep pro
 expect "a merge into a dataset another process holds" 1 "another pileprep process is writing it (another process, lock $lk)" -- \
   "$PILEPREP" merge --output-prefix "$work/pl/my-gpt3_01_text_document" "$work/read_text_document" -q
 [[ -e "$work/pl/my-gpt3_01_text_document.bin" ]] && { echo "FAIL: a refused run wrote outputs"; fail=1; }
-# A refused run leaves no lock of its own: with two keys, the one taken first (code's: they are
-# taken sorted) is let go.
-expect "preprocess with two keys, one held" 1 "another pileprep process is writing it (another process, lock $lk)" -- \
+# Locks are taken in sorted order, whatever the order of --json-keys (two writers asking in other
+# orders could each take one and both be refused): with code's held too, code's is the one named.
+lk2=$work/pl/my-gpt3_01_code_document.pileprep-lock
+flock "$lk2" -c "touch '$work/pl/held2'; while [ -e '$work/pl/held2' ]; do sleep 0.05; done" &
+holder2=$!
+for _ in $(seq 200); do [[ -e $work/pl/held2 ]] && break; sleep 0.05; done
+expect "preprocess takes its locks in sorted order" 1 "another pileprep process is writing it (another process, lock $lk2)" -- \
   "$PILEPREP" preprocess --input "$work/t.jsonl" --output-prefix "$work/pl/my-gpt3_01" --json-keys text code -q
-[[ -e "$work/pl/my-gpt3_01_code_document.pileprep-lock" ]] &&
-  { echo "FAIL: a refused run kept the lock it took first"; fail=1; }
-expect "the dry run names a held dataset lock" 0 "FAILED, left alone: another pileprep process is making it" -- \
+rm -f "$work/pl/held2"
+wait $holder2
+rm -f "$lk2"
+expect "the dry run names a held dataset lock" 0 "FAILED, left alone: another pileprep process is writing one of its datasets (another process, lock $lk)" -- \
   "$PILEPREP" --url "$root/data/samples" --files 1 --output-dir "$work/pl" --dry-run
 rm -f "$work/pl/held"
 wait

@@ -368,9 +368,9 @@ def test_randomized(pileprep, writer, tmp, trials, seed):
                                   per_epoch + rnd.randint(0, max(per_epoch // 4, 1))])
         s = rnd.choice([0, 1, 1234, 2**32 - 1, rnd.randint(0, 2**32 - 1)])
         # Megatron's drop_last_partial_validation_sequence: only the validation split keeps it.
-        drop_last_valid = rnd.random() < 0.85
+        drop_last_valid = rnd.random() < (0.5 if split_index == 1 else 0.85)
         drop_last = drop_last_valid or split_index != 1
-        kept_partial += not drop_last
+        kept_partial += not drop_last and (tpe - extra) % seq != 0
         what = (f"trial {t}: n={n} split={split!r}/{split_index} legacy={legacy} seq={seq} "
                 f"num_samples={num_samples} seed={s} extra={extra} drop_last={drop_last}")
         ref = RefGPTDataset(ref_ds, indices, seq, num_samples, s, extra, drop_last)

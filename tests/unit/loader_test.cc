@@ -475,6 +475,47 @@ TEST(GptDataset, CacheRoundTripsAndSurvivesCorruption) {
   ExpectSameArray((*fourth)->indices().sample_index, (*first)->indices().sample_index);
 }
 
+// Megatron keeps a last, partial sample only for the validation split, and only with
+// drop_last_partial_validation_sequence = False; every other split drops it whatever the option.
+TEST(GptDataset, OnlyTheValidationSplitKeepsAPartialLastSample) {
+  ScopedTempDir tmp("loader_test_partial");
+  const std::string prefix = WriteVectorDataset(tmp.path());
+  // "2,1,2" of sizes [5, 3, 7, 4, 6]: train = sequences 0-1 (8 tokens), valid = sequence 2 (7).
+  // With 4 tokens a sample and the extra token: (8 - 1) / 4 and (7 - 1) / 4 both leave a part.
+  auto open = [&](int split_index, bool drop) {
+    GptDatasetOptions o;
+    o.sequence_length = 4;
+    o.split = "2,1,2";
+    o.split_index = split_index;
+    o.drop_last_partial_validation_sequence = drop;
+    o.cache_dir = tmp.path() + "/cache";
+    auto ds = GptDataset::Open(prefix, o);
+    EXPECT_TRUE(ds.ok()) << ds.status();
+    return ds.ok() ? *std::move(ds) : nullptr;
+  };
+  auto train_dropped = open(0, true);
+  auto train_kept = open(0, false);
+  ASSERT_TRUE(train_dropped && train_kept);
+  EXPECT_EQ(train_dropped->size(), 1);
+  EXPECT_EQ(train_kept->size(), 1);              // the option does not reach the train split...
+  EXPECT_TRUE(train_kept->loaded_from_cache());  // ...nor its cache key
+  auto valid_dropped = open(1, true);
+  auto valid_kept = open(1, false);
+  ASSERT_TRUE(valid_dropped && valid_kept);
+  EXPECT_EQ(valid_dropped->size(), 1);
+  EXPECT_EQ(valid_kept->size(), 2);  // ceil(6 / 4)
+  EXPECT_FALSE(valid_kept->loaded_from_cache());
+  size_t shortest = SIZE_MAX, tokens = 0;
+  for (int64_t i = 0; i < valid_kept->size(); ++i) {
+    std::vector<int64_t> text;
+    ASSERT_TRUE(valid_kept->GetSample(i, &text).ok());
+    shortest = std::min(shortest, text.size());
+    tokens += text.size();
+  }
+  EXPECT_EQ(shortest, 3u);  // sequence 2's tokens 4..6: the short last sample
+  EXPECT_EQ(tokens, 5u + 3u);
+}
+
 // Numbers that would overflow: more samples than 2^63 tokens, or than 2^31 epochs of the split, and
 // a blend of more datasets than Megatron's int16 dataset index holds.
 TEST(GptIndices, RefusesCountsThatWouldOverflow) {

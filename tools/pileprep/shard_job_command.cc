@@ -417,15 +417,25 @@ std::string ShardPlanState(const JobConfig& job, const Common& c, const Gpt2Toke
   const std::string state = PlanStateOfFiles(job, c, tokenizer, n, refused);
   if (absl::StartsWith(state, "REFUSED")) return state;
   std::optional<PathLock::Seen> seen;  // a certain holder before an uncertain one
-  for (const std::string& path : ShardLockPaths(job, c, n)) {
+  std::string seen_path;
+  const std::vector<std::string> lock_paths = ShardLockPaths(job, c, n);
+  for (const std::string& path : lock_paths) {
     std::optional<PathLock::Seen> s = PathLock::Holder(path);
-    if (s && (!seen || (s->certain && !seen->certain))) seen = std::move(s);
+    if (s && (!seen || (s->certain && !seen->certain))) {
+      seen = std::move(s);
+      seen_path = path;
+    }
   }
   if (!seen) return state;
   if (seen->certain) {
     *left_alone = true;
-    return absl::StrCat("FAILED, left alone: another pileprep process is making it (", seen->holder,
-                        ")");
+    return seen_path == lock_paths.front()
+               ? absl::StrCat("FAILED, left alone: another pileprep process is making it (",
+                              seen->holder, ")")
+               : absl::StrCat(
+                     "FAILED, left alone: another pileprep process is writing one of its "
+                     "datasets (",
+                     seen->holder, ", lock ", seen_path, ")");
   }
   return absl::StrCat(state, "; unless ", seen->holder, " still holds its lock (",
                       seen->why_uncertain, "): left alone and FAILED if so");
