@@ -43,6 +43,15 @@ std::vector<std::string> DatasetTemporaries(const std::string& prefix) {
   return paths;
 }
 
+void RemoveStaleFiles(const std::vector<std::string>& paths, bool quiet) {
+  for (const std::string& path : paths) {
+    if (::unlink(path.c_str()) == 0 && !quiet) {
+      std::fprintf(stderr, "removed a stale temporary file of an interrupted run: %s\n",
+                   path.c_str());
+    }
+  }
+}
+
 std::string DatasetLockPath(const std::string& prefix) { return prefix + ".pileprep-lock"; }
 
 bool LockOutputs(const std::vector<std::string>& lock_paths, const std::string& outputs_name,
@@ -61,12 +70,7 @@ bool LockOutputs(const std::vector<std::string>& lock_paths, const std::string& 
                  "same time\n",
                  unsupported.c_str(), outputs_name.c_str());
   }
-  for (const std::string& path : stale) {
-    if (::unlink(path.c_str()) == 0 && !quiet) {
-      std::fprintf(stderr, "removed a stale temporary file of an interrupted run: %s\n",
-                   path.c_str());
-    }
-  }
+  RemoveStaleFiles(stale, quiet);
   return true;
 }
 

@@ -69,6 +69,10 @@ std::vector<std::string> UniqueKeys(const std::vector<std::string>& keys);
 // never valid input to anything, so a killed run's are removed by the next run that holds the lock.
 std::vector<std::string> DatasetTemporaries(const std::string& prefix);
 
+// Removes each of `paths` that exists (a killed run's temporaries), naming it on stderr unless
+// quiet.
+void RemoveStaleFiles(const std::vector<std::string>& paths, bool quiet);
+
 // "{prefix}.pileprep-lock": the lock every writer of the dataset `prefix` holds (the shard job,
 // preprocess, merge), so that two of them never share its temporaries.
 std::string DatasetLockPath(const std::string& prefix);

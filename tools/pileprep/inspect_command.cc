@@ -161,23 +161,23 @@ int RunInspect(int argc, char** argv, int first) {
   char last = '\0';  // the last byte printed: the text ends with a newline, one added if need be
   absl::Status s =
       (*reader)->ReadDocumentInChunks(d, kChunkTokens, [&](const std::vector<uint32_t>& ids) {
-        for (size_t k = 0; k < ids.size(); ++k) {
-          if (!(*tokenizer)->HasId(ids[k])) {
-            const std::string text =
-                (*tokenizer)->Decode(std::vector<uint32_t>(ids.begin(), ids.begin() + k));
-            std::fwrite(text.data(), 1, text.size(), stdout);
-            if (!text.empty()) last = text.back();
-            return absl::InvalidArgumentError(absl::StrCat(
-                (*reader)->prefix(), ": document ", d, ": token ", position + k, " is id ", ids[k],
-                ", which the vocabulary does not have (", (*tokenizer)->vocab_size(),
-                " ids): the text above stops before it. Not a dataset of this vocabulary, or "
-                "corrupt: run `pileprep validate` on it"));
-          }
-        }
-        position += ids.size();
-        const std::string text = (*tokenizer)->Decode(ids);
+        const auto unknown = std::find_if(ids.begin(), ids.end(),
+                                          [&](uint32_t id) { return !(*tokenizer)->HasId(id); });
+        const std::string text =
+            unknown == ids.end()
+                ? (*tokenizer)->Decode(ids)
+                : (*tokenizer)->Decode(std::vector<uint32_t>(ids.begin(), unknown));
         std::fwrite(text.data(), 1, text.size(), stdout);
         if (!text.empty()) last = text.back();
+        if (unknown != ids.end()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              (*reader)->prefix(), ": document ", d, ": token ", position + (unknown - ids.begin()),
+              " is id ", *unknown, ", which the vocabulary does not have (",
+              (*tokenizer)->vocab_size(),
+              " ids): the text above stops before it. Not a dataset of this vocabulary, or "
+              "corrupt: run `pileprep validate` on it"));
+        }
+        position += ids.size();
         return written();
       });
   if (last != '\n') std::fputc('\n', stdout);

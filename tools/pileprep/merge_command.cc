@@ -1,6 +1,5 @@
 // `pileprep merge --output-prefix P PREFIX... | --input-dir DIR`: Megatron's merge_datasets.py,
 // streaming.
-#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>

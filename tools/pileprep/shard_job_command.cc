@@ -112,22 +112,15 @@ void RemoveStaleTemporaries(const JobConfig& job, const Common& c, int n) {
     paths.push_back(RecordPath(p) + kIndexedDatasetTempSuffix);
     paths.push_back(PendingRecordPath(p) + kIndexedDatasetTempSuffix);
   }
-  for (const std::string& path : paths) {
-    if (::unlink(path.c_str()) == 0 && !c.console.quiet) {
-      std::fprintf(stderr, "removed a stale temporary file of an interrupted run: %s\n",
-                   path.c_str());
-    }
-  }
+  RemoveStaleFiles(paths, c.console.quiet);
   // The kept download's temporary, under its own lock (KeptDownloadLockPath): one that another
   // job is writing is left alone.
   if (!job.keep_downloads.empty()) {
-    const std::string temp = CachePath(job, n) + kIndexedDatasetTempSuffix;
     std::string held_by, unsupported;
     const std::unique_ptr<PathLock> lock =
         PathLock::TryAcquire(KeptDownloadLockPath(CachePath(job, n)), &held_by, &unsupported);
-    if ((lock != nullptr || held_by.empty()) && ::unlink(temp.c_str()) == 0 && !c.console.quiet) {
-      std::fprintf(stderr, "removed a stale temporary file of an interrupted run: %s\n",
-                   temp.c_str());
+    if (lock != nullptr || held_by.empty()) {
+      RemoveStaleFiles({CachePath(job, n) + kIndexedDatasetTempSuffix}, c.console.quiet);
     }
   }
 }
