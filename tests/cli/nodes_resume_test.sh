@@ -586,6 +586,19 @@ done
 "$PILEPREP" --url "$url" --files 0-2 --output-dir "$work/k" --threads 2 2>"$work/err" || { bad "rerun after kills failed"; cat "$work/err"; }
 check_rerun "$work/k" "after kills"
 
+# A run killed while writing its summary leaves the summary's temporary (HOST.PID in its name); the next
+# run removes this host's (it holds the summary lock, so none is live) and another host's once old,
+# and keeps another host's fresh one (flock may not reach across nodes: that run may be writing it).
+s="$work/k/pileprep-summary-rank0.json"
+touch "$s.$(uname -n).4194999.pileprep-tmp" "$s.other-node.7.pileprep-tmp" "$s.old-node.8.pileprep-tmp"
+touch -d '1 hour ago' "$s.old-node.8.pileprep-tmp"
+"$PILEPREP" --url "$url" --files 0-2 --output-dir "$work/k" --threads 2 -q 2>"$work/err" || { bad "run over stale summary temporaries failed"; cat "$work/err"; }
+[[ -e "$s.$(uname -n).4194999.pileprep-tmp" ]] && bad "this host's stale summary temporary was left"
+[[ -e "$s.old-node.8.pileprep-tmp" ]] && bad "another host's hour-old summary temporary was left"
+[[ -e "$s.other-node.7.pileprep-tmp" ]] || bad "another host's fresh summary temporary was removed"
+rm -f "$s.other-node.7.pileprep-tmp"
+check_rerun "$work/k" "after stale summary temporaries"
+
 # The same with two shards downloading at once: SIGKILLs mid-way, a SIGTERM (exit 143, nothing half
 # made under a final name), then a rerun at once: byte-identical, nothing stray.
 for delay in 0.6 1.5; do

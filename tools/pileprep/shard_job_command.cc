@@ -355,6 +355,34 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& dat
   return absl::OkStatus();
 }
 
+// The temporaries `summary_path`.HOST.PID.pileprep-tmp that runs killed while writing their summary
+// left. Under the summary lock no process on this host writes one, so this host's are stale; flock
+// may not reach across nodes, so another host's (a requeue elsewhere) only once older than a
+// summary write could take. Without the lock (flock unsupported) only the old ones.
+std::vector<std::string> StaleSummaryTemporaries(const std::string& summary_path, bool locked) {
+  const std::filesystem::path summary(summary_path);
+  const std::string head = summary.filename().string() + ".";
+  const std::string host = PathLock::HostName();
+  const auto old = std::filesystem::file_time_type::clock::now() - std::chrono::minutes(10);
+  std::vector<std::string> stale;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(summary.parent_path(), ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!absl::StartsWith(name, head) || !absl::EndsWith(name, kIndexedDatasetTempSuffix)) continue;
+    const std::string middle(name, head.size(),
+                             name.size() - head.size() - std::strlen(kIndexedDatasetTempSuffix));
+    const size_t dot = middle.rfind('.');  // HOST.PID (a host name may hold dots)
+    if (dot == std::string::npos) continue;
+    std::error_code time_ec;
+    const auto mtime = std::filesystem::last_write_time(it->path(), time_ec);
+    if ((locked && middle.substr(0, dot) == host) || (!time_ec && mtime < old)) {
+      stale.push_back(it->path().string());
+    }
+  }
+  return stale;
+}
+
 // What a run would do with shard n, from the files and records in the output directory (read
 // only; the outputs are not validated: that is the run's first step), its lock aside.
 std::string PlanStateOfFiles(const JobConfig& job, const Common& c, const Gpt2Tokenizer& tokenizer,
@@ -1106,6 +1134,10 @@ int RunShardJob(int argc, char** argv, int first) {
                          absl::StrCat("pileprep-summary-rank", summary_rank, ".pileprep-lock"))
                             .string(),
                         5.0, &summary_holder, &no_lock);
+  if (summary_lock != nullptr || summary_holder.empty()) {
+    RemoveStaleFiles(StaleSummaryTemporaries(summary_path, summary_lock != nullptr),
+                     c.console.quiet);
+  }
   absl::Status summary_written =
       summary_lock == nullptr && !summary_holder.empty()
           ? absl::UnavailableError(
