@@ -32,7 +32,7 @@ tok=$("$BIN/tokenize_bench")
 text_one=$(echo "$tok" | sed -E 's/.*"text_bytes":([0-9]+).*/\1/')
 text_bytes=$((text_one * reps))
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $cores cores"
-echo "text: data/samples x $reps = $((json_bytes / 1000000)) MB of JSON lines, $((text_bytes / 1000000)) MB of text"
+echo "text: ${SCALING_CORPUS:-data/samples} x $reps = $((json_bytes / 1000000)) MB of JSON lines, $((text_bytes / 1000000)) MB of text"
 echo "tokenizer, 1 thread, $((text_one / 1000000)) MB of text: $tok"
 # separate: t separate 1-thread jobs at once, each over the whole text (processes that share nothing but
 # the machine: its caches, memory bandwidth, host), as a speedup over one alone: what t workers that share
