@@ -27,6 +27,11 @@ fi
 one=$(stat -c %s "$work/one.jsonl")
 reps=$(( (MB * 1000000 + one - 1) / one ))
 for ((i = 0; i < reps; i++)); do cat "$work/one.jsonl"; done > "$work/corpus.jsonl"
+# Every timed run starts with nothing being written back and no output of an earlier run: a run into
+# the prefix of an earlier one replaces its .bin, and freeing that file's blocks (at the rename, and
+# with the `discard` mount option) took 0.25-0.3 s of a 1 s job on the 16-core machine.
+clean() { rm -rf "$@"; sync; }
+clean
 json_bytes=$(stat -c %s "$work/corpus.jsonl")
 tok=$("$BIN/tokenize_bench")
 text_one=$(echo "$tok" | sed -E 's/.*"text_bytes":([0-9]+).*/\1/')
@@ -40,7 +45,8 @@ echo "tokenizer, 1 thread, $((text_one / 1000000)) MB of text: $tok"
 # start-up (~0.15 s on the 2-core VM: the vocabulary, the cache faulted in) side by side with the others,
 # where a threaded job pays its once before the workers start, so the gap it opens grows with the thread
 # count: on the 2-core VM a 1-thread job of the default 300 MB takes about 1 s, of which 0.15 s is start-up.
-# On many cores give SCALING_MB a few GB (t full-size outputs are written at once: check the free disk).
+# On many cores give SCALING_MB a few GB (t full-size outputs are written at once: check the free disk);
+# SCALING_SEPARATE_REPS (default 2) sets how many times each row's separate jobs run (best taken).
 printf '%8s %10s %12s %12s %9s %10s %9s\n' threads seconds "MB/s text" "MB/s/core" speedup "peak RSS" separate
 # Runs a command quietly; sets ns (wall time) and rss (peak, where /usr/bin/time exists, else "-").
 timed() {
@@ -62,6 +68,7 @@ base=""
 for t in $list; do
   best=""
   for rep in 1 2; do
+    clean "$work"/out_*
     timed "$BIN/pileprep" preprocess --input "$work/corpus.jsonl" --output-prefix "$work/out" \
       --append-eod --workers "$t" -q
     if [[ -z $best || $ns -lt $best ]]; then best=$ns; fi
@@ -70,7 +77,8 @@ for t in $list; do
   sep=$base
   if ((t > 1)); then
     sep=""
-    for rep in 1 2; do
+    for ((rep = 0; rep < ${SCALING_SEPARATE_REPS:-2}; rep++)); do
+      clean "$work"/sep*
       start=$(date +%s%N)
       pids=()
       for ((i = 0; i < t; i++)); do
@@ -108,7 +116,7 @@ echo "shard job, $cores threads, $shards shards of ~$((json_bytes / shards / 100
 printf '%8s %10s %12s %12s %10s\n' "at once" seconds "MB/s text" "MB/s/core" "peak RSS"
 k=1
 while ((k <= shards)); do
-  rm -rf "$work/job"
+  clean "$work/job"
   timed "$BIN/pileprep" --url "$work/shards" --files "0-$((shards - 1))" --output-dir "$work/job" \
     --threads "$cores" --shards-at-once "$k" -q
   awk -v k="$k" -v ns="$ns" -v tb="$text_bytes" -v c="$cores" -v rss="$rss" 'BEGIN {
