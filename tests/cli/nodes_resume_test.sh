@@ -466,11 +466,16 @@ summary_lock() {  # seconds: hold the summary's lock that long, once it is held
   for _ in $(seq 100); do [[ -e $work/held ]] && break; sleep 0.05; done
 }
 summary_lock 12
+# Without the lock a run removes no temporary of this host's: its writer may hold the lock.
+dead_tmp="$mk/pileprep-summary-rank0.json.$(uname -n).4194998.pileprep-tmp"
+touch "$dead_tmp"
 "$PILEPREP" --url "$work/src-mk" --files 0 --output-dir "$mk" --threads 2 "${keys[@]}" >"$work/out" 2>"$work/err"
 rc=$?
 wait
 [[ $rc -eq 1 ]] && grep -q "summary: .*pileprep-summary-rank0.json: not written: another process is writing it" "$work/err" ||
   { bad "summary: a held summary lock is not waited for and named (rc $rc)"; cat "$work/err"; }
+[[ -e $dead_tmp ]] || bad "summary: a temporary was removed by a run that did not hold the summary lock"
+rm -f "$dead_tmp"
 rm -f "$mk/pileprep-summary-rank0.json"
 summary_lock 2
 "$PILEPREP" --url "$work/src-mk" --files 0 --output-dir "$mk" --threads 2 "${keys[@]}" >"$work/out" 2>"$work/err"
@@ -590,13 +595,30 @@ check_rerun "$work/k" "after kills"
 # run removes this host's (it holds the summary lock, so none is live) and another host's once old,
 # and keeps another host's fresh one (flock may not reach across nodes: that run may be writing it).
 s="$work/k/pileprep-summary-rank0.json"
-touch "$s.$(uname -n).4194999.pileprep-tmp" "$s.other-node.7.pileprep-tmp" "$s.old-node.8.pileprep-tmp"
-touch -d '1 hour ago' "$s.old-node.8.pileprep-tmp"
+# Kept too: this host's whose PID is a live process (here the test's shell), and rank 1's (an hour old:
+# not this rank's to remove).
+r1="$work/k/pileprep-summary-rank1.json.old-node.9.pileprep-tmp"
+touch "$s.$(uname -n).4194999.pileprep-tmp" "$s.other-node.7.pileprep-tmp" "$s.old-node.8.pileprep-tmp" \
+  "$s.$(uname -n).$$.pileprep-tmp" "$r1"
+touch -d '1 hour ago' "$s.old-node.8.pileprep-tmp" "$r1"
 "$PILEPREP" --url "$url" --files 0-2 --output-dir "$work/k" --threads 2 -q 2>"$work/err" || { bad "run over stale summary temporaries failed"; cat "$work/err"; }
 [[ -e "$s.$(uname -n).4194999.pileprep-tmp" ]] && bad "this host's stale summary temporary was left"
 [[ -e "$s.old-node.8.pileprep-tmp" ]] && bad "another host's hour-old summary temporary was left"
 [[ -e "$s.other-node.7.pileprep-tmp" ]] || bad "another host's fresh summary temporary was removed"
-rm -f "$s.other-node.7.pileprep-tmp"
+[[ -e "$s.$(uname -n).$$.pileprep-tmp" ]] || bad "a summary temporary of a live process was removed"
+[[ -e "$r1" ]] || bad "rank 1's summary temporary was removed by rank 0"
+rm -f "$s.other-node.7.pileprep-tmp" "$s.$(uname -n).$$.pileprep-tmp" "$r1"
+# Where flock fails (a file system without locks) only age tells a temporary stale: this host's fresh
+# one is kept, an hour-old one removed.
+fresh="$s.$(uname -n).4194999.pileprep-tmp" aged="$s.$(uname -n).4194997.pileprep-tmp"
+touch "$fresh" "$aged"
+touch -d '1 hour ago' "$aged"
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" LD_PRELOAD=$SHIM PILEPREP_FAULT_FLOCK=1 \
+  "$PILEPREP" --url "$url" --files 0-2 --output-dir "$work/k" --threads 2 -q 2>"$work/err" ||
+  { bad "run without flock over summary temporaries failed"; cat "$work/err"; }
+[[ -e $fresh ]] || bad "without flock, this host's fresh summary temporary was removed"
+[[ -e $aged ]] && bad "without flock, this host's hour-old summary temporary was left"
+rm -f "$fresh"
 check_rerun "$work/k" "after stale summary temporaries"
 
 # The same with two shards downloading at once: SIGKILLs mid-way, a SIGTERM (exit 143, nothing half

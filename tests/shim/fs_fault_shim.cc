@@ -4,6 +4,7 @@
 //   PILEPREP_FAULT_RENAME_TO=PATH       rename() onto exactly PATH fails with EIO.
 //   PILEPREP_FAULT_UNLINK_AFTER=P1:P2   once such a rename has failed, unlink() of exactly P1 or P2
 //                                       (any number, ':'-separated) fails with EIO.
+//   PILEPREP_FAULT_FLOCK=1              every flock() fails with ENOLCK: a file system without locks.
 //
 // Everything else goes to the C library unchanged. Test-only: never linked into pileprep.
 #include <dlfcn.h>
@@ -45,6 +46,16 @@ extern "C" int rename(const char* from, const char* to) {
   }
   static const auto real = Next<int (*)(const char*, const char*)>("rename");
   return real(from, to);
+}
+
+extern "C" int flock(int fd, int operation) {
+  const char* fail = std::getenv("PILEPREP_FAULT_FLOCK");
+  if (fail != nullptr && *fail != '\0') {
+    errno = ENOLCK;
+    return -1;
+  }
+  static const auto real = Next<int (*)(int, int)>("flock");
+  return real(fd, operation);
 }
 
 extern "C" int unlink(const char* path) {

@@ -10,6 +10,7 @@
 // from byte 0; the pipeline's writers publish nothing from the aborted run. With --shards-at-once K
 // > 1, K runners each take the next shard not yet started (no prefetch: K downloads run at once).
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -356,29 +357,41 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& dat
 }
 
 // The temporaries `summary_path`.HOST.PID.pileprep-tmp that runs killed while writing their summary
-// left. Under the summary lock no process on this host writes one, so this host's are stale; flock
-// may not reach across nodes, so another host's (a requeue elsewhere) only once older than a
-// summary write could take. Without the lock (flock unsupported) only the old ones.
-std::vector<std::string> StaleSummaryTemporaries(const std::string& summary_path, bool locked) {
+// left. This host's, while this process holds the summary lock (`locked`) and its PID names no
+// process here, are stale. flock may not reach across nodes, and two containers may share a host
+// name, so any other only once 10 minutes old: a summary is written in moments. The age is measured
+// from the mtime of `lock_path`, which taking the lock has just written (the file system's clock,
+// which on NFS may differ from this node's), or from this node's clock where it cannot be read.
+std::vector<std::string> StaleSummaryTemporaries(const std::string& summary_path,
+                                                 const std::string& lock_path, bool locked) {
   const std::filesystem::path summary(summary_path);
   const std::string head = summary.filename().string() + ".";
+  const size_t tail = std::strlen(kIndexedDatasetTempSuffix);
   const std::string host = PathLock::HostName();
-  const auto old = std::filesystem::file_time_type::clock::now() - std::chrono::minutes(10);
+  std::error_code now_ec;
+  std::filesystem::file_time_type now = std::filesystem::last_write_time(lock_path, now_ec);
+  if (now_ec) now = std::filesystem::file_time_type::clock::now();
+  const std::filesystem::file_time_type old = now - std::chrono::minutes(10);
   std::vector<std::string> stale;
   std::error_code ec;
   for (std::filesystem::directory_iterator it(summary.parent_path(), ec), end; !ec && it != end;
        it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (!absl::StartsWith(name, head) || !absl::EndsWith(name, kIndexedDatasetTempSuffix)) continue;
-    const std::string middle(name, head.size(),
-                             name.size() - head.size() - std::strlen(kIndexedDatasetTempSuffix));
+    if (name.size() <= head.size() + tail || !absl::StartsWith(name, head) ||
+        !absl::EndsWith(name, kIndexedDatasetTempSuffix)) {
+      continue;
+    }
+    const std::string middle = name.substr(head.size(), name.size() - head.size() - tail);
     const size_t dot = middle.rfind('.');  // HOST.PID (a host name may hold dots)
     if (dot == std::string::npos) continue;
+    int pid = 0;
+    const bool writer_gone = locked && middle.substr(0, dot) == host &&
+                             absl::SimpleAtoi(middle.substr(dot + 1), &pid) && pid > 0 &&
+                             ::kill(pid, 0) != 0 && errno == ESRCH;
     std::error_code time_ec;
-    const auto mtime = std::filesystem::last_write_time(it->path(), time_ec);
-    if ((locked && middle.substr(0, dot) == host) || (!time_ec && mtime < old)) {
-      stale.push_back(it->path().string());
-    }
+    const std::filesystem::file_time_type mtime =
+        std::filesystem::last_write_time(it->path(), time_ec);
+    if (writer_gone || (!time_ec && mtime < old)) stale.push_back(it->path().string());
   }
   return stale;
 }
@@ -1129,14 +1142,16 @@ int RunShardJob(int argc, char** argv, int first) {
   // through a temporary of this process's own (where flock is local to a node the lock does not
   // reach the other node).
   std::string summary_holder, no_lock;
+  const std::string summary_lock_path =
+      (std::filesystem::path(job.output_dir) /
+       absl::StrCat("pileprep-summary-rank", summary_rank, ".pileprep-lock"))
+          .string();
   const std::unique_ptr<PathLock> summary_lock =
-      PathLock::Acquire((std::filesystem::path(job.output_dir) /
-                         absl::StrCat("pileprep-summary-rank", summary_rank, ".pileprep-lock"))
-                            .string(),
-                        5.0, &summary_holder, &no_lock);
+      PathLock::Acquire(summary_lock_path, 5.0, &summary_holder, &no_lock);
   if (summary_lock != nullptr || summary_holder.empty()) {
-    RemoveStaleFiles(StaleSummaryTemporaries(summary_path, summary_lock != nullptr),
-                     c.console.quiet);
+    RemoveStaleFiles(
+        StaleSummaryTemporaries(summary_path, summary_lock_path, summary_lock != nullptr),
+        c.console.quiet);
   }
   absl::Status summary_written =
       summary_lock == nullptr && !summary_holder.empty()
