@@ -16,6 +16,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${1:-build/bin}
 MB=${SCALING_MB:-300}
+separate_reps=${SCALING_SEPARATE_REPS:-2}
+[[ $separate_reps =~ ^[1-9][0-9]*$ ]] || { echo "SCALING_SEPARATE_REPS must be 1 or more" >&2; exit 2; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cores=$(nproc)
@@ -28,8 +30,9 @@ one=$(stat -c %s "$work/one.jsonl")
 reps=$(( (MB * 1000000 + one - 1) / one ))
 for ((i = 0; i < reps; i++)); do cat "$work/one.jsonl"; done > "$work/corpus.jsonl"
 # Every timed run starts with nothing being written back and no output of an earlier run: a run into
-# the prefix of an earlier one replaces its .bin, and freeing that file's blocks (at the rename, and
-# with the `discard` mount option) took 0.25-0.3 s of a 1 s job on the 16-core machine.
+# the prefix of an earlier one replaces its .bin inside the timed run, and freeing that file's blocks
+# took 0.254 s at the rename on the 2-core VM (the 16-core machine mounts its disk with `discard`);
+# there a 16-thread run that did so took 1.12 s, a clean one 0.83 s (two starts of the machine).
 clean() { rm -rf "$@"; sync; }
 clean
 json_bytes=$(stat -c %s "$work/corpus.jsonl")
@@ -77,7 +80,7 @@ for t in $list; do
   sep=$base
   if ((t > 1)); then
     sep=""
-    for ((rep = 0; rep < ${SCALING_SEPARATE_REPS:-2}; rep++)); do
+    for ((rep = 0; rep < separate_reps; rep++)); do
       clean "$work"/sep*
       start=$(date +%s%N)
       pids=()
