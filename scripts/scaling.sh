@@ -50,15 +50,21 @@ echo "tokenizer, 1 thread, $((text_one / 1000000)) MB of text: $tok"
 # count: on the 2-core VM a 1-thread job of the default 300 MB takes about 1 s, of which 0.15 s is start-up.
 # On many cores give SCALING_MB a few GB (t full-size outputs are written at once: check the free disk);
 # SCALING_SEPARATE_REPS (default 2) sets how many times each row's separate jobs run (best taken).
-printf '%8s %10s %12s %12s %9s %10s %9s\n' threads seconds "MB/s text" "MB/s/core" speedup "peak RSS" separate
-# Runs a command quietly; sets ns (wall time) and rss (peak, where /usr/bin/time exists, else "-").
+# busy: the run's user and system CPU over threads x wall time (where /usr/bin/time exists): how much of
+# its cores the job kept working; what it does not is idle (start-up, a stage that waits).
+printf '%8s %10s %12s %12s %9s %10s %9s %6s\n' threads seconds "MB/s text" "MB/s/core" speedup "peak RSS" \
+  separate busy
+# Runs a command quietly; sets ns (wall time), rss (peak) and cpu (user + system seconds), the last two
+# where /usr/bin/time exists, else "-".
 timed() {
   local start
   start=$(date +%s%N)
-  rss="-"
+  rss="-"; cpu="-"
   if [[ -x /usr/bin/time ]]; then
-    /usr/bin/time -f "%M" -o "$work/rss" "$@" >/dev/null 2>&1
-    rss="$(( $(tail -1 "$work/rss") / 1024 )) MB"
+    /usr/bin/time -f "%M %U %S" -o "$work/rss" "$@" >/dev/null 2>&1
+    read -r kb user sys < <(tail -1 "$work/rss")
+    rss="$((kb / 1024)) MB"
+    cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')
   else
     "$@" >/dev/null 2>&1
   fi
@@ -74,7 +80,7 @@ for t in $list; do
     clean "$work"/out_*
     timed "$BIN/pileprep" preprocess --input "$work/corpus.jsonl" --output-prefix "$work/out" \
       --append-eod --workers "$t" -q
-    if [[ -z $best || $ns -lt $best ]]; then best=$ns; fi
+    if [[ -z $best || $ns -lt $best ]]; then best=$ns; best_rss=$rss; best_cpu=$cpu; fi
   done
   [[ -z $base ]] && base=$best
   sep=$base
@@ -101,8 +107,11 @@ for t in $list; do
     done
     rm -f "$work"/sep*
   fi
-  awk -v t="$t" -v ns="$best" -v base="$base" -v tb="$text_bytes" -v rss="$rss" -v sep="$sep" 'BEGIN {
-    s = ns / 1e9; printf "%8d %10.2f %12.1f %12.1f %9.2f %10s %9.2f\n", t, s, tb / 1e6 / s, tb / 1e6 / s / t, base / ns, rss, t * base / sep }'
+  awk -v t="$t" -v ns="$best" -v base="$base" -v tb="$text_bytes" -v rss="$best_rss" -v sep="$sep" \
+    -v cpu="$best_cpu" 'BEGIN {
+    s = ns / 1e9; busy = cpu == "-" ? "-" : sprintf("%.0f%%", 100 * cpu / (s * t))
+    printf "%8d %10.2f %12.1f %12.1f %9.2f %10s %9.2f %6s\n", t, s, tb / 1e6 / s, tb / 1e6 / s / t, base / ns, rss,
+      t * base / sep, busy }'
 done
 
 if ! command -v zstd >/dev/null; then
@@ -116,13 +125,14 @@ split -d -a 2 -l $(( (lines + shards - 1) / shards )) --additional-suffix=.jsonl
 for f in "$work"/shards/*.jsonl; do zstd -q -3 -T0 --rm "$f"; done
 rm -f "$work/corpus.jsonl"
 echo "shard job, $cores threads, $shards shards of ~$((json_bytes / shards / 1000000)) MB of JSON lines (.jsonl.zst):"
-printf '%8s %10s %12s %12s %10s\n' "at once" seconds "MB/s text" "MB/s/core" "peak RSS"
+printf '%8s %10s %12s %12s %10s %6s\n' "at once" seconds "MB/s text" "MB/s/core" "peak RSS" busy
 k=1
 while ((k <= shards)); do
   clean "$work/job"
   timed "$BIN/pileprep" --url "$work/shards" --files "0-$((shards - 1))" --output-dir "$work/job" \
     --threads "$cores" --shards-at-once "$k" -q
-  awk -v k="$k" -v ns="$ns" -v tb="$text_bytes" -v c="$cores" -v rss="$rss" 'BEGIN {
-    s = ns / 1e9; printf "%8d %10.2f %12.1f %12.1f %10s\n", k, s, tb / 1e6 / s, tb / 1e6 / s / c, rss }'
+  awk -v k="$k" -v ns="$ns" -v tb="$text_bytes" -v c="$cores" -v rss="$rss" -v cpu="$cpu" 'BEGIN {
+    s = ns / 1e9; busy = cpu == "-" ? "-" : sprintf("%.0f%%", 100 * cpu / (s * c))
+    printf "%8d %10.2f %12.1f %12.1f %10s %6s\n", k, s, tb / 1e6 / s, tb / 1e6 / s / c, rss, busy }'
   k=$((k * 2))
 done
