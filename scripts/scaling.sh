@@ -7,7 +7,8 @@
 #
 # Text: data/samples/*.jsonl.zst (or the JSON-lines file $SCALING_CORPUS) repeated to ~$SCALING_MB
 # (default 300) MB of JSON lines, so every thread count runs long enough to time. Needs only coreutils and
-# awk (zstd when $SCALING_CORPUS is not given), so it also runs on a bare machine with a carried build.
+# awk (zstd when $SCALING_CORPUS is not given; GNU time for peak RSS and CPU), so it also runs on a bare
+# machine with a build packed by scripts/pack_build.sh (its bin/ first on PATH).
 #
 # Then, where the zstd command exists, the shard job on all cores over the same text cut into shards
 # NN.jsonl.zst (one per 4 cores, at least 2), once per --shards-at-once K = 1, 2, 4, ...: on a large
@@ -36,7 +37,8 @@ for ((i = 0; i < reps; i++)); do cat "$work/one.jsonl"; done > "$work/corpus.jso
 clean() { rm -rf "$@"; sync; }
 clean
 json_bytes=$(stat -c %s "$work/corpus.jsonl")
-tok=$("$BIN/tokenize_bench")
+# The tokenizer's figures, and the text bytes of one copy, on exactly that copy.
+tok=$(PILEPREP_BENCH_CORPUS="$work/one.jsonl" "$BIN/tokenize_bench")
 text_one=$(echo "$tok" | sed -E 's/.*"text_bytes":([0-9]+).*/\1/')
 text_bytes=$((text_one * reps))
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $cores cores"
@@ -50,18 +52,20 @@ echo "tokenizer, 1 thread, $((text_one / 1000000)) MB of text: $tok"
 # count: on the 2-core VM a 1-thread job of the default 300 MB takes about 1 s, of which 0.15 s is start-up.
 # On many cores give SCALING_MB a few GB (t full-size outputs are written at once: check the free disk);
 # SCALING_SEPARATE_REPS (default 2) sets how many times each row's separate jobs run (best taken).
-# busy: the run's user and system CPU over threads x wall time (where /usr/bin/time exists): how much of
-# its cores the job kept working; what it does not is idle (start-up, a stage that waits).
+# busy: the run's user and system CPU over threads x wall time (where GNU time exists): how much of its
+# cores the job kept working; what it does not is idle (start-up, a stage that waits). Its helper threads
+# (the .bin's writer, zstd's decoder) are not counted in the threads, so on few threads it can pass 100%.
 printf '%8s %10s %12s %12s %9s %10s %9s %6s\n' threads seconds "MB/s text" "MB/s/core" speedup "peak RSS" \
   separate busy
 # Runs a command quietly; sets ns (wall time), rss (peak) and cpu (user + system seconds), the last two
-# where /usr/bin/time exists, else "-".
+# where GNU time exists (the command on PATH, else /usr/bin/time), else "-".
+timer=$(type -P time || echo /usr/bin/time)
 timed() {
   local start
   start=$(date +%s%N)
   rss="-"; cpu="-"
-  if [[ -x /usr/bin/time ]]; then
-    /usr/bin/time -f "%M %U %S" -o "$work/rss" "$@" >/dev/null 2>&1
+  if [[ -x $timer ]]; then
+    "$timer" -f "%M %U %S" -o "$work/rss" "$@" >/dev/null 2>&1
     read -r kb user sys < <(tail -1 "$work/rss")
     rss="$((kb / 1024)) MB"
     cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')
