@@ -1134,27 +1134,27 @@ int RunShardJob(int argc, char** argv, int first) {
   info.exit_status = cancel_exit != 0 ? cancel_exit : failed > 0 ? kExitFailed : kExitOk;
   info.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - job_start).count();
-  const std::string summary_path =
-      (std::filesystem::path(job.output_dir) / absl::StrCat("pileprep-summary-rank", summary_rank, ".json"))
+  const std::string summary_base =
+      (std::filesystem::path(job.output_dir) / absl::StrCat("pileprep-summary-rank", summary_rank))
           .string();
+  const std::string summary_path = summary_base + ".json";
   // A straggler and its requeue (same rank, same directory, maybe another node) would write one
   // temporary: the summary is written under a lock of its own, held for moments, waited for, and
   // through a temporary of this process's own (where flock is local to a node the lock does not
   // reach the other node).
   std::string summary_holder, no_lock;
-  const std::string summary_lock_path =
-      (std::filesystem::path(job.output_dir) /
-       absl::StrCat("pileprep-summary-rank", summary_rank, ".pileprep-lock"))
-          .string();
+  const std::string summary_lock_path = summary_base + ".pileprep-lock";
   const std::unique_ptr<PathLock> summary_lock =
       PathLock::Acquire(summary_lock_path, 5.0, &summary_holder, &no_lock);
-  if (summary_lock != nullptr || summary_holder.empty()) {
+  // Held by another process: not written. Not held for want of flock: written all the same.
+  const bool held_by_another = summary_lock == nullptr && !summary_holder.empty();
+  if (!held_by_another) {
     RemoveStaleFiles(
         StaleSummaryTemporaries(summary_path, summary_lock_path, summary_lock != nullptr),
         c.console.quiet);
   }
   absl::Status summary_written =
-      summary_lock == nullptr && !summary_holder.empty()
+      held_by_another
           ? absl::UnavailableError(
                 absl::StrCat(summary_path, ": not written: ", summary_holder, " is writing it"))
           : WriteFileAtomically(summary_path, SummaryJson(info, outcomes),
