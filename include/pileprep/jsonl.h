@@ -144,6 +144,8 @@ class JsonRecordParser {
   // values: the next lines of a batch, say). A line that is valid UTF-8 without lone surrogate
   // escapes (nearly all) is then parsed where it lies, not copied first. Same results as Parse().
   static constexpr size_t kPadding = 64;  // simdjson::SIMDJSON_PADDING
+  // The parser's ceiling on JsonlOptions::max_line_bytes: a larger value is taken as this one.
+  static constexpr uint64_t kMaxLineBytes = 0xFFFFFFFF;  // simdjson::SIMDJSON_MAXSIZE_BYTES
   Result ParsePadded(std::string_view line);
 
   // One text per json key, in json_keys order, after an ok Parse(); valid until the next Parse().

@@ -173,8 +173,8 @@ struct JsonRecordParser::Impl {
 
 JsonRecordParser::JsonRecordParser(JsonlOptions options)
     : options_(std::move(options)), impl_(std::make_unique<Impl>()) {
-  options_.max_line_bytes =
-      std::min<uint64_t>(options_.max_line_bytes, simdjson::SIMDJSON_MAXSIZE_BYTES);
+  static_assert(kMaxLineBytes == simdjson::SIMDJSON_MAXSIZE_BYTES);
+  options_.max_line_bytes = std::min<uint64_t>(options_.max_line_bytes, kMaxLineBytes);
   texts_.reserve(options_.json_keys.size());
 }
 

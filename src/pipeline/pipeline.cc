@@ -280,11 +280,15 @@ struct Batch {
   std::vector<Bad> bad;
   uint64_t replaced_invalid_utf8 = 0;
   uint64_t replaced_lone_surrogates = 0;
+  // Set by the read stage on the last batch when the line after its lines grew past
+  // max_line_bytes before its end came: the input fails there, at that line (write_batch).
+  bool then_line_too_long = false;
 
   // Empties the batch for reuse, keeping its buffers.
   void Clear() {
     bytes = {};
     data.Truncate(0);
+    then_line_too_long = false;
     bytes_in_total = bytes_decompressed_total = num_lines = 0;
     tokens16.Clear();
     tokens.Clear();
@@ -463,6 +467,10 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
   // Compressed bytes of read_buffer not decoded yet: a batch takes only what fills it, whatever
   // the compression ratio (64 KiB of a stream of repeated lines can decode to gigabytes).
   std::string_view undecoded;
+  // The longest a line may grow before its end comes: max_line_bytes (as the parser clamps it), and
+  // one more byte for a '\r' that the '\n' after it makes part of a CRLF.
+  const uint64_t max_unended_line =
+      std::min<uint64_t>(options.jsonl.max_line_bytes, JsonRecordParser::kMaxLineBytes) + 1;
   // A batch's bytes: batch_bytes, and room to finish the line that crosses its end; with the
   // padding, 2 MiB by default: one huge page.
   const size_t batch_reserve =
@@ -500,13 +508,32 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
       batch->data.Append(bytes);
       return absl::OkStatus();
     };
-    // Read until the batch is full and holds a line end, or the input ends. A single line longer than
-    // batch_bytes makes one batch of its own, as large as that line.
+    // Read until the batch is full and holds a line end, or the input ends. A single line longer
+    // than batch_bytes makes one batch of its own, as large as that line, up to max_line_bytes:
+    // past that the line cannot be parsed, and buffering the rest of it (a file with no line end at
+    // all, or a small .zst that decodes to gigabytes of one line) would take memory without bound
+    // before the parser said so. The batch then ends at the line's start and the input fails
+    // there.
     size_t scan_from = 0;
+    size_t line_from = 0;   // where the batch's unended line starts, once the limit is in sight
+    size_t scanned_to = 0;  // how far line_from has been looked for (each byte looked at once)
     while (true) {
       if (batch->data.size() >= options.batch_bytes &&
           batch->data.view().find('\n', scan_from) != std::string_view::npos) {
         break;
+      }
+      if (batch->data.size() - line_from > max_unended_line) {
+        const std::string_view added = batch->data.view().substr(scanned_to);
+        if (const size_t nl = added.rfind('\n'); nl != std::string_view::npos) {
+          line_from = scanned_to + nl + 1;
+        }
+        scanned_to = batch->data.size();
+        if (batch->data.size() - line_from > max_unended_line) {
+          batch->data.Truncate(line_from);
+          batch->then_line_too_long = true;
+          input_done = true;  // nothing after the line is read: the input fails at it
+          break;
+        }
       }
       scan_from = batch->data.size();
       // Another stage failed: stop reading now rather than at the end of the batch (a stalled
@@ -593,7 +620,10 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
               break;
             }
             std::unique_ptr<Batch> batch = pool.Take();
-            if (!fill_from_stream(batch.get()) || batch->data.size() == 0) break;
+            if (!fill_from_stream(batch.get()) ||
+                (batch->data.size() == 0 && !batch->then_line_too_long)) {
+              break;
+            }
             const bool last = input_done;
             std::unique_lock<std::mutex> lock(ahead.mu);
             ahead.cv.wait(lock, [&] { return ahead.stop || ahead.ready.size() < kAheadBatches; });
@@ -706,7 +736,7 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
       fc.stop();
       return nullptr;
     }
-    if (batch->data.size() == 0) {  // the input ended with the last batch
+    if (batch->data.size() == 0 && !batch->then_line_too_long) {  // the input ended
       fc.stop();
       return nullptr;
     }
@@ -771,11 +801,17 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
     if (batch == nullptr || failed.load(std::memory_order_relaxed)) return;
     stats.bytes_in = batch->bytes_in_total;
     stats.bytes_decompressed = batch->bytes_decompressed_total;
+    // A resource limit, not a bad record. The same words whether the parser found the line too
+    // long or the read stage stopped buffering it (which one depends on where reads end).
+    auto fail_line_too_long = [&](uint64_t line) {
+      fail(absl::ResourceExhaustedError(absl::StrCat(
+          source.name(), ": line ", line, ": line too long: more than ",
+          std::min<uint64_t>(options.jsonl.max_line_bytes, JsonRecordParser::kMaxLineBytes),
+          " bytes (max_line_bytes)")));
+    };
     for (const Batch::Bad& bad : batch->bad) {
       if (bad.kind == BadRecordKind::kLineTooLong) {
-        // A resource limit, not a bad record: fail with the option that raises it.
-        fail(absl::ResourceExhaustedError(absl::StrCat(
-            source.name(), ": line ", stats.lines + bad.line_in_batch, ": ", bad.detail)));
+        fail_line_too_long(stats.lines + bad.line_in_batch);
         return;
       }
       ++stats.bad_records;
@@ -801,6 +837,10 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
       }
     }
     stats.lines += batch->num_lines;
+    if (batch->then_line_too_long) {
+      fail_line_too_long(stats.lines + 1);
+      return;
+    }
     stats.replaced_invalid_utf8 += batch->replaced_invalid_utf8;
     stats.replaced_lone_surrogates += batch->replaced_lone_surrogates;
     size_t offset = 0;

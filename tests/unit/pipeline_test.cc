@@ -634,6 +634,78 @@ TEST_F(PipelineTest, ZstdRunFailsTheSameWhicheverThreadDecodes) {
   }
 }
 
+// A line past max_line_bytes fails the input at that line, in the same words however it is found:
+// by the parser (the line ended within a batch, or the input is mapped) or by the read stage, which
+// stops buffering an unended line once it is longer than that, rather than reading all of it into
+// memory first (a file with no line end, or a small .zst that decodes to gigabytes of one line).
+TEST_F(PipelineTest, LineTooLongFailsAtItsLineWithoutBufferingTheRestOfIt) {
+  // Two good lines, then one of `long_bytes` bytes without an end; made as it is read.
+  class LongLineSource : public ByteSource {
+   public:
+    LongLineSource(std::string head, uint64_t long_bytes)
+        : head_(std::move(head)), total_(head_.size() + long_bytes) {}
+    absl::StatusOr<size_t> Read(char* buffer, size_t capacity) override {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(capacity, total_ - served_));
+      for (size_t i = 0; i < n; ++i) {
+        const uint64_t at = served_ + i;
+        buffer[i] = at < head_.size() ? head_[at] : 'x';
+      }
+      served_ += n;
+      return n;
+    }
+    const std::string& name() const override { return name_; }
+    uint64_t served() const { return served_; }
+
+   private:
+    std::string head_;
+    uint64_t total_;
+    uint64_t served_ = 0;
+    std::string name_ = "long.jsonl";
+  };
+  const std::string head = "{\"text\": \"one\"}\n{\"text\": \"two\"}\n";
+  const std::string want = ": line 3: line too long: more than 100000 bytes (max_line_bytes)";
+  for (int threads : {1, 3}) {
+    for (size_t batch_bytes : {size_t{64}, size_t{1} << 16}) {
+      SCOPED_TRACE(::testing::Message() << threads << " threads, batches of " << batch_bytes);
+      PipelineOptions options;
+      options.jsonl.max_line_bytes = 100000;
+      // 256 MB unended: the read stage stops within a read or two of the limit.
+      LongLineSource source(head, uint64_t{256} << 20);
+      absl::Status status;
+      EXPECT_EQ(
+          RunSource(source, InputFormat::kPlain, threads, batch_bytes, &status, nullptr, options),
+          "");
+      EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+      EXPECT_EQ(status.message(), "long.jsonl" + want);
+      EXPECT_LT(source.served(), uint64_t{8} << 20);
+
+      // The same line ended, where the parser finds it: the same error.
+      std::string ended = head + std::string(100001, 'x') + "\n{\"text\": \"four\"}\n";
+      EXPECT_EQ(
+          Run(ended, InputFormat::kPlain, 1 << 12, threads, batch_bytes, &status, nullptr, options),
+          "");
+      EXPECT_EQ(status.message(), "memory.jsonl.zst" + want);
+      // From .zst, decoded on its own thread or in the read stage.
+      for (bool own_thread : {true, false}) {
+        options.zstd_decode_thread = own_thread;
+        EXPECT_EQ(Run(Compress(head + std::string(size_t{16} << 20, 'x')), InputFormat::kZstd,
+                      1 << 16, threads, batch_bytes, &status, nullptr, options),
+                  "");
+        EXPECT_EQ(status.message(), "memory.jsonl.zst" + want);
+      }
+    }
+  }
+  for (const auto& e : fs::directory_iterator(dir_)) ADD_FAILURE() << "left " << e.path();
+  // A line of max_line_bytes, and one more byte for a '\r' before its '\n': not too long, even
+  // read a byte at a time (the read stage sees the '\r' before the '\n').
+  const std::string at_limit = head + "{\"text\": \"" + std::string(100000 - 12, 'y') + "\"}\r\n";
+  for (size_t batch_bytes : {size_t{64}, size_t{1} << 16}) {
+    PipelineOptions options;
+    options.jsonl.max_line_bytes = 100000;
+    EXPECT_NE(Run(at_limit, InputFormat::kPlain, 1, 2, batch_bytes, nullptr, nullptr, options), "");
+  }
+}
+
 TEST_F(PipelineTest, ZeroTokensPublishNothing) {
   ShardStats stats;
   EXPECT_EQ(Run("{\"text\": \"\"}\n", InputFormat::kPlain, 100, 1, 100, nullptr, &stats), "");
