@@ -621,6 +621,29 @@ ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" LD_PRELOA
 rm -f "$fresh"
 check_rerun "$work/k" "after stale summary temporaries"
 
+# Another user's lock file on NFS (the shim: this user may only open it read-only, and NFS refuses
+# flock on a read-only descriptor, EBADF): its job may hold it, so the shard is left alone, not made
+# unlocked beside it; the other shard is made. Once the file is gone a rerun makes the shard.
+mkdir -p "$work/nfs"
+foreign="$work/nfs/my-gpt3_00.pileprep-lock"
+echo "pid 4194999 on another-users-node" >"$foreign"
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" LD_PRELOAD=$SHIM \
+  PILEPREP_FAULT_FOREIGN_LOCK="$foreign" \
+  "$PILEPREP" --url "$url" --files 0-1 --output-dir "$work/nfs" --threads 2 -q 2>"$work/err"
+rc=$?
+[[ $rc == 1 ]] || { bad "another user's lock file on NFS: exit $rc, not 1"; cat "$work/err"; }
+grep -q "00.jsonl.zst: another pileprep process is making it (pid 4194999 on another-users-node, in a lock file this user cannot write" "$work/err" ||
+  { bad "another user's lock file on NFS: no message naming it"; cat "$work/err"; }
+grep -q "running without shard locks" "$work/err" && bad "another user's lock file on NFS: ran unlocked"
+[[ -e "$work/nfs/my-gpt3_00_text_document.bin" ]] && bad "another user's lock file on NFS: shard 00 made beside it"
+[[ -e "$work/nfs/my-gpt3_01_text_document.bin" ]] || bad "another user's lock file on NFS: shard 01 not made"
+[[ -e $foreign ]] || bad "another user's lock file on NFS: removed"
+rm -f "$foreign"
+"$PILEPREP" --url "$url" --files 0-1 --output-dir "$work/nfs" --threads 2 -q 2>"$work/err" ||
+  { bad "rerun once another user's lock file is gone failed"; cat "$work/err"; }
+cmp -s "$work/nfs/my-gpt3_00_text_document.bin" "$work/k/my-gpt3_00_text_document.bin" ||
+  bad "rerun once another user's lock file is gone: shard 00 differs"
+
 # The same with two shards downloading at once: SIGKILLs mid-way, a SIGTERM (exit 143, nothing half
 # made under a final name), then a rerun at once: byte-identical, nothing stray.
 for delay in 0.6 1.5; do

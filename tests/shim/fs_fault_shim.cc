@@ -4,11 +4,20 @@
 //   PILEPREP_FAULT_RENAME_TO=PATH       rename() onto exactly PATH fails with EIO.
 //   PILEPREP_FAULT_UNLINK_AFTER=P1:P2   once such a rename has failed, unlink() of exactly P1 or P2
 //                                       (any number, ':'-separated) fails with EIO.
-//   PILEPREP_FAULT_FLOCK=1              every flock() fails with ENOLCK: a file system without locks.
+//   PILEPREP_FAULT_FLOCK=1              every flock() fails with ENOLCK: a file system without
+//   locks. PILEPREP_FAULT_FOREIGN_LOCK=PATH    PATH is another user's file on NFS: open() of
+//   exactly PATH for
+//                                       writing fails with EACCES (without O_EXCL), and flock() on
+//                                       a descriptor open read-only fails with EBADF (NFS takes
+//                                       flock as a POSIX lock, and an exclusive one needs write
+//                                       access).
 //
 // Everything else goes to the C library unchanged. Test-only: never linked into pileprep.
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <sys/file.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -48,10 +57,33 @@ extern "C" int rename(const char* from, const char* to) {
   return real(from, to);
 }
 
+extern "C" int open(const char* path, int flags, ...) {
+  mode_t mode = 0;
+  if ((flags & O_CREAT) != 0 || (flags & O_TMPFILE) == O_TMPFILE) {
+    va_list args;
+    va_start(args, flags);
+    mode = va_arg(args, mode_t);
+    va_end(args);
+  }
+  if ((flags & O_ACCMODE) != O_RDONLY && (flags & O_EXCL) == 0 &&
+      Named(path, "PILEPREP_FAULT_FOREIGN_LOCK", false)) {
+    errno = EACCES;
+    return -1;
+  }
+  static const auto real = Next<int (*)(const char*, int, ...)>("open");
+  return real(path, flags, mode);
+}
+
 extern "C" int flock(int fd, int operation) {
   const char* fail = std::getenv("PILEPREP_FAULT_FLOCK");
   if (fail != nullptr && *fail != '\0') {
     errno = ENOLCK;
+    return -1;
+  }
+  const char* foreign = std::getenv("PILEPREP_FAULT_FOREIGN_LOCK");
+  if (foreign != nullptr && *foreign != '\0' && (operation & LOCK_EX) != 0 &&
+      (fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDONLY) {
+    errno = EBADF;
     return -1;
   }
   static const auto real = Next<int (*)(int, int)>("flock");

@@ -25,13 +25,17 @@ std::unique_ptr<PathLock> PathLock::TryAcquire(const std::string& path, std::str
                                                std::string* unsupported) {
   for (int attempt = 0; attempt < 100; ++attempt) {
     bool created = true;
+    bool read_only = false;
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0 && errno == EEXIST) {
       created = false;
       fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
       // Another user's lock file (mode 0644 in a shared directory): flock works on a read-only
-      // descriptor too; only the holder's name is not written.
-      if (fd < 0 && errno == EACCES) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      // descriptor too, on a local file system; only the holder's name is not written.
+      if (fd < 0 && errno == EACCES) {
+        fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        read_only = fd >= 0;
+      }
       if (fd < 0 && errno == ENOENT) continue;  // removed by its holder meanwhile
     }
     if (fd < 0) {
@@ -55,6 +59,17 @@ std::unique_ptr<PathLock> PathLock::TryAcquire(const std::string& path, std::str
     if (!locked && err == EWOULDBLOCK && current) {
       const std::string who = ReadHolderName(fd);
       *held_by = who.empty() ? "another process" : who;
+      ::close(fd);
+      return nullptr;
+    }
+    if (!locked && err == EBADF && read_only && current) {
+      // NFS takes flock as a POSIX lock, and an exclusive one needs a descriptor open for
+      // writing: this says nothing about locking on this file system, only that the file is
+      // another user's, whose job may hold it. Going on unlocked (below) could write beside it.
+      const std::string who = ReadHolderName(fd);
+      *held_by = absl::StrCat(who.empty() ? "another user's job" : who,
+                              ", in a lock file this user cannot write, which flock needs here: "
+                              "remove the file if that job is over");
       ::close(fd);
       return nullptr;
     }
