@@ -564,6 +564,14 @@ class HttpSourceImpl final : public HttpSource {
         total_.store(r.range_total);
         return Finish(FinishCache());
       }
+      if (r.code == 416 && total_.load() < 0 && delivered_ > 0 && r.range_total >= 0) {
+        // The same request answered with another size (not delivered_, settled above): the file
+        // is no longer the one whose first bytes arrived, as with a known length below.
+        return Finish(
+            RestartStatus(absl::StrCat(name_, ": the file is now ", r.range_total, " bytes, after ",
+                                       delivered_, " bytes of it had arrived (a request for bytes ",
+                                       delivered_, "- was answered 416); restarting the shard")));
+      }
       if (r.code == 416 && total_.load() >= 0 && r.range_total >= 0 &&
           r.range_total != total_.load()) {
         return Finish(RestartStatus(

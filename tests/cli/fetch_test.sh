@@ -113,6 +113,23 @@ n_before=$(wc -l <"$work/log")
   bad "keep-downloads rerun: failed"
 [[ $(wc -l <"$work/log") -eq $n_before ]] || bad "rerun downloaded again despite the cache"
 same_outputs "keep-downloads" "$work/f" 00 01
+# A kept copy is read only for the source it came from (DIR/NN.jsonl.zst.pileprep-source): with another
+# --url (--force after a change of source) the shard is downloaded again and its copy replaced, and
+# back on the first source, again.
+mkdir -p "$work/src/other" "$work/o"
+cp "$work/src/00.jsonl.zst" "$work/src/other/01.jsonl.zst"
+"$PILEPREP" --url "${url}other/" --files 1 --output-dir "$work/o" --keep-downloads "$work/cache" \
+  --force >/dev/null 2>"$work/err" || { bad "another source: failed"; cat "$work/err"; }
+grep -q "01.jsonl.zst: the copy kept in $work/cache is not known to come from ${url}other/01.jsonl.zst: downloading it again" "$work/err" ||
+  { bad "another source: the kept copy's replacement not said"; cat "$work/err"; }
+cmp -s "$work/src/other/01.jsonl.zst" "$work/cache/01.jsonl.zst" || bad "another source: kept copy not replaced"
+cmp -s "$work/ref/my-gpt3_00_text_document.bin" "$work/o/my-gpt3_01_text_document.bin" ||
+  bad "another source: made from the copy the first source left"
+"$PILEPREP" --url "$url" --files 1 --output-dir "$work/o" --keep-downloads "$work/cache" --force -q \
+  2>"$work/err" || { bad "back on the first source: failed"; cat "$work/err"; }
+cmp -s "$work/src/01.jsonl.zst" "$work/cache/01.jsonl.zst" || bad "back on the first source: kept copy not replaced"
+same_outputs "back on the first source" "$work/o" 01
+ls "$work/cache" | grep -q 'pileprep-tmp' && bad "another source: a temporary is left: $(ls "$work/cache")"
 # A kept download that turns out damaged (cut short, as a close-delimited answer can be) fails its
 # shard and is removed, so that the next run downloads it again instead of failing on it forever.
 truncate -s 300000 "$work/cache/01.jsonl.zst"

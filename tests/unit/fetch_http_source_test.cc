@@ -304,6 +304,22 @@ TEST(HttpSource, A416WithAnotherEtagForADownloadOfUnknownLengthRequiresRestart) 
   EXPECT_THAT(d.message(), HasSubstr("answered 416 (the file changed: ETag"));
 }
 
+// A download of unknown length cut part way, whose resume is answered 416 with another size (the
+// file was replaced by a shorter one): not complete, and not an HTTP error either: it restarts.
+TEST(HttpSource, A416WithAnotherSizeForADownloadOfUnknownLengthRequiresRestart) {
+  testing::ScopedTempDir dir("pileprep-fetch");
+  const std::string shorter = dir.path() + "/01-shorter.jsonl.zst";
+  testing::WriteFile(shorter, ReadFile(kSamples + "/01.jsonl.zst").substr(0, 50000));
+  Download d;
+  ASSERT_NO_FATAL_FAILURE(
+      Fetch({"--chunked", "--ignore-if-range", "--plan", "01.jsonl.zst=drop:100000", "--change",
+             "01.jsonl.zst=2:" + shorter},
+            &d));
+  ASSERT_FALSE(d.bytes.ok()) << "a 416 for a shorter file settled the download";
+  EXPECT_TRUE(IsRestartRequired(d.bytes.status())) << d.bytes.status();
+  EXPECT_THAT(d.message(), HasSubstr("the file is now 50000 bytes, after 100000 bytes of it"));
+}
+
 TEST(HttpSource, StalledTransferIsDroppedByTheLowSpeedLimitAndResumed) {
   FetchOptions o = FastOptions();
   o.low_speed_limit = 1000;

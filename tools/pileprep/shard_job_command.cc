@@ -84,6 +84,13 @@ std::string CachePath(const JobConfig& job, int n) {
 // that finds it held only streams the shard.
 std::string KeptDownloadLockPath(const std::string& cache) { return cache + ".pileprep-lock"; }
 
+// A kept download's source, beside it (`DIR/NN.jsonl.zst.pileprep-source`): the URL without
+// credentials or query (a signed URL's query changes from run to run; its path does not). Kept
+// files are named by shard number alone, so without it a run with another --url (--force, after a
+// change of source) would read the shards an earlier source left there.
+std::string KeptSourcePath(const std::string& cache) { return cache + ".pileprep-source"; }
+std::string KeptSourceStamp(const std::string& url) { return RedactUrl(url) + "\n"; }
+
 // One process at a time per shard. Two runs on the same output directory (a requeued job whose old
 // allocation still runs, two launchers' rank variables both set, a rerun started by hand) would
 // otherwise delete and truncate each other's temporaries, and one could rename the other's half
@@ -121,7 +128,9 @@ void RemoveStaleTemporaries(const JobConfig& job, const Common& c, int n) {
     const std::unique_ptr<PathLock> lock =
         PathLock::TryAcquire(KeptDownloadLockPath(CachePath(job, n)), &held_by, &unsupported);
     if (lock != nullptr || held_by.empty()) {
-      RemoveStaleFiles({CachePath(job, n) + kIndexedDatasetTempSuffix}, c.console.quiet);
+      RemoveStaleFiles({CachePath(job, n) + kIndexedDatasetTempSuffix,
+                        KeptSourcePath(CachePath(job, n)) + kIndexedDatasetTempSuffix},
+                       c.console.quiet);
     }
   }
 }
@@ -240,6 +249,47 @@ bool AlreadyComplete(const JobConfig& job, const Common& c, const Gpt2Tokenizer&
   return true;
 }
 
+// Writes `data` to `tmp`, then renames it to `path`. Callers hold a lock that covers `tmp`.
+absl::Status WriteFileAtomically(const std::string& path, const std::string& data,
+                                 const std::string& tmp) {
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return absl::PermissionDeniedError(absl::StrCat(tmp, ": ", std::strerror(errno)));
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t w = ::write(fd, data.data() + done, data.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) {
+      const int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return absl::DataLossError(absl::StrCat(tmp, ": write: ", std::strerror(err)));
+    }
+    done += static_cast<size_t>(w);
+  }
+  int err = 0;
+  if (::fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && err == 0) err = errno;  // closed either way
+  if (err == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
+  if (err != 0) {
+    ::unlink(tmp.c_str());
+    return absl::DataLossError(absl::StrCat(path, ": ", std::strerror(err)));
+  }
+  if (absl::Status synced = internal::SyncDirectory(internal::DirName(path)); !synced.ok()) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": written, but its directory was not synced: ", synced.message()));
+  }
+  return absl::OkStatus();
+}
+
+// Whether the kept download `cache` is there and its stamp names `url`'s source.
+bool KeptFromSource(const std::string& cache, const std::string& url) {
+  std::error_code ec;
+  if (!std::filesystem::exists(cache, ec)) return false;
+  std::ifstream in(KeptSourcePath(cache), std::ios::binary);
+  const std::string stamp((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return stamp == KeptSourceStamp(url);  // none (a copy kept before stamps): not known
+}
+
 // An open input: a file, a cached download, or an HTTP download in flight.
 struct OpenedSource {
   // A kept download's lock (KeptDownloadLockPath), released only once the download below has
@@ -285,7 +335,7 @@ OpenedSource OpenShard(const JobConfig& job, const Common& c, int n, FetchObserv
     o.input = RedactUrl(input);
     const std::string cache = CachePath(job, n);
     std::error_code ec;  // never thrown from a runner thread (std::terminate): downloaded again
-    if (!cache.empty() && std::filesystem::exists(cache, ec)) {
+    if (!cache.empty() && KeptFromSource(cache, input)) {
       o.input = cache;  // a complete earlier download (written by rename once its length matched)
     } else {
       FetchOptions f = job.fetch;
@@ -294,7 +344,7 @@ OpenedSource OpenShard(const JobConfig& job, const Common& c, int n, FetchObserv
         std::string held_by, unsupported;
         o.cache_lock = PathLock::TryAcquire(KeptDownloadLockPath(cache), &held_by, &unsupported);
         o.keeps = o.cache_lock != nullptr || held_by.empty();  // no flock here: kept unlocked
-        if (o.cache_lock != nullptr && std::filesystem::exists(cache, ec)) {
+        if (o.cache_lock != nullptr && KeptFromSource(cache, input)) {
           // Another job finished keeping it just now: read that copy.
           o.cache_lock.reset();
           o.keeps = false;
@@ -307,6 +357,33 @@ OpenedSource OpenShard(const JobConfig& job, const Common& c, int n, FetchObserv
                        "%s: another process is keeping it in %s (%s); this run reads it without "
                        "keeping a copy\n",
                        ShardFileName(n).c_str(), job.keep_downloads.c_str(), held_by.c_str());
+        }
+        if (o.keeps) {
+          // A copy kept from another source (or without a stamp) goes before the stamp names
+          // this one, so that a stamp never stands beside a file it does not describe, whenever
+          // the run is killed; this download's copy replaces it once complete.
+          const bool stale = std::filesystem::exists(cache, ec);
+          if (stale && !c.console.quiet) {
+            std::fprintf(stderr,
+                         "%s: the copy kept in %s is not known to come from %s: downloading it "
+                         "again\n",
+                         ShardFileName(n).c_str(), job.keep_downloads.c_str(), o.input.c_str());
+          }
+          absl::Status stamped = absl::OkStatus();
+          if (stale && ::unlink(cache.c_str()) != 0 && errno != ENOENT) {
+            stamped = absl::PermissionDeniedError(absl::StrCat(cache, ": ", std::strerror(errno)));
+          }
+          if (stamped.ok()) {
+            stamped = WriteFileAtomically(KeptSourcePath(cache), KeptSourceStamp(input),
+                                          KeptSourcePath(cache) + kIndexedDatasetTempSuffix);
+          }
+          if (!stamped.ok()) {
+            // Reading on without keeping loses nothing but the copy.
+            o.keeps = false;
+            o.cache_lock.reset();
+            std::fprintf(stderr, "%s: not keeping a copy (%s)\n", ShardFileName(n).c_str(),
+                         std::string(stamped.message()).c_str());
+          }
         }
       }
       if (o.keeps) f.cache_path = cache;
@@ -322,38 +399,6 @@ OpenedSource OpenShard(const JobConfig& job, const Common& c, int n, FetchObserv
   }
   OpenLocalFile(c, &o);
   return o;
-}
-
-// Writes `data` to `tmp`, then renames it to `path`. Callers hold a lock that covers `tmp`.
-absl::Status WriteFileAtomically(const std::string& path, const std::string& data,
-                                 const std::string& tmp) {
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return absl::PermissionDeniedError(absl::StrCat(tmp, ": ", std::strerror(errno)));
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t w = ::write(fd, data.data() + done, data.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) {
-      const int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return absl::DataLossError(absl::StrCat(tmp, ": write: ", std::strerror(err)));
-    }
-    done += static_cast<size_t>(w);
-  }
-  int err = 0;
-  if (::fsync(fd) != 0) err = errno;
-  if (::close(fd) != 0 && err == 0) err = errno;  // closed either way
-  if (err == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
-  if (err != 0) {
-    ::unlink(tmp.c_str());
-    return absl::DataLossError(absl::StrCat(path, ": ", std::strerror(err)));
-  }
-  if (absl::Status synced = internal::SyncDirectory(internal::DirName(path)); !synced.ok()) {
-    return absl::DataLossError(
-        absl::StrCat(path, ": written, but its directory was not synced: ", synced.message()));
-  }
-  return absl::OkStatus();
 }
 
 // The temporaries `summary_path`.HOST.PID.pileprep-tmp that runs killed while writing their summary
