@@ -232,7 +232,8 @@ struct Blend {
 // Megatron's normalize(): w / numpy.sum(w) in float64 (numpy sums pairwise).
 std::vector<double> NormalizeWeights(absl::Span<const double> weights);
 // Parses Megatron's --data-path items ("0.3", "A", "0.7", "B" or "A", "B"). Errors:
-// InvalidArgument for no items, a weight that is negative, infinite or NaN, or a zero sum.
+// InvalidArgument for no items, or a weight that is not a finite number > 0 (Megatron's
+// BlendedDataset asserts every weight > 0; a weight of 0 would still build and pick its dataset).
 absl::StatusOr<Blend> ParseBlend(const std::vector<std::string>& items);
 // The same for one string, items separated by whitespace ("0.3 A 0.7 B"; a lone prefix).
 absl::StatusOr<Blend> ParseBlend(absl::string_view data_path);
@@ -286,6 +287,9 @@ class GptDataset {
   // (num_samples required).
   // Unweighted blend: each dataset one epoch; exhaustive blending when num_samples is nullopt, else
   // build_blending_indices with weights ∝ dataset sizes and min(S, Σ sizes) samples.
+  // As Megatron's BlendedDataset, refuses a weight that is not finite > 0, before or after
+  // normalizing (InvalidArgument), and an unweighted blend with a dataset of 0 samples, whose
+  // weight is its size (FailedPrecondition).
   static absl::StatusOr<std::unique_ptr<GptDataset>> Open(absl::string_view data_path,
                                                           const GptDatasetOptions& options);
   static absl::StatusOr<std::unique_ptr<GptDataset>> Open(const Blend& blend,

@@ -127,21 +127,23 @@ void AppendShuffledEpochs(absl::Span<const int32_t> ids, int32_t epochs, NumpyRa
   rng->Shuffle(out->data() + start, out->size() - start);
 }
 
+// helpers.cpp build_sample_idx's sample count (the sample index has one row more). BuildSampleIndex
+// builds this many and LoadCached requires this many, so a cache hit cannot disagree with a build.
+int64_t SampleCount(const GptIndexOptions& o, const EpochPlan& plan) {
+  const int64_t extra = o.add_extra_token ? 1 : 0;
+  const int64_t tokens = plan.num_epochs * plan.tokens_per_epoch - extra;
+  if (o.drop_last_partial_sequence) return tokens / o.sequence_length;
+  // Upstream divides a float (single precision), then takes the ceiling.
+  return static_cast<int64_t>(std::ceil(static_cast<float>(tokens) / o.sequence_length));
+}
+
 // helpers.cpp build_sample_idx.
 template <typename Sizes>
 void BuildSampleIndex(const Sizes& sizes, const std::vector<int32_t>& doc_index,
-                      const GptIndexOptions& o, int32_t num_epochs, int64_t tokens_per_epoch,
-                      std::vector<int64_t>* out) {
+                      const GptIndexOptions& o, const EpochPlan& plan, std::vector<int64_t>* out) {
   const int64_t extra = o.add_extra_token ? 1 : 0;
   const int64_t seq = o.sequence_length;
-  int64_t num_samples;
-  if (o.drop_last_partial_sequence) {
-    num_samples = (num_epochs * tokens_per_epoch - extra) / seq;
-  } else {
-    // Upstream divides a float (single precision), then takes the ceiling.
-    num_samples = static_cast<int64_t>(
-        std::ceil(static_cast<float>(num_epochs * tokens_per_epoch - extra) / seq));
-  }
+  const int64_t num_samples = SampleCount(o, plan);
   out->assign(2 * static_cast<size_t>(num_samples + 1), 0);
   int64_t* rows = out->data();
   const int64_t last = static_cast<int64_t>(doc_index.size()) - 1;
@@ -220,8 +222,7 @@ absl::StatusOr<GptIndices> BuildWithPlan(const Sizes& sizes, absl::Span<const in
   }
   {
     std::vector<int64_t> sample_index;
-    BuildSampleIndex(sizes, document_index, o, plan.num_epochs, plan.tokens_per_epoch,
-                     &sample_index);
+    BuildSampleIndex(sizes, document_index, o, plan, &sample_index);
     out.sample_index =
         IndexArray::Narrowed(SampleIndexType(sizes, document_index.size()), sample_index);
   }
@@ -347,24 +348,26 @@ bool AllValues(const IndexArray& a, F ok) {
 }
 
 // A cache hit fills `out` (its plan fields already set) with the mapped files; anything
-// unreadable or inconsistent is a miss, and the caller rebuilds and rewrites.
+// unreadable, inconsistent, or that cannot be Megatron's indices for `o` and `plan` is a miss, and
+// the caller rebuilds and rewrites.
 template <typename Sizes>
 bool LoadCached(const std::string& dir, const std::string& key, const Sizes& sizes,
-                absl::Span<const int32_t> ids, GptIndices* out) {
-  const int64_t docs = static_cast<int64_t>(ids.size()) * out->num_epochs;
+                absl::Span<const int32_t> ids, const GptIndexOptions& o, const EpochPlan& plan,
+                GptIndices* out) {
+  const int64_t docs = static_cast<int64_t>(ids.size()) * plan.num_epochs;
   auto doc = MapCached(internal::MapNpy(CachePath(dir, key, "document_index.npy")),
                        IndexArray::Type::kInt32, {docs});
   if (!doc) return false;
   const bool doc_ok = AllValues(
       *doc, [&](int64_t d, size_t) { return d >= 0 && d < static_cast<int64_t>(sizes.size()); });
   if (!doc_ok) return false;
-  absl::StatusOr<internal::MappedNpy> shuffle_npy =
-      internal::MapNpy(CachePath(dir, key, "shuffle_index.npy"));
-  if (!shuffle_npy.ok() || shuffle_npy->shape.size() != 1) return false;
-  const int64_t samples = shuffle_npy->shape[0];
+  // The count the options imply, not the one the files declare: files that agree with each other
+  // on another count (made by hand, or by a build that counted otherwise) are not these indices.
+  const int64_t samples = SampleCount(o, plan);
   auto sample = MapCached(internal::MapNpy(CachePath(dir, key, "sample_index.npy")),
                           SampleIndexType(sizes, static_cast<size_t>(docs)), {samples + 1, 2});
-  auto shuffle = MapCached(std::move(shuffle_npy), ShuffleIndexType(samples), {samples});
+  auto shuffle = MapCached(internal::MapNpy(CachePath(dir, key, "shuffle_index.npy")),
+                           ShuffleIndexType(samples), {samples});
   if (!sample || !shuffle) return false;
   const int64_t rows = samples + 1;
   int64_t pos = 0;
@@ -382,7 +385,24 @@ bool LoadCached(const std::string& dir, const std::string& key, const Sizes& siz
            v <= sizes[static_cast<size_t>(d)];
   });
   if (!sample_ok) return false;
-  if (!AllValues(*shuffle, [&](int64_t v, size_t) { return v >= 0 && v < samples; })) return false;
+  // Megatron's shuffle index is a permutation of [0, samples): with a separate final epoch, one of
+  // [0, sans) followed by one of the rest. In range is not enough: a repeated row would give one
+  // sample twice and another never, silently. The bitmap (samples / 8 bytes, freed on return) adds
+  // a bit test to a pass that reads every value anyway; its random accesses are as many as the
+  // sample index pass's lookups of sequence lengths, over a smaller array. On the 2-core VM: 0.13 s
+  // at 68 million samples, where a hit took 3.4-6 s with or without it (a build 41 s); 1.5 s alone
+  // at The Pile's 146 million, where the 18 MB bitmap outgrows the cache.
+  const int64_t first = plan.separate ? plan.samples_sans_final_epoch : samples;
+  std::vector<uint64_t> seen(static_cast<size_t>(samples / 64 + 1), 0);
+  const bool shuffle_ok = AllValues(*shuffle, [&](int64_t v, size_t i) {
+    if (v < 0 || v >= samples || (static_cast<int64_t>(i) < first) != (v < first)) return false;
+    uint64_t& word = seen[static_cast<size_t>(v >> 6)];
+    const uint64_t bit = uint64_t{1} << (v & 63);
+    if (word & bit) return false;
+    word |= bit;
+    return true;
+  });
+  if (!shuffle_ok) return false;
   out->document_index = *std::move(doc);
   out->sample_index = *std::move(sample);
   out->shuffle_index = *std::move(shuffle);
@@ -723,14 +743,17 @@ absl::StatusOr<Blend> ParseBlend(const std::vector<std::string>& items) {
     blend.prefixes = items;
     return blend;
   }
+  // Megatron's BlendedDataset asserts every weight > 0. A weight of 0 is no way to leave a dataset
+  // out: its dataset is still built (for 0 samples: a whole epoch) and build_blending_indices picks
+  // it at ties, so it would supply samples.
   for (size_t i = 0; i < weights.size(); ++i) {
-    if (!(weights[i] >= 0) || !std::isfinite(weights[i])) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("data path: weight \"", items[2 * i], "\" is not a finite number >= 0"));
+    if (!(weights[i] > 0) || !std::isfinite(weights[i])) {
+      return absl::InvalidArgumentError(absl::StrCat("data path: weight \"", items[2 * i], "\" of ",
+                                                     items[2 * i + 1],
+                                                     " is not a finite number > 0"));
     }
     blend.prefixes.push_back(items[2 * i + 1]);
   }
-  if (!(NumpySum(weights) > 0)) return absl::InvalidArgumentError("data path: weights sum to 0");
   blend.weights = std::move(weights);
   return blend;
 }
@@ -776,15 +799,25 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Open(const Blend& blend,
   // (20 A 12 B 9 C 14 D: 0.36363636363636365 -> 0.3636363636363637), and so some picks.
   std::vector<double> sized_by, blended_by;
   if (weighted) {
-    for (double w : blend.weights) {
-      if (!(w >= 0) || !std::isfinite(w)) {
-        return absl::InvalidArgumentError(absl::StrCat("blend: weight ", w, " is not finite >= 0"));
+    // As ParseBlend (a Blend may be made without it): BlendedDataset asserts every weight > 0.
+    for (size_t k = 0; k < blend.weights.size(); ++k) {
+      const double w = blend.weights[k];
+      if (!(w > 0) || !std::isfinite(w)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("blend: weight ", w, " of ", blend.prefixes[k], " is not finite > 0"));
       }
     }
-    if (!(NumpySum(blend.weights) > 0))
-      return absl::InvalidArgumentError("blend: weights sum to 0");
     sized_by = NormalizeWeights(blend.weights);
     blended_by = NormalizeWeights(sized_by);
+    // BlendedDataset asserts on the builder's normalized weights, where one far below the others
+    // (1e-300 A 1e100 B) becomes 0, as do all when the sum overflows (1e308 A 1e308 B).
+    for (size_t k = 0; k < sized_by.size(); ++k) {
+      if (!(sized_by[k] > 0)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "blend: weight ", blend.weights[k], " of ", blend.prefixes[k], " normalizes to ",
+            sized_by[k], " (not > 0; Megatron's BlendedDataset refuses it)"));
+      }
+    }
   }
   std::unique_ptr<GptDataset> ds(new GptDataset());
   ds->blend_ = weighted || blend.prefixes.size() > 1;
@@ -834,16 +867,16 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Open(const Blend& blend,
     }
     if (!options.cache_dir.empty()) {
       FillPlan(*plan, &part.indices);
-      part.from_cache =
-          LoadCached(options.cache_dir, key, part.view->sequence_lengths(), ids, &part.indices);
+      part.from_cache = LoadCached(options.cache_dir, key, part.view->sequence_lengths(), ids, io,
+                                   *plan, &part.indices);
     }
     std::optional<internal::FileLock> building;
     if (!part.from_cache && !options.cache_dir.empty() &&
         internal::MakeDirectories(options.cache_dir).ok()) {
       // One rank at a time builds under this key; a rank that waited finds the indices stored.
       building.emplace(CachePath(options.cache_dir, key, "lock"));
-      part.from_cache =
-          LoadCached(options.cache_dir, key, part.view->sequence_lengths(), ids, &part.indices);
+      part.from_cache = LoadCached(options.cache_dir, key, part.view->sequence_lengths(), ids, io,
+                                   *plan, &part.indices);
     }
     if (!part.from_cache) {
       PILEPREP_ASSIGN_OR_RETURN(part.indices,
@@ -875,6 +908,18 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Open(const Blend& blend,
   }
   std::vector<int64_t> lengths;
   for (const Part& p : ds->parts_) lengths.push_back(p.indices.size());
+  // Unweighted, Megatron's builder gives BlendedDataset the datasets' sample counts as weights,
+  // with num_samples or without, and it asserts each > 0: a dataset whose split is too short for
+  // one sample refuses the blend. (Alone, it is no blend, and opens with no samples, as there.)
+  for (size_t d = 0; d < lengths.size() && !weighted; ++d) {
+    if (lengths[d] == 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("blend without weights: ", blend.prefixes[d], " gives 0 samples of ",
+                       options.sequence_length,
+                       " tokens, so its weight (its sample count) is 0, which "
+                       "Megatron's BlendedDataset refuses"));
+    }
+  }
   // What build_blending_indices is given: the blend's weights and the sum of ceil(S·w) samples; for
   // "A B" with num_samples, weights ∝ the datasets' sizes and min(S, Σ sizes); without it, the
   // exhaustive form (no weights, Σ sizes).

@@ -544,6 +544,9 @@ def test_view_and_errors(pileprep, tmp):
            "weighted blend without num_samples")
     raises(ValueError, lambda: pileprep.GPTDataset(f"1 {golden} 1 {golden}", seq_length=4,
                                                    num_samples=3).document_index, "blend indices")
+    # Megatron's BlendedDataset asserts every weight > 0: a weight of 0 is refused, not built.
+    raises(ValueError, lambda: pileprep.GPTDataset(f"0 {golden} 1 {golden}", seq_length=4,
+                                                   num_samples=3), "blend weight 0")
     bad = os.path.join(tmp, "bad")
     with open(golden + ".idx", "rb") as f:
         idx = bytearray(f.read())

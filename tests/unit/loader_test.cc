@@ -1,10 +1,13 @@
 #include "pileprep/loader.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -475,6 +478,88 @@ TEST(GptDataset, CacheRoundTripsAndSurvivesCorruption) {
   ExpectSameArray((*fourth)->indices().sample_index, (*first)->indices().sample_index);
 }
 
+// Rewrites every cached .npy array of `dir` named ...`suffix` with `edit` (a new file, the same
+// dtype).
+void RewriteCachedArray(const std::string& dir, const std::string& suffix,
+                        const std::function<void(internal::NpyArray*)>& edit) {
+  const std::vector<std::string> paths = FilesEndingIn(dir, suffix);
+  ASSERT_FALSE(paths.empty()) << suffix;
+  for (const std::string& path : paths) {
+    auto a = internal::DecodeNpy(ReadFile(path), path);
+    ASSERT_TRUE(a.ok()) << a.status();
+    edit(&*a);
+    WriteFile(path, internal::EncodeNpy(a->descr, a->shape, a->values.data(), a->values.size()));
+  }
+}
+
+// Opens the cached vector dataset again: a miss, rebuilt to the very indices of `first`, and
+// rewritten, so that the next open is a hit.
+void ExpectRebuiltAsBefore(const std::string& prefix, const GptDatasetOptions& o,
+                           const GptDataset& first) {
+  auto rebuilt = GptDataset::Open(prefix, o);
+  ASSERT_TRUE(rebuilt.ok()) << rebuilt.status();
+  EXPECT_FALSE((*rebuilt)->loaded_from_cache());
+  EXPECT_EQ((*rebuilt)->size(), first.size());
+  ExpectSameArray((*rebuilt)->indices().sample_index, first.indices().sample_index);
+  ExpectSameArray((*rebuilt)->indices().shuffle_index, first.indices().shuffle_index);
+  auto again = GptDataset::Open(prefix, o);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE((*again)->loaded_from_cache());
+  EXPECT_EQ((*again)->size(), first.size());
+}
+
+// The sample count is the options' (2 epochs of 25 tokens: (50 - 1) / 4 = 12), not the files': a
+// sample and shuffle index that agree on 11 samples were taken, and the dataset was one short.
+TEST(GptDataset, CachedIndexWithWrongSampleCountIsRebuilt) {
+  ScopedTempDir tmp("loader_test_cache_count");
+  const std::string prefix = WriteVectorDataset(tmp.path());
+  const GptDatasetOptions o = CachedVectorOptions(tmp.path() + "/cache");
+  auto first = GptDataset::Open(prefix, o);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ((*first)->size(), 12);
+  // The last sample dropped from both, consistently: rows 0..11, and a shuffle without 11 (in the
+  // final epoch's half, which stays a permutation of its range).
+  RewriteCachedArray(o.cache_dir, "-sample_index.npy", [](internal::NpyArray* a) {
+    a->values.resize(a->values.size() - 2);
+    a->shape = {12, 2};
+  });
+  RewriteCachedArray(o.cache_dir, "-shuffle_index.npy", [](internal::NpyArray* a) {
+    a->values.erase(std::find(a->values.begin(), a->values.end(), 11));
+    a->shape = {11};
+  });
+  ExpectRebuiltAsBefore(prefix, o, **first);
+}
+
+// Megatron's shuffle index is a permutation: a repeated row, in range, gave one sample twice and
+// never gave another.
+TEST(GptDataset, CachedShuffleWithRepeatsIsRebuilt) {
+  ScopedTempDir tmp("loader_test_cache_repeats");
+  const std::string prefix = WriteVectorDataset(tmp.path());
+  const GptDatasetOptions o = CachedVectorOptions(tmp.path() + "/cache");
+  auto first = GptDataset::Open(prefix, o);
+  ASSERT_TRUE(first.ok()) << first.status();
+  // Values 0 and 1 both lie in the first epochs' half (rows below 6), as the copy does.
+  const std::vector<int64_t> shuffle = (*first)->indices().shuffle_index.ToVector();
+  ASSERT_LT(shuffle[0], 6);
+  RewriteCachedValue(o.cache_dir, "-shuffle_index.npy", 1, shuffle[0]);
+  ExpectRebuiltAsBefore(prefix, o, **first);
+}
+
+// With a separate final epoch, Megatron shuffles the first epochs' samples (rows below
+// ((2 - 1) · 25 - 1) / 4 = 6) and the final epoch's apart: a permutation that mixes them is not
+// its.
+TEST(GptDataset, CachedShuffleCrossingTheFinalEpochIsRebuilt) {
+  ScopedTempDir tmp("loader_test_cache_halves");
+  const std::string prefix = WriteVectorDataset(tmp.path());
+  const GptDatasetOptions o = CachedVectorOptions(tmp.path() + "/cache");
+  auto first = GptDataset::Open(prefix, o);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE((*first)->indices().separate_final_epoch);
+  RewriteCachedArray(o.cache_dir, "-shuffle_index.npy",
+                     [](internal::NpyArray* a) { std::swap(a->values.front(), a->values.back()); });
+  ExpectRebuiltAsBefore(prefix, o, **first);
+}
+
 // Megatron keeps a last, partial sample only for the validation split, and only with
 // drop_last_partial_validation_sequence = False; every other split drops it whatever the option.
 TEST(GptDataset, OnlyTheValidationSplitKeepsAPartialLastSample) {
@@ -579,8 +664,73 @@ TEST(Blending, ParsesDataPaths) {
     EXPECT_EQ(ParseBlend(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
   }
   EXPECT_THAT(std::string(ParseBlend("nan A 1 B").status().message()),
-              HasSubstr("\"nan\" is not a finite number >= 0"));
+              HasSubstr("\"nan\" of A is not a finite number > 0"));
   EXPECT_FALSE(ParseBlend("").ok());
+}
+
+// Megatron's BlendedDataset asserts every weight > 0. A weight of 0 was taken: "0 A 1 B" built A
+// for ceil(0 · 1.005) = 0 samples, which is a whole epoch, and build_blending_indices, picking the
+// first dataset at ties, could take samples from it.
+TEST(Blending, BlendRefusesZeroWeight) {
+  for (const std::string w : {"0", "0.0", "-0", "+0", "0e5"}) {
+    absl::Status s = ParseBlend(w + " A 1 B").status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << w;
+    EXPECT_THAT(std::string(s.message()),
+                HasSubstr("weight \"" + w + "\" of A is not a finite number > 0"));
+  }
+  ScopedTempDir tmp("loader_test_zero_weight");
+  const std::string a = WriteVectorDataset(tmp.path());
+  GptDatasetOptions o;
+  o.sequence_length = 4;
+  o.num_samples = 10;
+  EXPECT_EQ(GptDataset::Open("0 " + a + " 1 " + a, o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // A Blend made without ParseBlend is refused by Open, naming the weight and the dataset.
+  Blend b;
+  b.prefixes = {a + "_never_opened", a};
+  b.weights = {0, 1};
+  absl::Status s = GptDataset::Open(b, o).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("weight 0 of " + a + "_never_opened"));
+  // So is a weight that only normalizing makes 0, as BlendedDataset sees the normalized weights.
+  b.prefixes = {a, a};
+  b.weights = {1e-300, 1e100};
+  s = GptDataset::Open(b, o).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("normalizes to 0"));
+  // A small weight that stays > 0 is a weight like any other.
+  b.weights = {1e-3, 1};
+  auto small = GptDataset::Open(b, o);
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_EQ((*small)->size(), 11);  // ceil(10 · 0.000999) + ceil(10 · 0.999)
+}
+
+// Unweighted, Megatron's builder passes the datasets' sample counts to BlendedDataset as weights,
+// which it asserts > 0: a dataset too short for one sample cannot be in such a blend, with
+// num_samples or without. The exhaustive form used to skip it, and the other give it weight 0.
+TEST(GptDataset, UnweightedBlendRefusesDatasetWithoutSamples) {
+  ScopedTempDir tmp("loader_test_empty_part");
+  const std::string a = WriteVectorDataset(tmp.path());
+  const std::string tiny = tmp.path() + "/tiny";
+  {
+    auto writer = IndexedDatasetWriter::Create(tiny, {}).value();
+    const std::vector<uint32_t> three = {1, 2, 3};  // (3 - 1) / 4: no sample
+    ASSERT_TRUE(writer->AddDocument(three).ok());
+    ASSERT_TRUE(writer->Finish().ok());
+  }
+  GptDatasetOptions o;
+  o.sequence_length = 4;
+  for (std::optional<int64_t> n : {std::optional<int64_t>(), std::optional<int64_t>(5)}) {
+    o.num_samples = n;
+    absl::Status s = GptDataset::Open(a + " " + tiny, o).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(tiny + " gives 0 samples"));
+  }
+  // Alone it is no blend: it opens, with no samples, as Megatron's GPTDataset does.
+  o.num_samples.reset();
+  auto alone = GptDataset::Open(tiny, o);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  EXPECT_EQ((*alone)->size(), 0);
 }
 
 // Megatron normalizes with numpy.sum, which sums pairwise: ten weights of 0.1 sum to 1.0 there (0.1
