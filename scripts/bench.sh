@@ -25,6 +25,10 @@ cmake --build "$BUILD" -j "$(nproc)" --target pileprep tokenize_bench >/dev/null
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/pileprep
 TIKTOKEN_VERSION=1.0.6
 TIKTOKEN=$CACHE/npm/node_modules/tiktoken-rs-node-linux-x64-gnu/tiktoken-rs-node.linux-x64-gnu.node
+# npm from Debian (nodejs, npm) where there is none; without it the tiktoken rows are left out, said below.
+if [[ ! -f $TIKTOKEN ]] && ! command -v npm >/dev/null; then
+  scripts/setup.sh nodejs npm || echo "bench: could not install nodejs and npm (Debian packages)" >&2
+fi
 if [[ ! -f $TIKTOKEN ]] && command -v npm >/dev/null; then
   mkdir -p "$CACHE/npm"
   (cd "$CACHE/npm" && npm install --no-save --no-audit --no-fund --silent \

@@ -117,11 +117,11 @@ $out"
 echo "build_tsan_tbb: building libtbb ($srcpkg $version) with -fsanitize=thread into $prefix (once)" >&2
 if ! has_source; then
   add_deb_src
-  step "apt-get update" $SUDO apt-get update -qq
+  step "apt-get update" $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
   has_source || die "apt has no source package $srcpkg $version (the installed libtbb-dev); an archive newer than the installed package? Upgrade libtbb-dev, or set TSAN_TBB_DIR"
 fi
 if ! command -v dpkg-source >/dev/null; then
-  step "installing dpkg-dev" $SUDO apt-get install -y -qq --no-install-recommends dpkg-dev
+  step "installing dpkg-dev" $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends dpkg-dev
 fi
 
 # Download as root into a directory _apt cannot enter: apt falls back to an unsandboxed download

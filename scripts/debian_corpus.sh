@@ -9,6 +9,8 @@
 #
 # Needs apt-get (Debian's archive: `apt-get download`, no installation) and zstd. Not used by tests.
 set -euo pipefail
+# Its own set-up (python3, zstd): in `$(scripts/debian_corpus.sh) scripts/bench.sh` it runs first.
+"$(dirname "$0")/setup.sh" >&2
 dir=${XDG_CACHE_HOME:-$HOME/.cache}/pileprep/debian-corpus
 out=$dir/corpus.jsonl.zst
 if [[ ! -s $out ]]; then

@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages pileprep builds and tests with. Idempotent: installs only what is missing.
+#
+#   scripts/setup.sh               the packages below
+#   scripts/setup.sh PACKAGE...    those, and these too (scripts/bench.sh: nodejs npm for the tiktoken peer)
 set -euo pipefail
 
+# time: GNU time (/usr/bin/time), which the CLI tests and scripts/bench.sh read peak RSS from; not in
+# a minimal Debian 12 (a container image, debootstrap).
 PACKAGES=(
-  build-essential cmake pkg-config ninja-build zstd openssl
+  build-essential cmake pkg-config ninja-build zstd openssl time
   libzstd-dev libsimdjson-dev libtbb-dev libre2-dev libcurl4-openssl-dev libabsl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   pybind11-dev python3-dev python3-numpy python3-regex
+  "$@"
 )
 
 missing=()
@@ -23,6 +29,6 @@ fi
 echo "setup: installing ${missing[*]}" >&2
 SUDO=""
 if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# Through env: sudo's default env_reset would drop an exported DEBIAN_FRONTEND.
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
