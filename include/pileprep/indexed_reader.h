@@ -104,11 +104,14 @@ class IndexedDatasetReader {
   uint64_t num_doc_indices_ = 0;
 };
 
-// The dataset prefixes in `dir`: every `NAME.idx` with a `NAME.bin` beside it, as `dir/NAME`, sorted
-// lexicographically by byte (the order of Megatron's tools/merge_datasets.py, Python's sorted()).
-// Files other than .bin/.idx are ignored. Errors: the directory cannot be listed; a .idx without its
-// .bin or a .bin without its .idx (FailedPrecondition naming it).
-absl::StatusOr<std::vector<std::string>> FindDatasetPrefixes(const std::string& dir);
+// The dataset prefixes in `dir`: every `NAME.idx` with a `NAME.bin` beside it, as `dir/NAME`,
+// sorted lexicographically by byte (the order of Megatron's tools/merge_datasets.py, Python's
+// sorted()). Files other than .bin/.idx are ignored. Errors: the directory cannot be listed; a .idx
+// without its .bin or a .bin without its .idx (FailedPrecondition naming it), unless `unpaired` is
+// given: then such files' paths go there (sorted) and the pairs are returned (validate checks the
+// pairs it can).
+absl::StatusOr<std::vector<std::string>> FindDatasetPrefixes(
+    const std::string& dir, std::vector<std::string>* unpaired = nullptr);
 
 }  // namespace pileprep
 

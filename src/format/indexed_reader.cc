@@ -195,7 +195,8 @@ absl::Status IndexedDatasetReader::ReadDocument(uint64_t d, std::vector<uint32_t
   });
 }
 
-absl::StatusOr<std::vector<std::string>> FindDatasetPrefixes(const std::string& dir) {
+absl::StatusOr<std::vector<std::string>> FindDatasetPrefixes(const std::string& dir,
+                                                             std::vector<std::string>* unpaired) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::directory_iterator it(dir, ec);
@@ -218,17 +219,25 @@ absl::StatusOr<std::vector<std::string>> FindDatasetPrefixes(const std::string& 
   const std::string base = (dir.empty() || dir.back() == '/') ? dir : dir + "/";
   for (const std::string& name : idx) {
     if (!bin.count(name)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(base, name, ".idx has no ", name, ".bin beside it"));
+      if (unpaired == nullptr) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(base, name, ".idx has no ", name, ".bin beside it"));
+      }
+      unpaired->push_back(base + name + ".idx");
+      continue;
     }
     prefixes.push_back(base + name);
   }
   for (const std::string& name : bin) {
     if (!idx.count(name)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(base, name, ".bin has no ", name, ".idx beside it"));
+      if (unpaired == nullptr) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(base, name, ".bin has no ", name, ".idx beside it"));
+      }
+      unpaired->push_back(base + name + ".bin");
     }
   }
+  if (unpaired != nullptr) std::sort(unpaired->begin(), unpaired->end());
   // std::set orders std::string by byte (char_traits compares as unsigned char), which is
   // Python's code-point order for UTF-8 names.
   return prefixes;

@@ -58,6 +58,9 @@ expect "preprocess: a key given twice" 0 "" -- \
   "$PILEPREP" preprocess --input "$work/t.jsonl" --output-prefix "$work/twice" --json-keys text text -q
 expect "preprocess: the key once" 0 "" -- \
   "$PILEPREP" preprocess --input "$work/t.jsonl" --output-prefix "$work/once" -q
+# -q: errors and the summary only (--help), as the shard job.
+grep -q "^t.jsonl  *done " "$work/err" || { echo "FAIL: preprocess -q printed no summary"; cat "$work/err"; fail=1; }
+grep -q " documents, " "$work/err" && { echo "FAIL: preprocess -q printed its progress line"; cat "$work/err"; fail=1; }
 for ext in bin idx; do
   cmp -s "$work/twice_text_document.$ext" "$work/once_text_document.$ext" ||
     { echo "FAIL: a key given twice: .$ext differs from the key once"; fail=1; }
@@ -147,6 +150,16 @@ expect "preprocess removes a killed run's temporaries" 0 "removed a stale tempor
   "$PILEPREP" preprocess --input "$work/t.jsonl" --output-prefix "$work/pl/my-gpt3_01"
 left=$(ls "$work/pl" | grep 'pileprep-tmp\|pileprep-lock')
 [[ -z $left ]] || { echo "FAIL: preprocess left temporaries or its lock: $left"; fail=1; }
+# Merge takes the same lock, so it removes the same temporaries (a killed preprocess's spill files too).
+for t in bin idx lengths docidx; do echo stale >"$work/pl/my-gpt3_02_text_document.$t.pileprep-tmp"; done
+expect "merge removes a killed writer's temporaries" 0 "removed a stale temporary file of an interrupted run: $work/pl/my-gpt3_02_text_document.lengths.pileprep-tmp" -- \
+  "$PILEPREP" merge --output-prefix "$work/pl/my-gpt3_02_text_document" "$work/pl/my-gpt3_01_text_document"
+left=$(ls "$work/pl" | grep 'pileprep-tmp\|pileprep-lock')
+[[ -z $left ]] || { echo "FAIL: merge left temporaries or its lock: $left"; fail=1; }
+# A usage error changes nothing on disk.
+expect "merge into a prefix ending in /" 2 "names no file" -- \
+  "$PILEPREP" merge --output-prefix "$work/newdir/" "$work/pl/my-gpt3_01_text_document"
+[[ -e "$work/newdir" ]] && { echo "FAIL: a refused merge made its output directory"; fail=1; }
 expect "--json-keys with a slash" 2 'a key names the outputs' -- "$PILEPREP" --url "$root/data/samples" \
   --files 1 --output-dir "$work/s2" --json-keys a/b
 exit $fail

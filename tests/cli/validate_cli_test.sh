@@ -47,6 +47,14 @@ expect "truncated .bin" 1 "truncated" -- "$PILEPREP" validate "$c/short"
 cp "$p0.bin" "$c/f7.bin"; { head -c 17 "$p0.idx"; printf '\x07'; tail -c +19 "$p0.idx"; } > "$c/f7.idx"
 expect "float dtype code" 1 "byte 17: dtype code 7" -- "$PILEPREP" validate "$c/f7"
 expect "a directory with a bad pair fails" 1 "[bin_size]" -- "$PILEPREP" validate "$c"
+# A file without its other half fails, and every pair beside it is still checked and reported.
+mkdir -p "$work/half"
+cp "$p0.idx" "$p0.bin" "$work/half/"; cp "$p0.bin" "$work/half/lone.bin"
+expect "a directory with a lone .bin fails, naming it" 1 "$work/half/lone.bin has no lone.idx beside it" -- \
+  "$PILEPREP" validate "$work/half"
+grep -q "my-gpt3_00_text_document: ok" "$work/out" || { echo "FAIL: a lone .bin hid the pair beside it"; fail=1; }
+expect "the same, as JSON: one object per dataset" 1 '"ok":true' -- "$PILEPREP" validate --json "$work/half"
+grep -q '"prefix":"'"$work/half/lone"'"' "$work/out" || { echo "FAIL: json names no lone prefix"; cat "$work/out"; fail=1; }
 
 expect "inspect" 0 "sequences:  2572" -- "$PILEPREP" inspect "$p0"
 expect "inspect histogram" 0 "length histogram" -- "$PILEPREP" inspect "$p0"

@@ -472,7 +472,7 @@ TEST(IndexedDatasetReader, ReadsADocumentInBoundedChunksWhateverItsIndexClaims) 
   EXPECT_EQ(calls, 3u);
 }
 
-TEST(FindDatasetPrefixes, SortsLikePythonAndRefusesLonePairs) {
+TEST(FindDatasetPrefixes, SortsLikePythonAndRefusesOrListsLoneFiles) {
   const fs::path dir = fs::temp_directory_path() /
                        ("pileprep_find_prefixes_" + std::to_string(::getpid()));
   fs::remove_all(dir);
@@ -489,6 +489,13 @@ TEST(FindDatasetPrefixes, SortsLikePythonAndRefusesLonePairs) {
   auto lone = FindDatasetPrefixes(dir.string());
   EXPECT_EQ(lone.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(lone.status().message()), HasSubstr("c.idx has no c.bin"));
+  // Asked for, the lone files are listed and the pairs returned.
+  WriteFile(dir / "d.bin", "x");
+  std::vector<std::string> unpaired;
+  auto pairs = FindDatasetPrefixes(dir.string(), &unpaired);
+  ASSERT_TRUE(pairs.ok()) << pairs.status();
+  EXPECT_EQ(*pairs, (std::vector<std::string>{d + "B", d + "a_10", d + "a_9", d + "b"}));
+  EXPECT_EQ(unpaired, (std::vector<std::string>{d + "c.idx", d + "d.bin"}));
   fs::remove_all(dir);
 }
 

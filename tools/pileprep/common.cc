@@ -132,7 +132,8 @@ void AddCommonFlags(Args& args) {
            "saves a copy where page faults are cheap (bare metal); slower under some hypervisors",
            "", true);
   args.Add("progress-interval", Args::Kind::kValue, "SECONDS",
-           "seconds between progress lines when stderr is not a terminal", "30");
+           "seconds between progress lines when stderr is not a terminal",
+           absl::StrCat(ConsoleOptions{}.log_interval_s));
   args.Add("quiet", Args::Kind::kSwitch, "", "print only errors and the summary (-q)");
   args.Add("verbose", Args::Kind::kSwitch, "", "list every kept bad record (-v)");
   args.Add("help", Args::Kind::kSwitch, "", "show this help (-h)");
@@ -148,7 +149,7 @@ absl::Status ReadCommon(const Args& args, Common* c) {
   v = static_cast<long long>(c->pipeline.batch_bytes);
   if (auto s = args.GetInt("batch-bytes", 4096, 1LL << 30, &v); !s.ok()) return s;
   c->pipeline.batch_bytes = static_cast<size_t>(v);
-  v = 30;
+  v = static_cast<long long>(c->console.log_interval_s);  // ConsoleOptions' default
   if (auto s = args.GetInt("progress-interval", 1, 86400, &v); !s.ok()) return s;
   c->console.log_interval_s = static_cast<double>(v);
   c->console.quiet = args.Has("quiet");

@@ -68,23 +68,23 @@ int RunMerge(int argc, char** argv, int first) {
   } else {
     for (const std::string& p : args.positional()) inputs.push_back(StripPairSuffix(p));
   }
-  if (auto s = EnsureDirectory(DirectoryOf(output), "--output-prefix"); !s.ok()) {
-    PrintError(std::string(s.message()));
-    return kExitUsage;
-  }
+  // A usage error changes nothing on disk: the name is checked before its directory is made.
   if (output.back() == '/') {
     PrintError(
         absl::StrCat("--output-prefix ", output,
                      ": names no file (P.bin and P.idx are written; P must not end in '/')"));
     return kExitUsage;
   }
+  if (auto s = EnsureDirectory(DirectoryOf(output), "--output-prefix"); !s.ok()) {
+    PrintError(std::string(s.message()));
+    return kExitUsage;
+  }
   // Two writers of one output (two merges, a merge and a preprocess or shard job) would share its
-  // temporaries: one at a time. Then a killed merge's temporaries go.
+  // temporaries: one at a time. Then a killed writer's temporaries go: a merge's, or a preprocess's
+  // or shard job's onto the same name (their spill files too).
   PathLocks locks;
-  if (!LockOutputs({DatasetLockPath(output)}, output,
-                   {absl::StrCat(output, ".bin", kIndexedDatasetTempSuffix),
-                    absl::StrCat(output, ".idx", kIndexedDatasetTempSuffix)},
-                   args.Has("quiet"), &locks)) {
+  if (!LockOutputs({DatasetLockPath(output)}, output, DatasetTemporaries(output), args.Has("quiet"),
+                   &locks)) {
     return kExitFailed;
   }
   MergeOptions options;

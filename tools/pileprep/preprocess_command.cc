@@ -126,7 +126,8 @@ int RunPreprocess(int argc, char** argv, int first) {
   };
   ShardOutcome outcome = RunOne(std::filesystem::path(input).filename().string(), input,
                                 InputFormatForPath(input), prefixes, **tokenizer, c);
-  if (!c.console.quiet) std::fprintf(stderr, "\n%s", SummaryTable({outcome}, used_threads).c_str());
+  // Always, as the shard job's: -q means errors and the summary only.
+  std::fprintf(stderr, "\n%s", SummaryTable({outcome}, used_threads).c_str());
   if (CancelExitCode() != 0) return CancelExitCode();
   return outcome.status == "done" ? kExitOk : kExitFailed;
 }

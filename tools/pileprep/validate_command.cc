@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common.h"
 #include "pileprep/indexed_reader.h"
@@ -96,11 +97,21 @@ int RunValidate(int argc, char** argv, int first) {
   for (const std::string& arg : args.positional()) {
     std::vector<std::string> prefixes;
     if (IsDirectory(arg)) {
-      auto found = FindDatasetPrefixes(arg);
+      // A file without its other half fails, and the pairs are checked all the same: one missing
+      // .bin must not hide what the others hold.
+      std::vector<std::string> unpaired;
+      auto found = FindDatasetPrefixes(arg, &unpaired);
       if (!found.ok()) {
         fail_open(arg, std::string(found.status().message()));
         continue;
       }
+      for (const std::string& path : unpaired) {
+        const bool is_idx = absl::EndsWith(path, ".idx");
+        const std::string prefix = path.substr(0, path.size() - 4);
+        fail_open(prefix, absl::StrCat(path, " has no ", prefix.substr(prefix.rfind('/') + 1),
+                                       is_idx ? ".bin" : ".idx", " beside it"));
+      }
+      if (!unpaired.empty() && found->empty()) continue;
       if (found->empty()) {
         fail_open(arg, absl::StrCat(arg, ": no .bin/.idx pairs in this directory"));
         continue;
