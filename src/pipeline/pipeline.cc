@@ -280,15 +280,22 @@ struct Batch {
   std::vector<Bad> bad;
   uint64_t replaced_invalid_utf8 = 0;
   uint64_t replaced_lone_surrogates = 0;
-  // Set by the read stage on the last batch when the line after its lines grew past
-  // max_line_bytes before its end came: the input fails there, at that line (write_batch).
+  // Set by the read stage on the last batch when the input cannot go on after its lines: the line
+  // after them grew past max_line_bytes before its end came, or reading or decoding failed
+  // (then_error). The input fails there (write_batch), once the batches before it are written:
+  // the error an input fails with is the first in the input's order, not the first in time, so it
+  // does not depend on the thread count or on how far the read stage ran ahead (a bad-records
+  // limit reached early in a .zst that is also damaged later fails with the first).
   bool then_line_too_long = false;
+  absl::Status then_error;
+  bool EndsInput() const { return then_line_too_long || !then_error.ok(); }
 
   // Empties the batch for reuse, keeping its buffers.
   void Clear() {
     bytes = {};
     data.Truncate(0);
     then_line_too_long = false;
+    then_error = absl::OkStatus();
     bytes_in_total = bytes_decompressed_total = num_lines = 0;
     tokens16.Clear();
     tokens.Clear();
@@ -514,6 +521,13 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
     // all, or a small .zst that decodes to gigabytes of one line) would take memory without bound
     // before the parser said so. The batch then ends at the line's start and the input fails
     // there.
+    // A read or decode error: the batch keeps its whole lines and ends the input with the error.
+    auto end_with = [&](absl::Status s) {
+      const size_t last_nl = batch->data.view().rfind('\n');
+      batch->data.Truncate(last_nl == std::string_view::npos ? 0 : last_nl + 1);
+      batch->then_error = std::move(s);
+      input_done = true;
+    };
     size_t scan_from = 0;
     size_t line_from = 0;   // where the batch's unended line starts, once the limit is in sight
     size_t scanned_to = 0;  // how far line_from has been looked for (each byte looked at once)
@@ -546,8 +560,8 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
             size < options.batch_bytes ? options.batch_bytes - size : options.batch_bytes;
         absl::StatusOr<size_t> took = decoder->FeedSome(undecoded, append, room);
         if (!took.ok()) {
-          fail(took.status());
-          return false;
+          end_with(took.status());
+          break;
         }
         undecoded.remove_prefix(*took);
         continue;
@@ -559,14 +573,14 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
                   : source.Read(batch->data.Extend(read_buffer.size()), read_buffer.size());
       if (!decoder) batch->data.Truncate(at + (n.ok() ? *n : 0));
       if (!n.ok()) {
-        fail(n.status());
-        return false;
+        end_with(n.status());
+        break;
       }
       if (*n == 0) {
         if (decoder) {
           if (absl::Status s = decoder->Finish(); !s.ok()) {
-            fail(std::move(s));
-            return false;
+            end_with(std::move(s));
+            break;
           }
         }
         input_done = true;
@@ -621,7 +635,7 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
             }
             std::unique_ptr<Batch> batch = pool.Take();
             if (!fill_from_stream(batch.get()) ||
-                (batch->data.size() == 0 && !batch->then_line_too_long)) {
+                (batch->data.size() == 0 && !batch->EndsInput())) {
               break;
             }
             const bool last = input_done;
@@ -709,9 +723,11 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
       if (absl::Status s =
               source.Fetch(from, std::min(all.size(), to + JsonRecordParser::kPadding));
           !s.ok()) {
-        fail(std::move(s));
-        fc.stop();
-        return nullptr;
+        // None of the batch can be read: it only ends the input, after the batches before it.
+        batch->bytes = {};
+        batch->then_error = std::move(s);
+        input_done = true;
+        return in_tbb.Hand(std::move(batch));
       }
       view_pos = to;
       input_done = to == all.size();
@@ -736,7 +752,7 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
       fc.stop();
       return nullptr;
     }
-    if (batch->data.size() == 0 && !batch->then_line_too_long) {  // the input ended
+    if (batch->data.size() == 0 && !batch->EndsInput()) {  // the input ended
       fc.stop();
       return nullptr;
     }
@@ -839,6 +855,10 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
     stats.lines += batch->num_lines;
     if (batch->then_line_too_long) {
       fail_line_too_long(stats.lines + 1);
+      return;
+    }
+    if (!batch->then_error.ok()) {
+      fail(batch->then_error);
       return;
     }
     stats.replaced_invalid_utf8 += batch->replaced_invalid_utf8;

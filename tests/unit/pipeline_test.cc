@@ -706,6 +706,51 @@ TEST_F(PipelineTest, LineTooLongFailsAtItsLineWithoutBufferingTheRestOfIt) {
   }
 }
 
+// The error an input fails with is the first in the input's order, whatever the thread count,
+// batch size or decoding thread, and however far the read stage ran ahead: here too many bad
+// records in the first lines of a .zst whose second frame is damaged a few KB later.
+TEST_F(PipelineTest, FirstErrorInTheInputWinsOverALaterReadError) {
+  std::string bad_lines;
+  for (int i = 0; bad_lines.size() < 6000; ++i) {
+    bad_lines += "{\"txt\": \"wrong key " + std::to_string(i) + "\"}\n";
+  }
+  std::string good_lines;
+  for (int i = 0; good_lines.size() < 200000; ++i) {
+    good_lines += "{\"text\": \"line " + std::to_string(i) + " of many\"}\n";
+  }
+  std::string second = Compress(good_lines);
+  second[second.size() / 2] ^= 0x55;  // a damaged block, well inside the frame
+  const std::string zst = Compress(bad_lines) + second;
+  for (bool own_thread : {true, false}) {
+    for (int threads : {1, 3}) {
+      for (size_t batch_bytes : {size_t{4096}, size_t{1} << 16}) {
+        SCOPED_TRACE(::testing::Message() << (own_thread ? "own thread, " : "read stage, ")
+                                          << threads << " threads, batches of " << batch_bytes);
+        PipelineOptions options;
+        options.zstd_decode_thread = own_thread;
+        options.jsonl.max_bad_records = 10;
+        for (int round = 0; round < 10; ++round) {
+          absl::Status status;
+          EXPECT_EQ(Run(zst, InputFormat::kZstd, 1 << 16, threads, batch_bytes, &status, nullptr,
+                        options),
+                    "");
+          ASSERT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+          ASSERT_NE(status.message().find("more than 10 bad records (first at line 1"),
+                    std::string::npos)
+              << status;
+        }
+      }
+    }
+  }
+  // The damaged frame alone: its error, as before.
+  absl::Status status;
+  Run(Compress(good_lines.substr(0, 100000)) + second, InputFormat::kZstd, 1 << 16, 2, 4096,
+      &status);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_NE(status.message().find("memory.jsonl.zst: byte "), std::string::npos) << status;
+  for (const auto& e : fs::directory_iterator(dir_)) ADD_FAILURE() << "left " << e.path();
+}
+
 TEST_F(PipelineTest, ZeroTokensPublishNothing) {
   ShardStats stats;
   EXPECT_EQ(Run("{\"text\": \"\"}\n", InputFormat::kPlain, 100, 1, 100, nullptr, &stats), "");
