@@ -337,7 +337,14 @@ OpenedSource OpenShard(const JobConfig& job, const Common& c, int n, FetchObserv
     std::error_code ec;  // never thrown from a runner thread (std::terminate): downloaded again
     if (!cache.empty() && KeptFromSource(cache, input)) {
       o.input = cache;  // a complete earlier download (written by rename once its length matched)
-    } else {
+      OpenLocalFile(c, &o);
+      // Gone between the check and the open: another job is replacing a copy kept from another
+      // source (it unlinks the copy before it stamps its own): download, as that job does.
+      if (!absl::IsNotFound(o.status)) return o;
+      o = OpenedSource{};
+      o.input = RedactUrl(input);
+    }
+    {
       FetchOptions f = job.fetch;
       f.cancel = &CancelFlag();
       if (!cache.empty()) {
