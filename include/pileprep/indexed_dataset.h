@@ -32,15 +32,20 @@ namespace pileprep {
 // written).
 enum class TokenDType : uint8_t { kInt32 = 4, kUint16 = 8 };
 
+// Inline, as the loader's headers use them and pileprep::loader does not link pileprep::core.
 // Megatron's rule, shared by every writer: uint16 if vocab_size < 65500, else int32.
 // GPT-2 (50257 entries) gives kUint16.
-TokenDType DTypeForVocabSize(size_t vocab_size);
+inline TokenDType DTypeForVocabSize(size_t vocab_size) {
+  return vocab_size < 65500 ? TokenDType::kUint16 : TokenDType::kInt32;
+}
 
 // Bytes per token: 2 for kUint16, 4 for kInt32.
-size_t DTypeSize(TokenDType dtype);
+inline size_t DTypeSize(TokenDType dtype) { return dtype == TokenDType::kUint16 ? 2 : 4; }
 
 // "uint16" / "int32", for messages.
-const char* DTypeName(TokenDType dtype);
+inline const char* DTypeName(TokenDType dtype) {
+  return dtype == TokenDType::kUint16 ? "uint16" : "int32";
+}
 
 // Suffix of the temporary files beside the final ones: `{prefix}.bin.pileprep-tmp` etc.
 inline constexpr char kIndexedDatasetTempSuffix[] = ".pileprep-tmp";

@@ -22,7 +22,8 @@
 // magic, version 1, dtype code 4 (int32) or 8 (uint16), an .idx long enough for its counts
 // (trailing bytes are accepted, as Megatron's readers do), lengths >= 0, every pointer a multiple
 // of the item size, every sequence inside the .bin, document_indices starting at 0, non-decreasing
-// and <= the sequence count. Open errors: NotFound / PermissionDenied ... with path and strerror.
+// and ending at the sequence count. Open errors: NotFound / PermissionDenied ... with path and
+// strerror.
 //
 // Lifetime: spans returned point into the mapping and stay valid while the view lives (hold the
 // shared_ptr). Thread model: immutable after Open; any number of threads may read concurrently.

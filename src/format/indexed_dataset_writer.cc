@@ -15,16 +15,6 @@ static_assert(std::endian::native == std::endian::little, "pileprep writes host-
 
 using internal::BufferedFileWriter;
 
-TokenDType DTypeForVocabSize(size_t vocab_size) {
-  return vocab_size < 65500 ? TokenDType::kUint16 : TokenDType::kInt32;
-}
-
-size_t DTypeSize(TokenDType dtype) { return dtype == TokenDType::kUint16 ? 2 : 4; }
-
-const char* DTypeName(TokenDType dtype) {
-  return dtype == TokenDType::kUint16 ? "uint16" : "int32";
-}
-
 // The four temporaries. Destroying it closes the descriptors but removes nothing.
 class IndexedDatasetWriter::Files {
  public:

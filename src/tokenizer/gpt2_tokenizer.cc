@@ -629,6 +629,9 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromDefaultFiles(O
   if (!ec) {
     dirs.push_back(exe.parent_path() / ".." / "share" / "pileprep" / "tokenizers" / "gpt2");
   }
+#ifdef PILEPREP_INSTALL_TOKENIZER_DIR
+  dirs.push_back(std::filesystem::path(PILEPREP_INSTALL_TOKENIZER_DIR) / "gpt2");
+#endif
 #ifdef PILEPREP_SOURCE_TOKENIZER_DIR
   dirs.push_back(std::filesystem::path(PILEPREP_SOURCE_TOKENIZER_DIR) / "gpt2");
 #endif
@@ -643,7 +646,8 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromDefaultFiles(O
   }
   return absl::NotFoundError(absl::StrCat(
       "GPT-2 vocabulary not found (looked in ", tried,
-      "); set PILEPREP_TOKENIZER_DIR or pass --vocab-file and --merge-file"));
+      "); set PILEPREP_TOKENIZER_DIR, or give the files (FromFiles; the CLI's --vocab-file and "
+      "--merge-file)"));
 }
 
 absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromBuffers(

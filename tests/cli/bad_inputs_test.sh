@@ -67,4 +67,15 @@ no-final-newline.jsonl.zst      ok      10   530     cf7b9fbf29a06db4 4087c0bdee
 empty-and-tiny-texts.jsonl.zst  ok      14   46      4b5d102dc6cc7cf5 1abe2675f8ec0656 0
 long-lines.jsonl.zst            ok      3    8672631 3160c691134e2e2d edf4b4f22a3ba34c 0
 TABLE
+# The U+FFFD repairs are counted in the summary: Python's counts (tests/data/bad/*.expected), and none
+# where nothing was repaired.
+want_repairs() {  # name invalid_utf8 lone_surrogates
+  grep -qx "$1.jsonl.zst: replaced with U+FFFD: $2 invalid UTF-8 sequences, $3 lone surrogate escapes" \
+    "$work/$1.stderr" || { echo "FAIL: $1: want $2 and $3 repairs counted"; cat "$work/$1.stderr"; fail=1; }
+}
+want_repairs invalid-utf8 30 0
+want_repairs lone-surrogates 0 11
+for f in json-escapes crlf multi-frame long-lines; do
+  grep -q "U+FFFD" "$work/$f.stderr" && { echo "FAIL: $f: repairs counted where there are none"; fail=1; }
+done
 exit $fail

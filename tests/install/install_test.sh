@@ -15,6 +15,7 @@ command -v ninja >/dev/null && generator=(-G Ninja)
 out=$("$tmp/build/loader_example" "$src/tests/data/format/lcg300_uint16")
 echo "$out"
 grep -q "samples; sample 0 starts" <<<"$out"
+"$tmp/build/loader_dtype_example" "$src/tests/data/format/lcg300_uint16" | grep -q "^uint16, 2 bytes per token$"
 "$tmp/build/core_example" | grep -q "uint16"
 if [[ -n "$python" ]]; then
   init=$(find "$tmp/prefix" -path '*/pileprep/__init__.py' | head -1)
