@@ -474,10 +474,12 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
   // Compressed bytes of read_buffer not decoded yet: a batch takes only what fills it, whatever
   // the compression ratio (64 KiB of a stream of repeated lines can decode to gigabytes).
   std::string_view undecoded;
-  // The longest a line may grow before its end comes: max_line_bytes (as the parser clamps it), and
-  // one more byte for a '\r' that the '\n' after it makes part of a CRLF.
-  const uint64_t max_unended_line =
-      std::min<uint64_t>(options.jsonl.max_line_bytes, JsonRecordParser::kMaxLineBytes) + 1;
+  // The longest line accepted (max_line_bytes as the parser clamps it), and the longest an unended
+  // line may grow before its end comes: one more byte, for a '\r' that the '\n' after it makes part
+  // of a CRLF.
+  const uint64_t max_line_bytes =
+      std::min<uint64_t>(options.jsonl.max_line_bytes, JsonRecordParser::kMaxLineBytes);
+  const uint64_t max_unended_line = max_line_bytes + 1;
   // A batch's bytes: batch_bytes, and room to finish the line that crosses its end; with the
   // padding, 2 MiB by default: one huge page.
   const size_t batch_reserve =
@@ -515,12 +517,6 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
       batch->data.Append(bytes);
       return absl::OkStatus();
     };
-    // Read until the batch is full and holds a line end, or the input ends. A single line longer
-    // than batch_bytes makes one batch of its own, as large as that line, up to max_line_bytes:
-    // past that the line cannot be parsed, and buffering the rest of it (a file with no line end at
-    // all, or a small .zst that decodes to gigabytes of one line) would take memory without bound
-    // before the parser said so. The batch then ends at the line's start and the input fails
-    // there.
     // A read or decode error: the batch keeps its whole lines and ends the input with the error.
     auto end_with = [&](absl::Status s) {
       const size_t last_nl = batch->data.view().rfind('\n');
@@ -528,6 +524,12 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
       batch->then_error = std::move(s);
       input_done = true;
     };
+    // Read until the batch is full and holds a line end, or the input ends. A single line longer
+    // than batch_bytes makes one batch of its own, as large as that line, up to max_line_bytes:
+    // past that the line cannot be parsed, and buffering the rest of it (a file with no line end at
+    // all, or a small .zst that decodes to gigabytes of one line) would take memory without bound
+    // before the parser said so. The batch then ends at the line's start and the input fails
+    // there.
     size_t scan_from = 0;
     size_t line_from = 0;   // where the batch's unended line starts, once the limit is in sight
     size_t scanned_to = 0;  // how far line_from has been looked for (each byte looked at once)
@@ -820,10 +822,9 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
     // A resource limit, not a bad record. The same words whether the parser found the line too
     // long or the read stage stopped buffering it (which one depends on where reads end).
     auto fail_line_too_long = [&](uint64_t line) {
-      fail(absl::ResourceExhaustedError(absl::StrCat(
-          source.name(), ": line ", line, ": line too long: more than ",
-          std::min<uint64_t>(options.jsonl.max_line_bytes, JsonRecordParser::kMaxLineBytes),
-          " bytes (max_line_bytes)")));
+      fail(absl::ResourceExhaustedError(absl::StrCat(source.name(), ": line ", line,
+                                                     ": line too long: more than ", max_line_bytes,
+                                                     " bytes (max_line_bytes)")));
     };
     for (const Batch::Bad& bad : batch->bad) {
       if (bad.kind == BadRecordKind::kLineTooLong) {

@@ -376,10 +376,7 @@ OpenedSource OpenShard(const JobConfig& job, const Common& c, int n, FetchObserv
                          "again\n",
                          ShardFileName(n).c_str(), job.keep_downloads.c_str(), o.input.c_str());
           }
-          absl::Status stamped = absl::OkStatus();
-          if (stale && ::unlink(cache.c_str()) != 0 && errno != ENOENT) {
-            stamped = absl::PermissionDeniedError(absl::StrCat(cache, ": ", std::strerror(errno)));
-          }
+          absl::Status stamped = stale ? internal::RemoveFileIfExists(cache) : absl::OkStatus();
           if (stamped.ok()) {
             stamped = WriteFileAtomically(KeptSourcePath(cache), KeptSourceStamp(input),
                                           KeptSourcePath(cache) + kIndexedDatasetTempSuffix);
