@@ -27,12 +27,16 @@
 // Errors: InvalidArgument for no inputs, an output prefix ending in '/', an output that is one of
 // the inputs, or inputs of
 // different dtypes ("b.idx: dtype int32 (code 4) but a.idx is uint16 (code 8): ...");
+// InvalidArgument also for an input the reader cannot open (bad magic, version or dtype code, an
+// .idx of the wrong size: IndexedDatasetReader::Open's message);
 // FailedPrecondition for an input that fails validation (with validate_inputs: its first
-// violation), whose lengths do not cover its .bin, or that changed during the merge; the error of
-// before_publish; open, read, write, fsync and rename errors naming the path and strerror.
+// violation), whose lengths do not cover its .bin, or that changed during the merge; Cancelled
+// (options.cancel); the error of before_publish; open, read, write, fsync and rename errors naming
+// the path and strerror.
 #ifndef PILEPREP_MERGE_H_
 #define PILEPREP_MERGE_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -56,6 +60,10 @@ struct MergeOptions {
   // an error publishes nothing and is returned (the CLI removes a shard job's record of the output
   // here, so that a merge refused earlier leaves it). Empty: none.
   std::function<absl::Status()> before_publish;
+  // Cancellation (the CLI sets it on SIGINT/SIGTERM): when it becomes true the merge stops within
+  // one input or one block of .bin copied, removes its temporaries, publishes nothing and returns
+  // Cancelled ("P: cancelled"). Null: never cancelled.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct MergeResult {

@@ -1,3 +1,5 @@
+#include <sys/stat.h>
+
 #include <bit>
 #include <cstring>
 #include <limits>
@@ -369,8 +371,14 @@ absl::Status IndexedDatasetWriter::PublishImpl() {
   Files& f = *files_;
   const std::string final_bin = bin_path();
   const std::string final_idx = idx_path();
-  // The old .idx goes first so that no reader pairs it with the new .bin.
+  // The old .idx goes first so that no reader pairs it with the new .bin; where there was one, its
+  // removal is made durable before the .bin takes the name (for the reason below).
+  struct stat old_idx;
+  const bool had_idx = ::lstat(final_idx.c_str(), &old_idx) == 0;
   PILEPREP_RETURN_IF_ERROR(internal::RemoveFileIfExists(final_idx));
+  if (had_idx && options_.sync) {
+    PILEPREP_RETURN_IF_ERROR(internal::SyncDirectory(internal::DirName(prefix_)));
+  }
   PILEPREP_RETURN_IF_ERROR(internal::RenameFile(f.bin_tmp, final_bin));
   absl::Status status;
   // POSIX does not order renames on a power loss (ext4 and XFS journal them in order; others need

@@ -103,6 +103,12 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
                      "\" names no file (P.bin and P.idx are written; P must not end in '/')"));
   }
   const size_t block = std::max<size_t>(options.buffer_bytes & ~size_t{7}, 8);
+  // Polled per input and per block copied: a merge of hundreds of GB stops within one block, and
+  // its temporaries go with the TempFiles below.
+  auto cancelled = [&] { return options.cancel != nullptr && options.cancel->load(); };
+  auto cancelled_error = [&] {
+    return absl::CancelledError(absl::StrCat(output_prefix, ": cancelled"));
+  };
 
   // Pass 1: check every input and count. Only the counts are kept, never the arrays.
   MergeResult result;
@@ -111,6 +117,7 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
   std::vector<uint64_t> bin_sizes(inputs.size());
   std::vector<Seen> seen_idx(inputs.size()), seen_bin(inputs.size());
   for (size_t k = 0; k < inputs.size(); ++k) {
+    if (cancelled()) return cancelled_error();
     const std::string& prefix = inputs[k];
     if (prefix == output_prefix || SameFile(prefix + ".bin", output_prefix + ".bin") ||
         SameFile(prefix + ".idx", output_prefix + ".idx")) {
@@ -205,6 +212,7 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
         PILEPREP_ASSIGN_OR_RETURN(const size_t n, internal::ReadFull(fd.get(), buffer.data(),
                                                                      buffer.size(), path, copied));
         if (n == 0) break;
+        if (cancelled()) return cancelled_error();
         copied += n;
         if (copied > bin_sizes[k]) {
           return Changed(path, absl::StrCat(bin_sizes[k], " bytes, now more"));
@@ -240,6 +248,7 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
     PILEPREP_RETURN_IF_ERROR(idx->AppendValue(result.sequences));
     PILEPREP_RETURN_IF_ERROR(idx->AppendValue(result.documents + 1));
     for (size_t k = 0; k < inputs.size(); ++k) {
+      if (cancelled()) return cancelled_error();
       PILEPREP_ASSIGN_OR_RETURN(auto reader, reopen(k));
       const std::string_view lengths = reader->lengths_bytes();
       PILEPREP_RETURN_IF_ERROR(idx->Append(lengths.data(), lengths.size()));
@@ -247,6 +256,7 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
     uint64_t pointer = 0;
     uint64_t tokens = 0;
     for (size_t k = 0; k < inputs.size(); ++k) {
+      if (cancelled()) return cancelled_error();
       PILEPREP_ASSIGN_OR_RETURN(auto reader, reopen(k));
       const std::string_view lengths = reader->lengths_bytes();
       for (size_t i = 0; i < lengths.size(); i += sizeof(int32_t)) {
@@ -261,6 +271,7 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
     PILEPREP_RETURN_IF_ERROR(idx->AppendValue(int64_t{0}));
     uint64_t before = 0;  // sequences of the inputs before this one
     for (size_t k = 0; k < inputs.size(); ++k) {
+      if (cancelled()) return cancelled_error();
       PILEPREP_ASSIGN_OR_RETURN(auto reader, reopen(k));
       const std::string_view doc = reader->document_indices_bytes();
       for (size_t j = sizeof(int64_t); j < doc.size(); j += sizeof(int64_t)) {
@@ -275,6 +286,7 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
     result.idx_bytes = idx->bytes();
   }
 
+  if (cancelled()) return cancelled_error();
   if (options.before_publish) PILEPREP_RETURN_IF_ERROR(options.before_publish());
   // Publish as IndexedDatasetWriter does: the old .idx goes first so that no reader pairs it with
   // the new .bin, and the directory is synced between the renames (POSIX does not order renames
@@ -282,7 +294,13 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
   // .idx is gone leaves neither the old pair nor the new one.
   const std::string final_bin = output_prefix + ".bin";
   const std::string final_idx = output_prefix + ".idx";
+  // The old .idx's removal is made durable before the new .bin takes the name, for the same reason.
+  struct stat old_idx;
+  const bool had_idx = ::lstat(final_idx.c_str(), &old_idx) == 0;
   PILEPREP_RETURN_IF_ERROR(internal::RemoveFileIfExists(final_idx));
+  if (had_idx && options.sync) {
+    PILEPREP_RETURN_IF_ERROR(internal::SyncDirectory(internal::DirName(output_prefix)));
+  }
   PILEPREP_RETURN_IF_ERROR(internal::RenameFile(temps.bin, final_bin));
   absl::Status status;
   if (options.sync) status = internal::SyncDirectory(internal::DirName(output_prefix));

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Hardening at the CLI (issue 7): malformed inputs whose outcome is user-facing, signals, a full
-# disk, a read-only output directory, output names and secrets. Usage: hardening_test.sh PILEPREP
+# disk, a read-only output directory, output names and secrets.
+# Usage: hardening_test.sh PILEPREP SHIM (SHIM: tests/shim/fs_fault_shim.cc, built)
 set -uo pipefail
 PILEPREP=$1
+SHIM=$2
 work=$(mktemp -d)
 mnt=""
 cleanup() {
@@ -43,6 +45,10 @@ expect "empty .zst file fails" 1 "empty.jsonl.zst" -- \
 printf '' | zstd -q -c >"$in/empty-frame.jsonl.zst"
 expect "a lone empty frame: no tokens, nothing published" 1 "no tokens" -- \
   "$PILEPREP" preprocess --input "$in/empty-frame.jsonl.zst" --output-prefix "$work/o/ef"
+# None of the four refused inputs above published anything or left a temporary behind.
+published=$(ls "$work/o" 2>/dev/null | grep -E '^(utf16|gz|empty|ef)_text_document\.(bin|idx)$')
+[[ -z $published ]] && ok "the refused inputs published nothing" || bad "refused inputs published: $published"
+no_temporaries "the refused inputs left no temporaries" "$work/o"
 { printf '' | zstd -q -c; zstd -q -c "$work/one.jsonl"; printf '' | zstd -q -c; } >"$in/empty-frames.jsonl.zst"
 expect "empty frames around data are read through" 0 "1 documents" -- \
   "$PILEPREP" preprocess --input "$in/empty-frames.jsonl.zst" --output-prefix "$work/o/efs" --append-eod
@@ -173,11 +179,28 @@ done
 [[ $rc -eq 143 ]] && ok "preprocess: SIGTERM exits 143" || bad "preprocess SIGTERM: exit $rc"
 no_temporaries "preprocess: SIGTERM removes the temporary files" "$work/pp"
 rm -f "$work/big.jsonl"
+# merge: a signal once its temporary .bin is being made (the shim holds the merge in that open until
+# the signal has come, so no timing is involved) stops it: its temporaries removed, nothing published.
+mkdir -p "$work/mg"
+LD_PRELOAD=$SHIM PILEPREP_FAULT_PAUSE_OPEN="$work/mg/merged.bin.pileprep-tmp" "$PILEPREP" merge \
+  --output-prefix "$work/mg/merged" "$work/sig-INT/my-gpt3_00_text_document" >"$work/out" 2>"$work/err" &
+pid=$!
+for _ in $(seq 1 600); do grep -q "fault shim: paused" "$work/err" && break; sleep 0.05; done
+grep -q "fault shim: paused" "$work/err" && ok "merge: held as its temporary .bin is made" \
+  || bad "merge: never reached its temporary .bin"
+kill -INT $pid; wait $pid; rc=$?
+[[ $rc -eq 130 ]] && ok "merge: SIGINT exits 130" || bad "merge SIGINT: exit $rc, want 130"
+grep -q "merged: cancelled" "$work/err" && ok "merge: SIGINT says cancelled" || bad "merge SIGINT: no message"
+left=$(ls "$work/mg")
+[[ -z $left ]] && ok "merge: SIGINT leaves no temporaries, lock or outputs" || bad "merge SIGINT left: $left"
 
 # ---------------------------------------------------------------- disk full, read-only directory
 mnt=$work/mnt; mkdir -p "$mnt"
 if mount -t tmpfs -o size=1m tmpfs "$mnt" 2>/dev/null; then
-  "$PILEPREP" --url "$src" --files 0 --output-dir "$mnt" -q >/dev/null 2>&1
+  # Shard 00 fits in the 1 MB: made first, it must be there for "intact" below to mean anything.
+  "$PILEPREP" --url "$src" --files 0 --output-dir "$mnt" -q >/dev/null 2>&1 \
+    && [[ -s "$mnt/my-gpt3_00_text_document.bin" && -s "$mnt/my-gpt3_00_text_document.idx" ]] \
+    && ok "disk full: shard 00 made first" || bad "disk full: shard 00 was not made in the 1 MB tmpfs"
   sum0=$(sha256sum "$mnt"/my-gpt3_00_text_document.* | sha256sum)
   expect "disk full: the shard fails naming the file and the cause" 1 "No space left on device" -- \
     "$PILEPREP" --url "$src" --files 0-1 --output-dir "$mnt" -q
@@ -197,6 +220,7 @@ if mount -t tmpfs -o size=1m tmpfs "$mnt" 2>/dev/null; then
     bash -c 'cd "$1" && shift && "$@"' _ "$mnt" "$PILEPREP" merge --output-prefix merged "$mnt/my-gpt3_00_text_document" -q
   umount "$mnt"; mnt=""
 else
+  # (A container without CAP_SYS_ADMIN cannot either, even as root: skipped, not failed.)
   echo "skip: disk full and read-only directory (mounting a tmpfs needs root)"
 fi
 

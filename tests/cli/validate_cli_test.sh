@@ -106,7 +106,9 @@ done
 expect "merged validates" 0 ": ok" -- "$PILEPREP" validate --expect-eod "$m/dir"
 expect "merge refuses a broken input" 1 "not sound" -- "$PILEPREP" merge --output-prefix "$m/bad" "$p0" "$c/long"
 [[ -e "$m/bad.bin" ]] && { echo "FAIL: a failed merge published"; fail=1; }
-expect "merge needs inputs" 2 "--input-dir" -- "$PILEPREP" merge --output-prefix "$m/x"
+expect "merge needs inputs" 2 "merge needs input PREFIXes or --input-dir DIR (see --help)" -- "$PILEPREP" merge --output-prefix "$m/x"
+expect "merge takes inputs one way" 2 "merge takes --input-dir DIR or --input DIR (the same flag), not both" -- \
+  "$PILEPREP" merge --output-prefix "$m/x" --input-dir "$m" --input "$m"
 # A refused merge leaves a shard job's record beside the output as it was (it is removed only
 # when the merge is complete, before it is published).
 echo '{"pileprep_version": "x"}' >"$m/bad.pileprep.json"

@@ -11,6 +11,10 @@
 //                                       a descriptor open read-only fails with EBADF (NFS takes
 //                                       flock as a POSIX lock, and an exclusive one needs write
 //                                       access).
+//   PILEPREP_FAULT_PAUSE_OPEN=PATH      open() of exactly PATH first writes "fault shim: paused"
+//                                       to stderr and waits for a signal (pause(): until a handler
+//                                       has run), then opens: a run held at a known point, for a
+//                                       signal test that must not depend on timing.
 //
 // Everything else goes to the C library unchanged. Test-only: never linked into pileprep.
 #include <dlfcn.h>
@@ -18,6 +22,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <sys/file.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -69,6 +74,12 @@ extern "C" int open(const char* path, int flags, ...) {
       Named(path, "PILEPREP_FAULT_FOREIGN_LOCK", false)) {
     errno = EACCES;
     return -1;
+  }
+  if (Named(path, "PILEPREP_FAULT_PAUSE_OPEN", false)) {
+    static const char kPaused[] = "fault shim: paused\n";
+    ssize_t ignored = write(STDERR_FILENO, kPaused, sizeof(kPaused) - 1);
+    (void)ignored;
+    pause();
   }
   static const auto real = Next<int (*)(const char*, int, ...)>("open");
   return real(path, flags, mode);

@@ -13,6 +13,7 @@
 #include "pileprep/indexed_reader.h"
 #include "pileprep/merge.h"
 #include "shard_record.h"
+#include "signals.h"
 
 namespace pileprep::cli {
 namespace {
@@ -32,25 +33,35 @@ int RunMerge(int argc, char** argv, int first) {
   args.Add("help", Args::Kind::kSwitch, "", "show this help (-h)");
   const std::optional<int> done = ParseOrHelp(
       args, argc, argv, first,
-        "Usage: pileprep merge --output-prefix P PREFIX...\n"
-        "       pileprep merge --output-prefix P --input-dir DIR\n\n"
-        "Merges Megatron .bin/.idx datasets into P.bin/P.idx, byte-identical to preprocessing their\n"
-        "inputs concatenated in that order: PREFIX arguments in the order given, or every pair in\n"
-        "DIR sorted lexicographically (Megatron's tools/merge_datasets.py). Streaming: memory does\n"
-        "not grow with the number of documents or inputs. All inputs must share one dtype.\n\n",
-        "Exit status:\n"
-        "  0  merged and published\n"
-        "  1  an input is unusable or the merge failed (nothing is published)\n"
-        "  2  usage error\n");
+      "Usage: pileprep merge --output-prefix P PREFIX...\n"
+      "       pileprep merge --output-prefix P --input-dir DIR\n\n"
+      "Merges Megatron .bin/.idx datasets into P.bin/P.idx, byte-identical to preprocessing their\n"
+      "inputs concatenated in that order: PREFIX arguments in the order given, or every pair in\n"
+      "DIR sorted lexicographically (Megatron's tools/merge_datasets.py). Streaming: memory does\n"
+      "not grow with the number of documents or inputs. All inputs must share one dtype.\n\n",
+      "Exit status:\n"
+      "  0  merged and published\n"
+      "  1  an input is unusable or the merge failed (nothing is published)\n"
+      "  2  usage error\n"
+      "  130, 143  stopped by SIGINT or SIGTERM (its temporary files removed; nothing "
+      "published)\n");
   if (done) return *done;
   const std::string output = args.Get("output-prefix");
-  const std::string dir = args.Has("input-dir") ? args.Get("input-dir") : args.Get("input");
   if (output.empty()) {
     PrintError("merge needs --output-prefix P (see --help)");
     return kExitUsage;
   }
-  if (dir.empty() == args.positional().empty()) {
-    PrintError("merge needs either input PREFIXes or --input-dir DIR, not both (see --help)");
+  if (args.Has("input-dir") && args.Has("input")) {
+    PrintError("merge takes --input-dir DIR or --input DIR (the same flag), not both (see --help)");
+    return kExitUsage;
+  }
+  const std::string dir = args.Has("input-dir") ? args.Get("input-dir") : args.Get("input");
+  if (dir.empty() && args.positional().empty()) {
+    PrintError("merge needs input PREFIXes or --input-dir DIR (see --help)");
+    return kExitUsage;
+  }
+  if (!dir.empty() && !args.positional().empty()) {
+    PrintError("merge takes input PREFIXes or --input-dir DIR, not both (see --help)");
     return kExitUsage;
   }
   std::vector<std::string> inputs;
@@ -87,7 +98,12 @@ int RunMerge(int argc, char** argv, int first) {
                    &locks)) {
     return kExitFailed;
   }
+  // SIGINT/SIGTERM stop the merge within a block and remove its temporaries (as large as all the
+  // inputs' .bin files together); a second signal ends the process at once, and the next writer of
+  // P removes what it left.
+  InstallCancelHandlers();
   MergeOptions options;
+  options.cancel = &CancelFlag();
   options.validate_inputs = !args.Has("no-validate");
   options.sync = !args.Has("no-sync");
   // A shard job's record beside the output's name would vouch for bytes it was not written for:
@@ -97,7 +113,7 @@ int RunMerge(int argc, char** argv, int first) {
   auto result = MergeDatasets(inputs, output, options);
   if (!result.ok()) {
     PrintError(std::string(result.status().message()));
-    return kExitFailed;
+    return absl::IsCancelled(result.status()) ? CancelExitCode() : kExitFailed;
   }
   if (!result->published) {
     PrintError("the inputs hold no tokens: nothing written (no reader can open an empty dataset)");

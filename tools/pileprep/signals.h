@@ -1,6 +1,7 @@
-// SIGINT/SIGTERM for the commands that run the pipeline (the shard job and preprocess).
+// SIGINT/SIGTERM for the commands that write datasets (the shard job, preprocess and merge).
 //
-// The first signal sets a flag the pipeline polls (PipelineOptions::cancel): the current input
+// The first signal sets a flag the pipeline polls (PipelineOptions::cancel; a merge polls it as
+// MergeOptions::cancel, per input and per block): the current input
 // stops at its next batch, its temporaries are removed, nothing is published, no further input is
 // started, the summary is still printed and written, and the process exits 128 + the signal number
 // (130 for SIGINT, 143 for SIGTERM). A second signal ends the process at once with the default
