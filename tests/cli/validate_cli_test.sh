@@ -88,6 +88,14 @@ else
 fi
 expect "inspect --doc prints the ids of a doctored .bin" 0 "$(cut -d' ' -f1-2 "$work/ids") 65535 $(cut -d' ' -f4-5 "$work/ids")" -- \
   "$PILEPREP" inspect "$work/unk/u" --doc 0
+# An int32 dataset's ids are signed: a corrupt -1 prints as -1 (as validate reports it), not 4294967295.
+cp "$root/tests/data/format/hand_int32.idx" "$work/unk/i32.idx" && cp "$root/tests/data/format/hand_int32.bin" "$work/unk/i32.bin" &&
+  printf '\xff\xff\xff\xff' | dd of="$work/unk/i32.bin" bs=1 seek=0 conv=notrunc status=none
+expect "inspect --doc prints an int32 dataset's ids signed" 0 "-1 2147483647 0" -- "$PILEPREP" inspect "$work/unk/i32" --doc 0
+# A document that is not there: the error alone, no empty line of ids on stdout.
+"$PILEPREP" inspect "$p0" --doc 99999 >"$work/none" 2>/dev/null
+[[ ! -s "$work/none" ]] && echo "ok: inspect --doc of a missing document prints nothing on stdout" \
+  || { echo "FAIL: inspect --doc 99999 printed $(wc -c <"$work/none") bytes on stdout"; fail=1; }
 
 m=$work/merge
 expect "merge --input-dir" 0 "merged 2 datasets" -- "$PILEPREP" merge --output-prefix "$m/dir" --input-dir "$g"

@@ -102,8 +102,8 @@ int RunInspect(int argc, char** argv, int first) {
     PrintError(std::string(reader.status().message()));
     return kExitFailed;
   }
-  // What was printed reached stdout (a full disk, a closed pipe): otherwise the exit status says
-  // so.
+  // What was printed reached stdout (a full disk): otherwise the exit status says so. A closed pipe
+  // (`| head`) ends the process by SIGPIPE, as it does any Unix filter.
   auto flushed = [] {
     if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
       PrintError(absl::StrCat("stdout: ", std::strerror(errno)));
@@ -123,17 +123,27 @@ int RunInspect(int argc, char** argv, int first) {
   };
   constexpr size_t kChunkTokens = size_t{1} << 16;
   const uint64_t d = static_cast<uint64_t>(doc);
+  // An id as the .bin holds it: an int32 dataset's are signed (a corrupt -1 is shown as -1, as
+  // validate shows it, not as 4294967295).
+  const bool signed_ids = (*reader)->dtype() == TokenDType::kInt32;
+  auto shown = [signed_ids](uint32_t id) -> int64_t {
+    return signed_ids ? int64_t{static_cast<int32_t>(id)} : int64_t{id};
+  };
   if (!args.Has("decode")) {
     bool first_id = true;
     std::string line;
     absl::Status s =
         (*reader)->ReadDocumentInChunks(d, kChunkTokens, [&](const std::vector<uint32_t>& ids) {
           line.clear();
-          for (uint32_t id : ids) absl::StrAppend(&line, first_id ? "" : " ", id), first_id = false;
+          for (uint32_t id : ids) {
+            absl::StrAppend(&line, first_id ? "" : " ", shown(id));
+            first_id = false;
+          }
           std::fwrite(line.data(), 1, line.size(), stdout);
           return written();
         });
-    std::fputc('\n', stdout);
+    // The ids' line (empty for an empty document); none for a document that is not there.
+    if (s.ok() || !first_id) std::fputc('\n', stdout);
     if (!s.ok()) {
       std::fflush(stdout);  // what was printed goes before the error, where both go to one file
       PrintError(std::string(s.message()));
@@ -172,7 +182,7 @@ int RunInspect(int argc, char** argv, int first) {
         if (unknown != ids.end()) {
           return absl::InvalidArgumentError(absl::StrCat(
               (*reader)->prefix(), ": document ", d, ": token ", position + (unknown - ids.begin()),
-              " is id ", *unknown, ", which the vocabulary does not have (",
+              " is id ", shown(*unknown), ", which the vocabulary does not have (",
               (*tokenizer)->vocab_size(),
               " ids): the text above stops before it. Not a dataset of this vocabulary, or "
               "corrupt: run `pileprep validate` on it"));
