@@ -204,9 +204,13 @@ class LineBuffer {
     if (size_ > 0) std::memcpy(bigger.data(), bytes_.data(), size_);
     bytes_ = std::move(bigger);
   }
-  // Makes n more bytes, not yet written, and returns them.
+  // Makes n more bytes, not yet written, and returns them. Growth doubles, but not past
+  // growth_limit (unless n needs it): a batch with a line near max_line_bytes (4 GiB by default)
+  // would otherwise double to 8 GiB (every page touched) just before the line is refused.
   char* Extend(size_t n) {
-    if (size_ + n > capacity()) Reserve(std::max(size_ + n, 2 * capacity()));
+    if (size_ + n > capacity()) {
+      Reserve(std::max(size_ + n, std::min(2 * capacity(), growth_limit_)));
+    }
     char* at = bytes_.data() + size_;
     size_ += n;
     return at;
@@ -215,6 +219,7 @@ class LineBuffer {
     if (!b.empty()) std::memcpy(Extend(b.size()), b.data(), b.size());
   }
   void Truncate(size_t n) { size_ = n; }  // n <= size()
+  void set_growth_limit(size_t n) { growth_limit_ = n; }
   // Bytes that fit before the padding: the whole mapping but kPadding.
   size_t capacity() const {
     return bytes_.capacity() > JsonRecordParser::kPadding
@@ -228,6 +233,7 @@ class LineBuffer {
  private:
   internal::HugePageArray<char> bytes_;
   size_t size_ = 0;
+  size_t growth_limit_ = SIZE_MAX;
 };
 
 // A batch's ids (Gpt2Tokenizer::EncodeTo writes straight into it).
@@ -433,6 +439,10 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
   if (num_keys == 0 || output_prefixes.size() != num_keys) {
     return absl::InvalidArgumentError("one output prefix is needed per JSON key");
   }
+  // A read of 0 bytes is the end of the input: every input would look empty.
+  if (options.read_bytes == 0 || options.batch_bytes == 0) {
+    return absl::InvalidArgumentError("PipelineOptions: read_bytes and batch_bytes must be > 0");
+  }
 
   // Writers first: an unwritable output directory fails before any work.
   IndexedDatasetWriterOptions writer_options = options.writer;
@@ -509,7 +519,14 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
   // Fills `batch` with whole lines read (and decoded) from the source, carrying the bytes after
   // its last line end over to the next batch. False when the run failed (the error is set). A batch
   // left empty means the input has ended. Used by one thread at a time.
+  // The most a batch holds: its whole lines before an unended one (up to about batch_bytes, and a
+  // read past it), that line up to max_unended_line, and one more read or decoding step (at most
+  // batch_bytes) before the read loop looks at the line again.
+  const size_t batch_growth_limit = static_cast<size_t>(std::min<uint64_t>(
+      uint64_t{batch_reserve} + max_unended_line + options.batch_bytes + options.read_bytes,
+      SIZE_MAX / 2));
   auto fill_from_stream = [&](Batch* batch) -> bool {
+    batch->data.set_growth_limit(batch_growth_limit);
     batch->data.Reserve(batch_reserve);
     batch->data.Append(carry);
     carry.clear();
@@ -518,10 +535,18 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
       return absl::OkStatus();
     };
     // A read or decode error: the batch keeps its whole lines and ends the input with the error.
+    // A line already longer than the limit before the error comes first in the input: its error
+    // wins, as it would had a smaller read found it before the error (one decoding step can append
+    // the line's end and then fail).
     auto end_with = [&](absl::Status s) {
       const size_t last_nl = batch->data.view().rfind('\n');
-      batch->data.Truncate(last_nl == std::string_view::npos ? 0 : last_nl + 1);
-      batch->then_error = std::move(s);
+      const size_t whole = last_nl == std::string_view::npos ? 0 : last_nl + 1;
+      if (batch->data.size() - whole > max_unended_line) {
+        batch->then_line_too_long = true;
+      } else {
+        batch->then_error = std::move(s);
+      }
+      batch->data.Truncate(whole);
       input_done = true;
     };
     // Read until the batch is full and holds a line end, or the input ends. A single line longer

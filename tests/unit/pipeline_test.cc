@@ -429,6 +429,10 @@ TEST_F(PipelineTest, PlainAndZstdInputsAgree) {
   EXPECT_EQ(stats.documents, 3u);
   EXPECT_EQ(stats.empty_documents, 1u);
   EXPECT_EQ(stats.tokens, 3u + 3u);  // Hello world EOD, second doc EOD
+  // The same lines as .jsonl.zst, read in small pieces: the same outputs and counts.
+  ShardStats zstd_stats;
+  EXPECT_EQ(Run(Compress(plain), InputFormat::kZstd, 3, 2, 8, nullptr, &zstd_stats), out);
+  ExpectSameCounts(zstd_stats, stats);
 }
 
 TEST_F(PipelineTest, BadRecordsAreCountedWithAbsoluteLineNumbers) {
@@ -709,6 +713,52 @@ TEST_F(PipelineTest, LineTooLongFailsAtItsLineWithoutBufferingTheRestOfIt) {
 // The error an input fails with is the first in the input's order, whatever the thread count,
 // batch size or decoding thread, and however far the read stage ran ahead: here too many bad
 // records in the first lines of a .zst whose second frame is damaged a few KB later.
+// A read of 0 bytes is the end of the input: with read_bytes = 0 every input would pass as empty
+// (plain) or fail as "empty" (zstd). Refused instead, naming the option.
+TEST_F(PipelineTest, ZeroReadOrBatchBytesAreRefusedNotTakenForAnEmptyInput) {
+  const std::string plain = "{\"text\": \"one\"}\n";
+  for (bool zero_read : {true, false}) {
+    PipelineOptions options;
+    if (zero_read) options.read_bytes = 0;
+    const size_t batch_bytes = zero_read ? 1 << 16 : 0;
+    absl::Status status;
+    EXPECT_EQ(Run(plain, InputFormat::kPlain, 1 << 16, 1, batch_bytes, &status, nullptr, options),
+              "");
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_NE(status.message().find("read_bytes and batch_bytes"), std::string_view::npos)
+        << status;
+  }
+}
+
+// A line past max_line_bytes comes before damage later in the .zst: its error wins even when one
+// decoding step appends the whole line and then meets the damage (the read stage looks at the line
+// only between steps), as it does when the damage falls in a later read.
+TEST_F(PipelineTest, ALineTooLongBeforeDamageInTheSameDecodingStepFailsAsTooLong) {
+  const std::string head = "{\"text\": \"one\"}\n{\"text\": \"two\"}\n";
+  // A frame header with its reserved bit set: damage the decoder refuses at once.
+  const std::string damaged("\x28\xb5\x2f\xfd\x08\x00\x00\x00", 8);
+  const std::string zst = Compress(head + std::string(300000, 'x')) + damaged;
+  for (int threads : {1, 3}) {
+    for (bool own_thread : {true, false}) {
+      for (size_t chunk : {size_t{1} << 16, size_t{7}}) {  // all of it in one read, or in many
+        SCOPED_TRACE(::testing::Message() << threads << " threads, decode thread " << own_thread
+                                          << ", reads of " << chunk);
+        PipelineOptions options;
+        options.jsonl.max_line_bytes = 100000;
+        options.zstd_decode_thread = own_thread;
+        absl::Status status;
+        EXPECT_EQ(Run(zst, InputFormat::kZstd, chunk, threads, size_t{1} << 20, &status, nullptr,
+                      options),
+                  "");
+        EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+        EXPECT_EQ(status.message(),
+                  "memory.jsonl.zst: line 3: line too long: more than 100000 bytes "
+                  "(max_line_bytes)");
+      }
+    }
+  }
+}
+
 TEST_F(PipelineTest, FirstErrorInTheInputWinsOverALaterReadError) {
   std::string bad_lines;
   for (int i = 0; bad_lines.size() < 6000; ++i) {
