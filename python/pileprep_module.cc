@@ -5,6 +5,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -87,6 +89,29 @@ struct PyGptDataset {
   }
 };
 
+// Open checks every sequence of the .idx (a pass over gigabytes for The Pile): other Python
+// threads (a DataLoader's, a training loop's) run meanwhile. Nothing Python is touched while
+// released: `prefix` is a C++ copy.
+PyIndexedDataset OpenIndexedDataset(const std::string& prefix) {
+  absl::StatusOr<std::shared_ptr<const IndexedDatasetView>> v;
+  {
+    py::gil_scoped_release release;
+    v = IndexedDatasetView::Open(prefix);
+  }
+  if (!v.ok()) Raise(v.status());
+  return PyIndexedDataset{*std::move(v)};
+}
+
+// The blending functions' dataset ids are int16, and Megatron's BlendedDataset asserts fewer than
+// 32767 datasets: the limit GptDataset::Open sets for a blend.
+void CheckDatasetCount(size_t n) {
+  if (n >= 32767) {
+    throw py::value_error(absl::StrCat(n,
+                                       " datasets; at most 32766 (dataset ids are int16, and "
+                                       "Megatron's BlendedDataset asserts fewer than 32767)"));
+  }
+}
+
 py::object NumpyDtype(TokenDType d) {
   return py::module_::import("numpy").attr(d == TokenDType::kUint16 ? "uint16" : "int32");
 }
@@ -137,11 +162,7 @@ PYBIND11_MODULE(_pileprep, m) {
   m.doc() = "pileprep's loader: Megatron-core IndexedDataset, GPTDataset and blending, exactly.";
 
   py::class_<PyIndexedDataset>(m, "IndexedDataset")
-      .def(py::init([](const std::string& prefix) {
-             auto v = IndexedDatasetView::Open(prefix);
-             if (!v.ok()) Raise(v.status());
-             return PyIndexedDataset{*std::move(v)};
-           }),
+      .def(py::init([](const std::string& prefix) { return OpenIndexedDataset(prefix); }),
            py::arg("prefix"))
       .def("__len__", [](const PyIndexedDataset& d) { return d.view->num_sequences(); })
       .def("__getitem__",
@@ -196,9 +217,7 @@ PYBIND11_MODULE(_pileprep, m) {
       .def(py::pickle([](const PyIndexedDataset& d) { return py::make_tuple(d.view->prefix()); },
                       [](const py::tuple& t) {
                         if (t.size() != 1) throw std::runtime_error("IndexedDataset: bad pickle");
-                        auto v = IndexedDatasetView::Open(t[0].cast<std::string>());
-                        if (!v.ok()) Raise(v.status());
-                        return PyIndexedDataset{*std::move(v)};
+                        return OpenIndexedDataset(t[0].cast<std::string>());
                       }));
 
   py::class_<PyGptDataset>(m, "GPTDataset")
@@ -291,7 +310,26 @@ PYBIND11_MODULE(_pileprep, m) {
   m.def(
       "blending_indices",
       [](std::vector<double> weights, int64_t size) {
-        BlendingIndices b = BuildBlendingIndices(weights, size);
+        CheckDatasetCount(weights.size());
+        if (size < 0) throw py::value_error(absl::StrCat("blending_indices: size ", size, " < 0"));
+        if (weights.empty() && size > 0) {
+          throw py::value_error(
+              absl::StrCat("blending_indices: no weights to pick ", size, " samples by"));
+        }
+        // As GptDataset::Open (Megatron's BlendedDataset asserts it): the C++ build would pick
+        // from a dataset of weight 0 at ties, and NaN errors compare false, so picks would go
+        // wrong without a word.
+        for (size_t d = 0; d < weights.size(); ++d) {
+          if (!(weights[d] > 0) || !std::isfinite(weights[d])) {
+            throw py::value_error(absl::StrCat("blending_indices: weight ", weights[d],
+                                               " of dataset ", d, " is not finite > 0"));
+          }
+        }
+        BlendingIndices b;
+        {
+          py::gil_scoped_release release;  // `size` picks, each over every dataset
+          b = BuildBlendingIndices(weights, size);
+        }
         return py::make_tuple(
             Narrowed<int16_t>(b.dataset_index, {static_cast<py::ssize_t>(b.dataset_index.size())}),
             Narrowed<int64_t>(b.dataset_sample_index,
@@ -302,7 +340,22 @@ PYBIND11_MODULE(_pileprep, m) {
   m.def(
       "exhaustive_blending_indices",
       [](std::vector<int64_t> sizes) {
-        BlendingIndices b = BuildExhaustiveBlendingIndices(sizes);
+        CheckDatasetCount(sizes.size());
+        int64_t total = 0;
+        for (size_t d = 0; d < sizes.size(); ++d) {
+          // A negative size was taken as 0; a total past int64 would overflow the build's count.
+          if (sizes[d] < 0 || sizes[d] > std::numeric_limits<int64_t>::max() - total) {
+            throw py::value_error(absl::StrCat("exhaustive_blending_indices: size ", sizes[d],
+                                               " of dataset ", d,
+                                               sizes[d] < 0 ? " < 0" : " overflows the total"));
+          }
+          total += sizes[d];
+        }
+        BlendingIndices b;
+        {
+          py::gil_scoped_release release;  // Σ sizes picks, each over the unspent datasets
+          b = BuildExhaustiveBlendingIndices(sizes);
+        }
         return py::make_tuple(
             Narrowed<int16_t>(b.dataset_index, {static_cast<py::ssize_t>(b.dataset_index.size())}),
             Narrowed<int64_t>(b.dataset_sample_index,

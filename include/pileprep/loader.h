@@ -252,7 +252,9 @@ struct GptDatasetOptions {
   bool drop_last_partial_validation_sequence = true;
   // Split string ("969,30,1"); empty: every sequence (no split).
   std::string split;
-  // Which split: 0 train, 1 valid, 2 test.
+  // Which split: 0 train, 1 valid, 2 test. Must be 0 when `split` is empty (InvalidArgument
+  // otherwise): every sequence is then taken, and 1 would still apply the validation split's
+  // sample count to them.
   int split_index = 0;
   SplitRounding split_rounding = SplitRounding::kCurrent;
   // Where to cache the indices (created if missing); empty: build in memory every time. Files are

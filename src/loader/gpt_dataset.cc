@@ -10,6 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "loader/npy.h"
 #include "pileprep/loader.h"
 #include "pileprep/status_macros.h"
@@ -693,9 +694,37 @@ BlendingIndices BuildExhaustiveBlendingIndices(absl::Span<const int64_t> sizes) 
 
 namespace {
 
+// Python's float() of a well-formed decimal number too large or too small for a double: ±inf
+// ("1e400") or ±0.0 ("1e-400"), where std::from_chars gives no value. Out of range, a number is too
+// large exactly when it is >= 1, which its first nonzero digit and its exponent tell.
+double OutOfRangeAsPython(absl::string_view number) {
+  const bool negative = absl::ConsumePrefix(&number, "-");
+  int64_t exponent = 0;
+  if (const size_t e = number.find_first_of("eE"); e != absl::string_view::npos) {
+    absl::string_view x = number.substr(e + 1);
+    number = number.substr(0, e);
+    const bool minus = absl::ConsumePrefix(&x, "-");
+    if (!minus) absl::ConsumePrefix(&x, "+");
+    // An exponent past int64 only needs to stay past every count of digits below.
+    if (std::from_chars(x.data(), x.data() + x.size(), exponent).ec != std::errc()) {
+      exponent = int64_t{1} << 40;
+    }
+    if (minus) exponent = -exponent;
+  }
+  const size_t point = std::min(number.find('.'), number.size());
+  const size_t first = number.find_first_not_of("0.");
+  if (first == absl::string_view::npos) return negative ? -0.0 : 0.0;
+  // 10^magnitude <= |number| < 10^(magnitude + 1)
+  const int64_t magnitude = exponent + (first < point ? static_cast<int64_t>(point - first) - 1
+                                                      : -static_cast<int64_t>(first - point));
+  const double v = magnitude >= 0 ? std::numeric_limits<double>::infinity() : 0.0;
+  return negative ? -v : v;
+}
+
 // Python's float() of a --data-path item, for what Megatron's parser accepts: surrounding
 // whitespace, a leading '+', '_' between digits ("1_000"), and from_chars' decimal, exponent,
-// "inf" and "nan" forms.
+// "inf" and "nan" forms; out of range, ±inf or ±0.0 as in Python (and so refused as a weight, not
+// taken for a prefix).
 std::optional<double> PythonFloat(absl::string_view item) {
   std::string t(absl::StripAsciiWhitespace(item));
   if (!t.empty() && t[0] == '+') t.erase(0, 1);
@@ -713,7 +742,9 @@ std::optional<double> PythonFloat(absl::string_view item) {
   }
   double v = 0;
   auto r = std::from_chars(digits.data(), digits.data() + digits.size(), v);
-  if (r.ec != std::errc() || r.ptr != digits.data() + digits.size()) return std::nullopt;
+  if (r.ptr != digits.data() + digits.size()) return std::nullopt;
+  if (r.ec == std::errc::result_out_of_range) return OutOfRangeAsPython(digits);
+  if (r.ec != std::errc()) return std::nullopt;
   return v;
 }
 
@@ -786,6 +817,13 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Open(const Blend& blend,
     return absl::InvalidArgumentError(
         absl::StrCat("split_index ", options.split_index, " (expected 0, 1 or 2)"));
   }
+  // Without a split every sequence is taken, yet split_index 1 would still give the validation
+  // split's sample count (a partial last sample kept): no split is split 0.
+  if (options.split.empty() && options.split_index != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("split_index ", options.split_index,
+                     " without a split string: with no split every sequence is taken, as split 0"));
+  }
   if (options.num_samples && *options.num_samples < 0) {
     return absl::InvalidArgumentError(absl::StrCat("num_samples ", *options.num_samples, " < 0"));
   }
@@ -851,6 +889,13 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Open(const Blend& blend,
       io.num_samples = static_cast<int64_t>(std::ceil(target * (1.0 + options.blend_surplus)));
     } else if (!ds->blend_) {
       io.num_samples = options.num_samples;
+    }
+    // Sequence ids are int32, as in Megatron's document index.
+    if (part.range.end > std::numeric_limits<int32_t>::max()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(blend.prefixes[k], ": sequences [", part.range.begin, ", ", part.range.end,
+                       ") reach past int32, the type of sequence ids (as in Megatron): at most ",
+                       std::numeric_limits<int32_t>::max(), " sequences can be read"));
     }
     std::vector<int32_t> ids(static_cast<size_t>(part.range.size()));
     for (int64_t i = 0; i < part.range.size(); ++i) {

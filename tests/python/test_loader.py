@@ -562,6 +562,73 @@ def test_view_and_errors(pileprep, tmp):
         check("bad.idx: byte 17: dtype code 7" in str(e), f"bad dtype message: {e}")
 
 
+def test_blending_refusals(pileprep):
+    """blending_indices / exhaustive_blending_indices refuse what GptDataset refuses in a blend.
+
+    Taken before: weight 0 or NaN gave picks from the wrong datasets, no weights with size > 0 read
+    weights[0] of an empty list, and more than 32766 datasets wrapped the int16 dataset ids.
+    """
+    def refused(fn, want, what):
+        try:
+            fn()
+        except ValueError as e:
+            check(want in str(e), f"{what}: message {e!r} lacks {want!r}")
+            return
+        except Exception as e:  # noqa: BLE001
+            check(False, f"{what}: raised {type(e).__name__}: {e}")
+            return
+        check(False, f"{what}: no ValueError")
+
+    for w in (0.0, -1.0, float("nan"), float("inf")):
+        refused(lambda: pileprep.blending_indices([1.0, w], 4), "is not finite > 0", f"weight {w}")
+    refused(lambda: pileprep.blending_indices([], 3), "no weights", "no weights, size 3")
+    refused(lambda: pileprep.blending_indices([1.0], -1), "size -1 < 0", "size -1")
+    refused(lambda: pileprep.blending_indices([1.0] * 32767, 1), "at most 32766", "32767 weights")
+    refused(lambda: pileprep.exhaustive_blending_indices([2, -1]), "size -1 of dataset 1 < 0",
+            "negative size")
+    refused(lambda: pileprep.exhaustive_blending_indices([1] * 32767), "at most 32766",
+            "32767 sizes")
+    refused(lambda: pileprep.exhaustive_blending_indices([2**62, 2**62, 2**62]), "overflows",
+            "sizes past int64")
+    # What stays allowed: no picks, and the largest number of datasets.
+    di, dsi = pileprep.blending_indices([], 0)
+    check(len(di) == len(dsi) == 0, "no weights, size 0: empty")
+    di, _ = pileprep.blending_indices([1.0] * 32766, 2)
+    check(di.tolist() == [0, 1], "32766 weights")
+
+
+def test_blending_releases_the_gil(pileprep):
+    """Another Python thread runs while the blending indices are built (a build of billions of
+    picks held every thread of the process before)."""
+    import threading
+    builds = {
+        "blending_indices": lambda: pileprep.blending_indices([1.0] * 1000, 300_000),
+        "exhaustive_blending_indices": lambda: pileprep.exhaustive_blending_indices([100] * 1000),
+    }
+    interval = sys.getswitchinterval()
+    # The worker keeps the GIL from the moment it wakes this thread until it blocks or releases
+    # it: this thread runs before the build has returned only if the build released it.
+    sys.setswitchinterval(100)
+    try:
+        for name, build in builds.items():
+            state = {"returned": False}
+            started = threading.Event()
+
+            def work():
+                started.set()
+                build()
+                state["returned"] = True
+
+            t = threading.Thread(target=work)
+            t.start()
+            started.wait()
+            ran_during_build = not state["returned"]
+            t.join()
+            check(ran_during_build, f"{name}: another thread ran during the build")
+    finally:
+        sys.setswitchinterval(interval)
+
+
 def test_cache(pileprep, writer, tmp):
     rnd = random.Random(5)
     prefix = os.path.join(tmp, "cached")
@@ -745,6 +812,8 @@ def main():
         test_view_and_errors(pileprep, tmp)
         test_randomized(pileprep, writer, tmp, args.trials, seed)
         test_random_blending(pileprep, seed)
+        test_blending_refusals(pileprep)
+        test_blending_releases_the_gil(pileprep)
         test_blended_dataset(pileprep, writer, tmp, seed)
         test_cache(pileprep, writer, tmp)
         test_pickle(pileprep, writer, tmp)

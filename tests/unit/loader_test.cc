@@ -330,6 +330,35 @@ TEST(GptDataset, LengthsRewrittenInPlaceAfterOpenGiveErrorsNotStrayReads) {
   EXPECT_FALSE(view.CopyTokens(0, -1, 1, out));
 }
 
+// GetSample from several threads at once (loader.h: immutable after Open, GetSample from any
+// thread) gives each thread exactly what one thread alone gets.
+TEST(GptDataset, ThreadsReadingSamplesAtOnceGetWhatOneThreadGets) {
+  ScopedTempDir tmp("loader_test_threads");
+  const std::string a = WriteVectorDataset(tmp.path());
+  GptDatasetOptions o;
+  o.sequence_length = 3;
+  o.num_samples = 20'000;
+  auto ds = GptDataset::Open("0.3 " + a + " 0.7 " + a, o);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  const int64_t n = (*ds)->size();
+  std::vector<std::vector<int64_t>> alone(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) ASSERT_TRUE((*ds)->GetSample(i, &alone[i]).ok());
+  constexpr int kThreads = 4;
+  std::vector<int> mismatches(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<int64_t> text;
+      for (int64_t k = 0; k < n; ++k) {
+        const int64_t i = (k * (2 * t + 1) + t) % n;  // each thread its own order
+        if (!(*ds)->GetSample(i, &text).ok() || text != alone[i]) ++mismatches[t];
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(mismatches[t], 0) << "thread " << t;
+}
+
 // A blend's own indices are cached and mapped too (Megatron caches BlendedDataset's), keyed by
 // Ranks that open one dataset at once build its indices once: the others wait for the first and
 // map what it stored (each built them, holding gigabytes at The Pile's scale, and wrote them
@@ -705,6 +734,30 @@ TEST(Blending, BlendRefusesZeroWeight) {
   EXPECT_EQ((*small)->size(), 11);  // ceil(10 · 0.000999) + ceil(10 · 0.999)
 }
 
+// Python's float() reads "1e400" as inf and "1e-400" as 0.0, so Megatron's BlendedDataset refuses
+// such a weight. std::from_chars gives no value for them: the list was taken for four prefixes
+// without weights, and the first error was "1e400.idx" not found.
+TEST(Blending, OutOfRangeWeightIsRefusedAsPythonReadsIt) {
+  for (const std::string w : {"1e400", "-1e400", "1e+400", "1e-400", "0.0001e-321", "1_000e999"}) {
+    absl::Status s = ParseBlend(w + " A 1 B").status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << w;
+    EXPECT_THAT(std::string(s.message()),
+                HasSubstr("weight \"" + w + "\" of A is not a finite number > 0"));
+  }
+  // Near the ends, yet in range (a subnormal as well): weights like any other.
+  auto near = ParseBlend("1e308 A 1e-310 B");
+  ASSERT_TRUE(near.ok()) << near.status();
+  EXPECT_THAT(near->weights, ElementsAre(1e308, 1e-310));
+  ScopedTempDir tmp("loader_test_out_of_range_weight");
+  const std::string a = WriteVectorDataset(tmp.path());
+  GptDatasetOptions o;
+  o.sequence_length = 4;
+  o.num_samples = 10;
+  absl::Status s = GptDataset::Open("1e400 " + a + " 1 " + a, o).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("weight \"1e400\" of " + a));
+}
+
 // Unweighted, Megatron's builder passes the datasets' sample counts to BlendedDataset as weights,
 // which it asserts > 0: a dataset too short for one sample cannot be in such a blend, with
 // num_samples or without. The exhaustive form used to skip it, and the other give it weight 0.
@@ -849,6 +902,28 @@ TEST(GptDataset, SplitSelectsSequenceRange) {
   EXPECT_THAT((*ds)->indices().document_index.ToVector(), ElementsAre(3));
   o.split = "100,0,0";
   EXPECT_EQ(GptDataset::Open(prefix, o).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// Without a split string every sequence is taken; split_index 1 used to give them the validation
+// split's sample count as well (a partial last sample kept with
+// drop_last_partial_validation_sequence = false). It is refused, saying why.
+TEST(GptDataset, SplitIndexWithoutASplitIsRefused) {
+  ScopedTempDir tmp("loader_test_split_index");
+  const std::string prefix = WriteVectorDataset(tmp.path());
+  GptDatasetOptions o;
+  o.sequence_length = 4;
+  o.drop_last_partial_validation_sequence = false;
+  for (int split_index : {1, 2}) {
+    o.split_index = split_index;
+    absl::Status s = GptDataset::Open(prefix, o).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << split_index;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("without a split string")) << split_index;
+  }
+  o.split_index = 0;
+  auto all = GptDataset::Open(prefix, o);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ((*all)->sequences().begin, 0);
+  EXPECT_EQ((*all)->sequences().end, 5);
 }
 
 // ---- Reader ----
