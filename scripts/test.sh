@@ -3,9 +3,10 @@
 #
 #   scripts/test.sh               Release build in build/, every test.
 #   scripts/test.sh --sanitize    AddressSanitizer + UndefinedBehaviorSanitizer build in build-asan/,
-#                                 every test (any report aborts the test: halt_on_error, no recovery).
+#                                 every test (any report aborts the test: halt_on_error, no recovery;
+#                                 reports are also collected, and any fails the run).
 #   scripts/test.sh --tsan        ThreadSanitizer build in build-tsan/: every test that runs threads
-#                                 (pipeline, validate, merge, HTTP source; golden and CLI tests) against
+#                                 (pipeline, validate, merge, HTTP source, loader; golden and CLI tests) against
 #                                 a libtbb built with -fsanitize=thread, which scripts/build_tsan_tbb.sh
 #                                 builds once from Debian's source package into ~/.cache/pileprep
 #                                 (TSAN_TBB_DIR=<dir of a TBBConfig.cmake> uses another one).
@@ -44,11 +45,22 @@ run_asan() {
     -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
     -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
   cmake --build build-asan -j "$(nproc)"
-  ASAN_OPTIONS="halt_on_error=1:abort_on_error=1:detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
-  UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
+  # Reports also go to build-asan/asan-reports/ (log_path) and are printed at the end: a test that
+  # expects some failure (exit 1) would otherwise take a sanitizer's abort for it.
+  local reports=$root/build-asan/asan-reports
+  rm -rf "$reports" && mkdir -p "$reports"
+  local rc=0
+  ASAN_OPTIONS="halt_on_error=1:abort_on_error=1:detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1:log_path=$reports/asan${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
+  UBSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1:log_path=$reports/ubsan${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
   LSAN_OPTIONS="suppressions=$root/tests/sanitizers/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}" \
   PILEPREP_SANITIZER=asan \
-    ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -LE 'install|python|fuzz' "$@"
+    ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -LE 'install|python|fuzz' "$@" || rc=$?
+  if compgen -G "$reports/*" >/dev/null; then
+    echo "test.sh: AddressSanitizer / UndefinedBehaviorSanitizer reports ($reports):" >&2
+    cat "$reports"/* >&2
+    return 1
+  fi
+  return $rc
 }
 
 # ThreadSanitizer: the targets whose tests run threads (the TBB pipeline, validate's parallel_reduce,
@@ -70,7 +82,7 @@ run_tsan() {
     -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=thread" >/dev/null
   cmake --build build-tsan -j "$(nproc)" \
     --target pileprep pipeline_test validate_test merge_test fetch_http_source_test indexed_dataset_test \
-    pileprep_fs_fault_shim
+    loader_test pileprep_fs_fault_shim
   # The executables must load the instrumented libtbb (CMake's build RPATH names its directory),
   # not Debian's: otherwise every stage hand-off is a false report again.
   local exe lib
@@ -81,10 +93,11 @@ run_tsan() {
       return 1
     fi
   done
-  # The tests of those six executables (the .bin writer's direct mode has a thread of its own); the
+  # The tests of those six executables (the .bin writer's direct mode has a thread of its own) and
+  # the loader's (no TBB: ranks opening one dataset at once, threads reading samples at once); the
   # CLI ones run the pipeline, validate's parallel_reduce, merge and downloads (fault server) through
   # build-tsan/bin/pileprep.
-  local tsan_tests='^(Pipeline|ValidateTest|IndexedDatasetTest|BufferedFileWriter|IndexedDatasetReader|FindDatasetPrefixes|MergeTest|HttpSource|RedactUrl|CheckHeader|golden\.|cli\.)'
+  local tsan_tests='^(Pipeline|ValidateTest|IndexedDatasetTest|BufferedFileWriter|IndexedDatasetReader|FindDatasetPrefixes|MergeTest|HttpSource|RedactUrl|CheckHeader|GptDataset|golden\.|cli\.)'
   local reports=$root/build-tsan/tsan-reports
   rm -rf "$reports" && mkdir -p "$reports"
   local rc=0
@@ -115,7 +128,7 @@ run_scalar() {
     pretokenizer_differential_test bpe_differential_test gpt2_cases_test gpt2_tokenizer_test \
     fuzz_corpus_replay_test pipeline_test synthetic_vocab_test jsonl_test
   ctest --test-dir build-scalar --output-on-failure -j "$(nproc)" \
-    -R '^(Pretokenizer|PretokenizerDifferential|BpeDifferential|Gpt2Cases|Gpt2Tokenizer|SyntheticVocab|TokenizerFuzzCorpus|JsonlFuzzCorpus|FastJsonExtractor|JsonRecordParser|Pipeline|golden\.)' "$@"
+    -R '^(Pretokenizer|PretokenizerDifferential|BpeDifferential|Gpt2Cases|Gpt2Tokenizer|SyntheticVocab|TokenizerFuzzCorpus|JsonlFuzzCorpus|FastJsonExtractor|JsonRecordParser|SurrogateRewrite|Utf8Repair|ForEachLine|JsonlReader|JsonlFiles|BadInputs/JsonlFiles|SimdjsonQuirks|Pipeline|golden\.)' "$@"
 }
 
 case $mode in

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#if defined(__SSE2__)
+#if defined(__SSE2__) && !defined(PILEPREP_NO_SIMD)
 #include <emmintrin.h>
 #endif
 
@@ -76,7 +76,7 @@ namespace {
 // surrogate escape), or size. Reads up to 32 bytes past `size`.
 size_t FindSurrogateCandidate(const char* data, size_t from, size_t size) {
   size_t i = from;
-#if defined(__SSE2__)
+#if defined(__SSE2__) && !defined(PILEPREP_NO_SIMD)
   const __m128i backslash = _mm_set1_epi8('\\');
   const __m128i u = _mm_set1_epi8('u');
   const __m128i d = _mm_set1_epi8('d');
