@@ -41,6 +41,16 @@ expect "prefix with a slash is refused" 2 "--output-prefix must be a plain name"
   "$PILEPREP" --url "$root/data/samples" --output-prefix a/b --output-dir "$work/o"
 expect "bad thread count" 2 "--threads 0: expected a whole number from 1 to 4096" -- \
   "$PILEPREP" --threads 0
+expect "--retry-wait nan is a usage error" 2 "--retry-wait: expected seconds from 0 to 3600" -- \
+  "$PILEPREP" --url "$root/data/samples" --retry-wait nan
+# A value flag does not take the next flag for its value (an empty $OUT must not turn the dry run
+# into a real run into a directory named "--dry-run"); a value starting with '-' goes inline.
+expect "a value flag followed by a flag is a usage error" 2 \
+  "--output-dir needs a value: --output-dir DIR, not --dry-run (a value that starts with '-' goes as --output-dir=VALUE)" -- \
+  "$PILEPREP" --url "$root/data/samples" --files 0 --output-dir --dry-run
+[[ -e ./--dry-run ]] && { echo "FAIL: a directory named --dry-run was made"; fail=1; }
+expect "a negative number is still a value" 0 "" -- "$PILEPREP" --url "$root/data/samples" --files 0 \
+  --output-dir "$work/neg" --max-bad-records -1 --dry-run
 expect "vocab without merges" 2 "--vocab-file and --merge-file go together" -- \
   "$PILEPREP" --vocab-file x --url "$root/data/samples"
 expect "missing vocabulary file" 2 "nope.json: cannot open" -- \

@@ -68,6 +68,13 @@ absl::Status Args::Parse(int argc, char** argv, int first) {
       case Kind::kValue:
         if (has_inline) {
           f->values = {inline_value};
+        } else if (i + 1 < argc && LooksLikeFlag(argv[i + 1])) {
+          // As argparse: `--output-dir $OUT --dry-run` with OUT empty must not write into a
+          // directory named "--dry-run" and drop the dry run. A value that starts with a dash
+          // goes inline: --name=-value.
+          return absl::InvalidArgumentError(absl::StrCat(
+              "--", name, " needs a value: --", name, " ", f->value_name, ", not ", argv[i + 1],
+              " (a value that starts with '-' goes as --", name, "=VALUE)"));
         } else if (i + 1 < argc) {
           f->values = {argv[++i]};
         } else {

@@ -706,7 +706,8 @@ int RunShardJob(int argc, char** argv, int first) {
   job.fetch.user_agent = absl::StrCat("pileprep/", PILEPREP_VERSION);
   if (args.Has("retry-wait")) {
     double wait = 0;
-    if (!absl::SimpleAtod(args.Get("retry-wait"), &wait) || wait < 0 || wait > 3600) {
+    // !(wait >= 0): NaN too, which every comparison passes and which would make the back-off NaN.
+    if (!absl::SimpleAtod(args.Get("retry-wait"), &wait) || !(wait >= 0) || wait > 3600) {
       PrintError("--retry-wait: expected seconds from 0 to 3600");
       return kExitUsage;
     }
