@@ -59,6 +59,9 @@ struct RankAssignment {
   // >= 0 for a Slurm array task (SLURM_ARRAY_TASK_ID without a rank/size family): process only the
   // file with this number; rank and size are then 0 and 1.
   int array_task = -1;
+  // The array's lowest and highest task ids (SLURM_ARRAY_TASK_MIN / _MAX) when Slurm set them:
+  // FilesForAssignment refuses --files numbers outside them, which no task of the array makes.
+  int array_min = -1, array_max = -1;
   // What decided it, for --dry-run and logs: "--nodes 4 --rank 1", "NGC_ARRAY_INDEX=1
   // NGC_ARRAY_SIZE=4", "SLURM_ARRAY_TASK_ID=7", "no rank flags or variables: one node".
   std::string decided_by;
@@ -73,12 +76,15 @@ Environment CurrentEnvironment();
 // the rank from the first variable family below that sets a rank (SLURM_PROCID only in an srun
 // step); --rank alone takes the size likewise; the family's other variable, if set, must agree
 // with the flag. Otherwise the first family with both variables set, in this order:
-//   NGC_ARRAY_INDEX / NGC_ARRAY_SIZE (BCP), RANK / WORLD_SIZE (torchrun, BCP PyTorch arrays),
-//   OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE (MPI), then SLURM_ARRAY_TASK_ID (a Slurm array
+//   NGC_ARRAY_INDEX / NGC_ARRAY_SIZE (BCP), RANK / WORLD_SIZE (torchrun, BCP PyTorch arrays;
+//   first in a process torchrun started, which TORCHELASTIC_RUN_ID or LOCAL_WORLD_SIZE tell),
+//   OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE (Open MPI), PMI_RANK / PMI_SIZE (MPICH, Intel
+//   MPI), then SLURM_ARRAY_TASK_ID (a Slurm array
 //   task, when SLURM_STEP_NUM_TASKS is unset or 1), then SLURM_PROCID / SLURM_STEP_NUM_TASKS (one
 //   srun step over nodes). SLURM_NTASKS alone (a batch script run without srun: the allocation's
 //   task count, with SLURM_PROCID 0 in the one process there is) does not split: rank 0 of 1, and
-//   decided_by says so. With none of them: rank 0 of 1. InvalidArgument, naming the flag or
+//   decided_by says so. With none of them: rank 0 of 1 (decided_by names a family's variable set
+//   without its other half). InvalidArgument, naming the flag or
 // variable, for a value that is not a whole number, a size below 1 or a rank outside [0, size), a
 // flag its family contradicts, and a Slurm array task running a multi-task srun step (or one flag
 // in an array task): which split is meant cannot be told.
@@ -88,7 +94,9 @@ absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environ
 // of the ordered list `files` (n = files.size()). A rank may get nothing when g > n.
 std::vector<int> FilesForRank(const std::vector<int>& files, int rank, int size);
 
-// FilesForRank, or the single array-task file (NotFound when it is not in `files`).
+// FilesForRank, or the single array-task file (NotFound when it is not in `files`;
+// InvalidArgument when `files` holds numbers outside the array's [array_min, array_max]: no task
+// of the array would make them, and each task would still exit 0).
 absl::StatusOr<std::vector<int>> FilesForAssignment(const std::vector<int>& files,
                                                     const RankAssignment& assignment);
 

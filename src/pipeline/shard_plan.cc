@@ -122,6 +122,7 @@ constexpr Family kFamilies[] = {
     {"NGC_ARRAY_INDEX", "NGC_ARRAY_SIZE"},
     {"RANK", "WORLD_SIZE"},
     {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+    {"PMI_RANK", "PMI_SIZE"},  // MPICH and Intel MPI (Hydra's mpiexec)
     {"SLURM_ARRAY_TASK_ID", nullptr},
     // The step's size, not SLURM_NTASKS: Slurm sets SLURM_NTASKS (and SLURM_PROCID=0) for the whole
     // allocation in the batch script too, where pileprep run without srun is a single process;
@@ -134,6 +135,22 @@ const std::string* Lookup(const Environment& env, const char* name) {
   const auto it = env.find(name);
   if (it == env.end() || it->second.empty()) return nullptr;
   return &it->second;
+}
+
+// The families in the order they are looked at. A process torchrun started (its agent sets
+// TORCHELASTIC_RUN_ID and LOCAL_WORLD_SIZE in every worker) takes RANK / WORLD_SIZE first: they
+// count torchrun's processes, which is what runs; NGC_ARRAY_* beside them count the BCP replicas
+// torchrun runs in, so by them every process of a replica took the replica's shares, all but one
+// found them locked and failed, and torchrun then stopped the one doing the work.
+std::vector<const Family*> FamiliesInOrder(const Environment& env) {
+  std::vector<const Family*> order;
+  const bool torchrun =
+      Lookup(env, "TORCHELASTIC_RUN_ID") != nullptr || Lookup(env, "LOCAL_WORLD_SIZE") != nullptr;
+  if (torchrun) order.push_back(&kFamilies[1]);
+  for (const Family& f : kFamilies) {
+    if (!(torchrun && &f == &kFamilies[1])) order.push_back(&f);
+  }
+  return order;
 }
 
 absl::StatusOr<int> EnvInt(const Environment& env, const char* name) {
@@ -190,7 +207,8 @@ absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environ
     const bool nodes = flags.nodes >= 0;
     const int given = nodes ? flags.nodes : flags.rank;
     const std::string flag = absl::StrCat(nodes ? "--nodes " : "--rank ", given);
-    for (const Family& f : kFamilies) {
+    for (const Family* family : FamiliesInOrder(env)) {
+      const Family& f = *family;
       if (f.size == nullptr) continue;
       // SLURM_PROCID is a rank only in an srun step: a batch script's process, and every task of
       // an array, has SLURM_PROCID=0, so `--nodes 30` there made one share 30 times over and the
@@ -250,23 +268,35 @@ absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environ
                      " needs --nodes N, or one of NGC_ARRAY_SIZE, WORLD_SIZE, "
                      "OMPI_COMM_WORLD_SIZE, SLURM_STEP_NUM_TASKS in the environment"));
   }
-  for (const Family& f : kFamilies) {
+  const std::vector<const Family*> families = FamiliesInOrder(env);
+  for (auto it = families.begin(); it != families.end(); ++it) {
+    const Family& f = **it;
     if (f.size == nullptr) {
       if (Lookup(env, f.rank) != nullptr && !SlurmArrayApplies(env)) return ArrayOfSteps(env);
       if (!SlurmArrayApplies(env)) continue;
       PILEPREP_ASSIGN_OR_RETURN(a.array_task, EnvInt(env, f.rank));
       a.decided_by = absl::StrCat(f.rank, "=", a.array_task);
+      if (Lookup(env, "SLURM_ARRAY_TASK_MIN") != nullptr &&
+          Lookup(env, "SLURM_ARRAY_TASK_MAX") != nullptr) {
+        PILEPREP_ASSIGN_OR_RETURN(a.array_min, EnvInt(env, "SLURM_ARRAY_TASK_MIN"));
+        PILEPREP_ASSIGN_OR_RETURN(a.array_max, EnvInt(env, "SLURM_ARRAY_TASK_MAX"));
+      }
       return a;
     }
     if (Lookup(env, f.rank) == nullptr || Lookup(env, f.size) == nullptr) continue;
     PILEPREP_ASSIGN_OR_RETURN(a.rank, EnvInt(env, f.rank));
     PILEPREP_ASSIGN_OR_RETURN(a.size, EnvInt(env, f.size));
     a.decided_by = absl::StrCat(f.rank, "=", a.rank, " ", f.size, "=", a.size);
+    if (&f == &kFamilies[1] && families.front() == &kFamilies[1] &&
+        Lookup(env, "NGC_ARRAY_INDEX") != nullptr) {
+      absl::StrAppend(&a.decided_by, " (torchrun's processes)");
+    }
     // A later family that says otherwise is named, not used: BCP sets RANK/WORLD_SIZE beside
     // NGC_ARRAY_*, and under torchrun in each replica they count processes, not replicas. Which
     // one launched pileprep only the user knows; the log shows what was left (a process per GPU
     // then finds its replica's shards locked by the others: FAILED, never silently unmade).
-    for (const Family* g = &f + 1; g != std::end(kFamilies); ++g) {
+    for (auto later = it + 1; later != families.end(); ++later) {
+      const Family* g = *later;
       // (SLURM_PROCID's size is SLURM_STEP_NUM_TASKS: counted only in an srun step, as above.)
       if (g->size == nullptr || Lookup(env, g->rank) == nullptr ||
           Lookup(env, g->size) == nullptr) {
@@ -289,6 +319,20 @@ absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environ
     return a;
   }
   a.decided_by = "no rank flags or variables: one node";
+  // Half a family (a rank without its size, or the reverse) does not split; the log says which
+  // variable was seen, rather than that none was.
+  for (const Family& f : kFamilies) {
+    // (SLURM_PROCID without SLURM_STEP_NUM_TASKS is every batch script's: the plain case.)
+    if (f.size == nullptr || std::string_view(f.rank) == "SLURM_PROCID") continue;
+    const bool rank = Lookup(env, f.rank) != nullptr, size = Lookup(env, f.size) != nullptr;
+    if (rank == size) continue;
+    const char* set = rank ? f.rank : f.size;
+    a.decided_by =
+        absl::StrCat(set, "=", *Lookup(env, set), " without ", rank ? f.size : f.rank,
+                     ": no rank family complete, so one node (give --nodes and --rank to "
+                     "split)");
+    break;
+  }
   return a;
 }
 
@@ -303,6 +347,22 @@ std::vector<int> FilesForRank(const std::vector<int>& files, int rank, int size)
 absl::StatusOr<std::vector<int>> FilesForAssignment(const std::vector<int>& files,
                                                     const RankAssignment& a) {
   if (a.array_task >= 0) {
+    // `--array 0-1` with `--files 0-29`: tasks 0 and 1 make files 00 and 01 and exit 0, and 02..29
+    // are made by no one. Every task of such an array refuses instead (ids in a list with gaps,
+    // `--array 0,5`, are not in the environment: only the range is checked).
+    if (a.array_min >= 0 && a.array_max >= a.array_min) {
+      std::vector<int> outside;
+      for (int n : files) {
+        if (n < a.array_min || n > a.array_max) outside.push_back(n);
+      }
+      if (!outside.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--files has ", outside.size(), " number(s) outside the Slurm array's task ids ",
+            a.array_min, "-", a.array_max, " (SLURM_ARRAY_TASK_MIN/MAX), first ", outside.front(),
+            ": no task of this array would make them; use --array with the same numbers as "
+            "--files"));
+      }
+    }
     if (std::find(files.begin(), files.end(), a.array_task) == files.end()) {
       return absl::NotFoundError(absl::StrCat(
           "Slurm array task ", a.array_task, " is not among the --files numbers; use --array with "

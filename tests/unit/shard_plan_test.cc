@@ -86,14 +86,34 @@ TEST(ResolveRank, EachFamilyOfVariables) {
        1,
        2,
        "NGC_ARRAY_INDEX=1 NGC_ARRAY_SIZE=2"},
+      // torchrun inside BCP replicas (its agent sets TORCHELASTIC_RUN_ID and LOCAL_WORLD_SIZE):
+      // RANK/WORLD_SIZE count the processes that run and come first; by NGC_ARRAY_* every process
+      // of a replica would take the replica's shares.
+      {{{"NGC_ARRAY_INDEX", "1"},
+        {"NGC_ARRAY_SIZE", "2"},
+        {"RANK", "9"},
+        {"WORLD_SIZE", "16"},
+        {"LOCAL_RANK", "1"},
+        {"LOCAL_WORLD_SIZE", "8"},
+        {"TORCHELASTIC_RUN_ID", "none"}},
+       9,
+       16,
+       "RANK=9 WORLD_SIZE=16 (torchrun's processes) (NGC_ARRAY_INDEX=1 NGC_ARRAY_SIZE=2 also set, "
+       "not used; give --nodes and --rank to decide otherwise)"},
       // An srun step under torchrun: torchrun's RANK/WORLD_SIZE count the processes.
       {{{"RANK", "5"}, {"WORLD_SIZE", "16"}, {"SLURM_PROCID", "0"}, {"SLURM_STEP_NUM_TASKS", "2"}},
        5,
        16,
        "RANK=5 WORLD_SIZE=16 (SLURM_PROCID=0 SLURM_STEP_NUM_TASKS=2 also set, not used; give "
        "--nodes and --rank to decide otherwise)"},
-      // Half a family does not count.
-      {{{"RANK", "3"}}, 0, 1, "no rank flags or variables: one node"},
+      // MPICH / Intel MPI.
+      {{{"PMI_RANK", "2"}, {"PMI_SIZE", "3"}}, 2, 3, "PMI_RANK=2 PMI_SIZE=3"},
+      // Half a family does not count, and the log says it was seen.
+      {{{"RANK", "3"}},
+       0,
+       1,
+       "RANK=3 without WORLD_SIZE: no rank family complete, so one node (give --nodes and --rank "
+       "to split)"},
       {{}, 0, 1, "no rank flags or variables: one node"},
   };
   for (const Case& c : cases) {
@@ -140,6 +160,27 @@ TEST(ResolveRank, SlurmArrayTaskProcessesOneFile) {
       {}, {{"SLURM_ARRAY_TASK_ID", "17"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "8"}});
   ASSERT_TRUE(batch.ok());
   EXPECT_EQ(batch->array_task, 17);
+}
+
+// `sbatch --array 0-1` with `--files 0-29`: tasks 0 and 1 made files 00 and 01, exited 0, and
+// 02..29 were made by no one. Slurm's SLURM_ARRAY_TASK_MIN/MAX tell: every task refuses.
+TEST(ResolveRank, SlurmArrayThatCannotCoverTheFilesIsRefused) {
+  const Environment env = {{"SLURM_ARRAY_TASK_ID", "1"},
+                           {"SLURM_ARRAY_TASK_MIN", "0"},
+                           {"SLURM_ARRAY_TASK_MAX", "1"},
+                           {"SLURM_ARRAY_TASK_COUNT", "2"}};
+  auto a = ResolveRank({}, env);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->array_task, 1);
+  std::vector<int> all(30);
+  for (int i = 0; i < 30; ++i) all[i] = i;
+  auto mine = FilesForAssignment(all, *a);
+  ASSERT_FALSE(mine.ok());
+  EXPECT_EQ(mine.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(mine.status().message()),
+              HasSubstr("--files has 28 number(s) outside the Slurm array's task ids 0-1"));
+  // An array that covers the files: the task's own file.
+  EXPECT_THAT(*FilesForAssignment({0, 1}, *a), ElementsAre(1));
 }
 
 // Each array task running a 2-task srun step: split by SLURM_PROCID, every array task made the same
@@ -194,6 +235,17 @@ TEST(ResolveRank, OneFlagThatContradictsItsFamilyIsRefused) {
   EXPECT_THAT(std::string(rank.status().message()), HasSubstr("--rank 0 but RANK=1"));
   EXPECT_TRUE(ResolveRank({.nodes = 2}, two).ok());
   EXPECT_TRUE(ResolveRank({.nodes = 4, .rank = 3}, two).ok());  // both flags decide alone
+  // `--nodes $NGC_ARRAY_SIZE` in a process torchrun started in each replica: its rank would come
+  // from torchrun's RANK, which WORLD_SIZE=16 says is not a rank of 2.
+  const Environment torchrun = {{"NGC_ARRAY_INDEX", "1"},
+                                {"NGC_ARRAY_SIZE", "2"},
+                                {"RANK", "9"},
+                                {"WORLD_SIZE", "16"},
+                                {"LOCAL_WORLD_SIZE", "8"}};
+  auto under_torchrun = ResolveRank({.nodes = 2}, torchrun);
+  ASSERT_FALSE(under_torchrun.ok()) << under_torchrun->decided_by;
+  EXPECT_THAT(std::string(under_torchrun.status().message()),
+              HasSubstr("--nodes 2 but WORLD_SIZE=16 (with RANK=9)"));
 }
 
 // `sbatch -N 4 --ntasks-per-node 1 job.sh` whose script runs pileprep itself, without srun: one
