@@ -31,12 +31,16 @@ std::string ShardFileName(int number);
 enum class SourceKind { kLocalDirectory, kHttp };
 struct ShardSource {
   SourceKind kind;
-  std::string base;  // directory path (file:// stripped) or URL ending in '/'
+  std::string base;  // directory path (file:// stripped) or URL ending in '/', without its query
+  // An http(s) URL's query ("?sv=...&sig=..." of an Azure container's SAS token), kept after each
+  // file name: {base}{NN}.jsonl.zst{query}. Empty for none; a fragment (#...) is dropped (never
+  // sent).
+  std::string query;
 };
 // Classifies --url: a local directory, a file:// URL, or http(s)://. Other schemes are refused.
 absl::StatusOr<ShardSource> ParseShardSource(std::string_view url);
 
-// Where shard `number` comes from: "{base}/{NN}.jsonl.zst".
+// Where shard `number` comes from: "{base}/{NN}.jsonl.zst{query}".
 std::string ShardInput(const ShardSource& source, int number);
 
 // Output prefix of shard `number`: "{dir}/{prefix}_{NN}_{key}_document" (Megatron's naming; the NeMo

@@ -72,26 +72,33 @@ absl::StatusOr<ShardSource> ParseShardSource(std::string_view url) {
       return absl::InvalidArgumentError(
           absl::StrCat("--url ", std::string(url), ": a file:// URL needs an absolute path (file:///data/pile)"));
     }
-    return ShardSource{SourceKind::kLocalDirectory, std::string(rest)};
+    return ShardSource{SourceKind::kLocalDirectory, std::string(rest), ""};
   }
   const std::string lower = absl::AsciiStrToLower(std::string(url.substr(0, 8)));
   if (lower.rfind("http://", 0) == 0 || lower.rfind("https://", 0) == 0) {
-    std::string base(url);
+    // The file names go into the path, before a query (a container's SAS token): appended to the
+    // whole URL they became part of the query's last value.
+    std::string base(url.substr(0, url.find('#')));
+    std::string query;
+    if (const size_t q = base.find('?'); q != std::string::npos) {
+      query = base.substr(q);
+      base.resize(q);
+    }
     if (base.back() != '/') base.push_back('/');
-    return ShardSource{SourceKind::kHttp, base};
+    return ShardSource{SourceKind::kHttp, base, query};
   }
   if (const size_t colon = url.find("://"); colon != std::string_view::npos) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--url ", std::string(url), ": unsupported scheme \"", std::string(url.substr(0, colon)),
         "\"; use https://, http://, file:// or a local directory"));
   }
-  return ShardSource{SourceKind::kLocalDirectory, std::string(url)};
+  return ShardSource{SourceKind::kLocalDirectory, std::string(url), ""};
 }
 
 std::string ShardInput(const ShardSource& source, int number) {
   std::string base = source.base;
   if (!base.empty() && base.back() != '/') base.push_back('/');
-  return base + ShardFileName(number);
+  return base + ShardFileName(number) + source.query;
 }
 
 std::string ShardOutputPrefix(std::string_view output_dir, std::string_view prefix, int number,

@@ -186,6 +186,13 @@ if grep -q sekrit "$work/out" "$work/err" "$work/g/pileprep-summary-rank0.json";
   --header "X-Pileprep-B: two" -q >/dev/null 2>&1 || bad "repeated --header: run failed"
 grep -q '"test_headers": \["X-Pileprep-A: one", "X-Pileprep-B: two"\]' "$work/log" \
   || bad "repeated --header: not every header reached the server"
+# A --url with a query (an Azure container's SAS token): each file name goes into the path and the
+# query after it (appended to the whole URL, the name became part of the query's last value).
+"$PILEPREP" --url "${url}?sv=2024&sig=ab%2Fc" --files 0 --output-dir "$work/q" -q >/dev/null 2>"$work/err" \
+  || { bad "--url with a query: run failed"; cat "$work/err"; }
+same_outputs "--url with a query" "$work/q" 00
+grep -q '"path": "00.jsonl.zst".*"query": "sv=2024&sig=ab%2Fc"' "$work/log" \
+  || bad "--url with a query: the server did not get 00.jsonl.zst?sv=2024&sig=ab%2Fc: $(tail -2 "$work/log")"
 stop_server
 
 [[ $fail -eq 0 ]] && echo "ok: fetch"

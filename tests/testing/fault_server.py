@@ -114,6 +114,8 @@ def main():
             rng = self.headers.get("Range")
             if_range = self.headers.get("If-Range")
             entry = {"path": name, "range": rng, "if_range": if_range}
+            if "?" in self.path:  # logged when there is one: a test sees the client kept it
+                entry["query"] = self.path.split("?", 1)[1]
             # Test headers (X-Pileprep-*) are logged so tests can see what the client sent.
             test_headers = sorted(f"{k}: {v}" for k, v in self.headers.items()
                                   if k.lower().startswith("x-pileprep-"))

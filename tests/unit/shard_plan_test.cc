@@ -33,6 +33,12 @@ TEST(ParseShardSource, ClassifiesUrls) {
   EXPECT_EQ(ParseShardSource("file:///data/pile")->base, "/data/pile");
   EXPECT_EQ(ParseShardSource("https://h/x")->kind, SourceKind::kHttp);
   EXPECT_EQ(ShardInput(*ParseShardSource("https://h/x"), 2), "https://h/x/02.jsonl.zst");
+  // A query (an Azure container's SAS token) stays after each file name; a fragment is dropped.
+  EXPECT_EQ(ShardInput(*ParseShardSource("https://a.blob.core.windows.net/c?sv=1&sig=x%2F"), 7),
+            "https://a.blob.core.windows.net/c/07.jsonl.zst?sv=1&sig=x%2F");
+  EXPECT_EQ(ShardInput(*ParseShardSource("https://h/x/?t=1#frag"), 0),
+            "https://h/x/00.jsonl.zst?t=1");
+  EXPECT_EQ(ShardInput(*ParseShardSource("https://h/x#frag"), 0), "https://h/x/00.jsonl.zst");
   EXPECT_FALSE(ParseShardSource("ftp://h/x").ok());
   EXPECT_FALSE(ParseShardSource("file://relative").ok());
 }

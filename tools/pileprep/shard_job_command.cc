@@ -579,7 +579,8 @@ int RunShardJob(int argc, char** argv, int first) {
   const FetchOptions fetch_defaults;
   Args args;
   args.Add("url", Args::Kind::kValue, "SRC",
-           "where shards NN.jsonl.zst are: https://, http://, file:// or a local directory",
+           "where shards NN.jsonl.zst are: https://, http://, file:// or a local directory (a "
+           "URL's ?query, e.g. a SAS token, goes after each file name)",
            kDefaultUrl);
   args.Add("files", Args::Kind::kValue, "LIST", "shard numbers, e.g. 0-29 or 0,3,5-7", "0-29");
   args.Add("output-dir", Args::Kind::kValue, "DIR", "where the .bin/.idx pairs go", ".");
