@@ -22,10 +22,12 @@
 //   | window_log_max | 27      | frames needing a window above 2^window_log_max bytes are      |
 //   |                |         | refused; 10..31                                               |
 //
-// Errors. Every message reads `<source_name>: byte <N>: <cause>`, N being an offset into the
-// compressed stream, the same whatever the chunking. For damage inside a frame, N is the start of
-// the block (or of the content checksum) that fails to decode, and the message also names the byte
-// where that frame starts; for a truncated stream N is its length.
+// Errors. Every message of a decoding error reads `<source_name>: byte <N>: <cause>`, N being an
+// offset into the compressed stream, the same whatever the chunking. For damage inside a frame, N
+// is the start of the block (or of the content checksum) that fails to decode, and the message also
+// names the byte where that frame starts; for damage in a frame header, N is the frame's start (or
+// its descriptor byte, frame start + 4, for a reserved bit set); for a truncated stream N is its
+// length.
 //   InvalidArgument     not a zstd stream at byte 0, and the cause says what it looks like instead
 //                       ("not a zstd stream: looks like plain JSON lines", gzip, bzip2, xz, lz4,
 //                       zip, legacy zstd v0.x, plain text); an empty (0-byte) input; a frame
@@ -33,11 +35,12 @@
 //                       outside 10..31.
 //   ResourceExhausted   a frame needs a window above 2^window_log_max: the message names the
 //                       window log the frame needs and says that --zstd-window-log-max raises
-//                       the limit.
+//                       the limit (or, above window log 31, that zstd decodes no larger window);
+//                       zstd out of memory.
 //   DataLoss            truncated stream (ends inside a frame or a frame header); trailing
 //                       garbage after the last frame (bad magic at byte N); corrupted frame
 //                       header or block; content checksum mismatch.
-//   FailedPrecondition  Feed after a successful Finish.
+//   FailedPrecondition  Feed after a successful Finish (a caller's error; no source or offset).
 //   (anything)          an error returned by the sink, passed through unchanged.
 // After any error the decoder stays failed: Feed and Finish return that same status again.
 //

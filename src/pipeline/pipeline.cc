@@ -549,12 +549,12 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
       batch->data.Truncate(whole);
       input_done = true;
     };
-    // Read until the batch is full and holds a line end, or the input ends. A single line longer
-    // than batch_bytes makes one batch of its own, as large as that line, up to max_line_bytes:
-    // past that the line cannot be parsed, and buffering the rest of it (a file with no line end at
-    // all, or a small .zst that decodes to gigabytes of one line) would take memory without bound
-    // before the parser said so. The batch then ends at the line's start and the input fails
-    // there.
+    // Read until the batch is full and holds a line end, or the input ends. The line that crosses
+    // batch_bytes ends the batch, however long it is (the batch grows to hold it), up to
+    // max_line_bytes: past that the line cannot be parsed, and buffering the rest of it (a file
+    // with no line end at all, or a small .zst that decodes to gigabytes of one line) would take
+    // memory without bound before the parser said so. The batch then ends at the line's start and
+    // the input fails there.
     size_t scan_from = 0;
     size_t line_from = 0;   // where the batch's unended line starts, once the limit is in sight
     size_t scanned_to = 0;  // how far line_from has been looked for (each byte looked at once)
