@@ -14,14 +14,21 @@ command -v ninja >/dev/null && generator=(-G Ninja)
 "$cmake" --build "$tmp/build" >/dev/null
 out=$("$tmp/build/loader_example" "$src/tests/data/format/lcg300_uint16")
 echo "$out"
-grep -q "samples; sample 0 starts" <<<"$out"
+# The numbers the build tree's loader gives (its sampling is checked against Megatron's by
+# tests/python/test_loader.py): the installed headers and library must give the same.
+grep -qx "295 sequences, 5899 tokens" <<<"$out"
+grep -qx "133 samples; sample 0 starts 23092 33823 18133" <<<"$out"
 "$tmp/build/loader_dtype_example" "$src/tests/data/format/lcg300_uint16" | grep -q "^uint16, 2 bytes per token$"
 "$tmp/build/core_example" | grep -q "uint16"
 if [[ -n "$python" ]]; then
   init=$(find "$tmp/prefix" -path '*/pileprep/__init__.py' | head -1)
+  # A build with the Python module installs it: its absence is a failure, not a skip.
+  if [[ -d "$build/python/pileprep" || -n "$(find "$build" -name '_pileprep*.so' -print -quit)" ]]; then
+    [[ -n "$init" ]] || { echo "install test: the Python module was built but not installed" >&2; exit 1; }
+  fi
   if [[ -n "$init" ]]; then
     PYTHONPATH=$(dirname "$(dirname "$init")") "$python" -c \
-      "import pileprep, sys; d = pileprep.IndexedDataset(sys.argv[1]); print('python:', len(d), 'sequences')" \
+      "import pileprep, sys; d = pileprep.IndexedDataset(sys.argv[1]); assert len(d) == 295, len(d); print('python:', len(d), 'sequences')" \
       "$src/tests/data/format/lcg300_uint16"
   fi
 fi
