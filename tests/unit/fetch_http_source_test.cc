@@ -382,9 +382,18 @@ TEST(HttpSource, QueueBoundsMemoryWhenTheConsumerIsSlow) {
   o.queue_bytes = 64 << 10;
   auto source = OpenHttpSource((*server)->Url("00.jsonl.zst"), o);
   ASSERT_TRUE(source.ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // Wait (up to 20 s, for a loaded machine or a sanitizer) until the download has started and then
+  // stopped growing for 300 ms: the queue is full, and the download waits on the consumer.
+  uint64_t delivered = 0;
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+       std::chrono::steady_clock::now() < deadline;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const uint64_t now = (*source)->stats().bytes_delivered;
+    if (now > 0 && now == delivered) break;
+    delivered = now;
+  }
   EXPECT_LE((*source)->stats().bytes_delivered, (64u << 10) + (256u << 10));
-  EXPECT_GT((*source)->stats().bytes_delivered, 0u);
+  EXPECT_GE((*source)->stats().bytes_delivered, 32u << 10);
   auto bytes = Drain(**source);
   ASSERT_TRUE(bytes.ok()) << bytes.status();
   EXPECT_EQ(*bytes, ReadFile(kSamples + "/00.jsonl.zst"));
@@ -395,7 +404,12 @@ TEST(HttpSource, DestroyingMidDownloadCancelsQuickly) {
   ASSERT_TRUE(server.ok());
   auto source = OpenHttpSource((*server)->Url("00.jsonl.zst"), FastOptions());
   ASSERT_TRUE(source.ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // Mid-download: the first 1000 bytes have come (then the server stalls for 30 s).
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+       (*source)->stats().bytes_delivered < 1000 && std::chrono::steady_clock::now() < deadline;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_GE((*source)->stats().bytes_delivered, 1000u);
   const auto start = std::chrono::steady_clock::now();
   source->reset();
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 2.0);
