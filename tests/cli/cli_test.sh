@@ -71,6 +71,34 @@ expect "preprocess: the key once" 0 "" -- \
 # -q: errors and the summary only (--help), as the shard job.
 grep -q "^t.jsonl  *done " "$work/err" || { echo "FAIL: preprocess -q printed no summary"; cat "$work/err"; fail=1; }
 grep -q " documents, " "$work/err" && { echo "FAIL: preprocess -q printed its progress line"; cat "$work/err"; fail=1; }
+# Megatron's and NeMo's command lines (review): what changes the output is refused, what does not
+# is accepted; flags read as argparse reads them.
+expect "preprocess: --partitions 2 would interleave in Megatron" 2 "Megatron then interleaves the documents" -- \
+  "$PILEPREP" preprocess --input "$work/t.jsonl" --output-prefix "$work/part" --partitions 2
+expect "preprocess: --partitions 2 --keep-sequential-samples keeps the order" 0 "" -- \
+  "$PILEPREP" preprocess --input "$work/t.jsonl" --output-prefix "$work/part" --partitions 2 --keep-sequential-samples --append-eod -q
+expect "preprocess: a glob with --partitions" 2 "Megatron globs it" -- \
+  "$PILEPREP" preprocess --input "$work/*.jsonl" --output-prefix "$work/part" --partitions 2 --keep-sequential-samples
+expect "preprocess: NeMo's launcher's flags and argparse abbreviations" 0 "" -- \
+  "$PILEPREP" preprocess --input "$work/t.jsonl" --output-prefix "$work/nemo" --dataset-impl mmap \
+  --tokenizer-type GPT2BPETokenizer --tokenizer-library megatron --tokenizer-model None --workers 2 \
+  --vocab "$root/tokenizers/gpt2/encoder.json" --merge "$root/tokenizers/gpt2/vocab.bpe" --append-eod \
+  --json-key text --keep-newlines --lang english --log-interval 100 -q
+cmp -s "$work/nemo_text_document.bin" "$work/part_text_document.bin" \
+  || { echo "FAIL: the NeMo command line's .bin differs"; fail=1; }
+expect "preprocess: --tokenizer-model other than None" 2 "GPT-2 BPE reads --vocab-file and --merge-file" -- \
+  "$PILEPREP" preprocess --input "$work/t.jsonl" --output-prefix "$work/tm" --tokenizer-model gpt2
+expect "preprocess: --log-interval 0" 2 "--log-interval 0: expected a whole number" -- \
+  "$PILEPREP" preprocess --input "$work/t.jsonl" --output-prefix "$work/li" --log-interval 0
+expect "an ambiguous abbreviation" 2 "ambiguous flag --no: it could be --no-validate, --no-sync" -- \
+  "$PILEPREP" merge --output-prefix "$work/am" --no "$work/once_text_document"
+# --json-keys given twice: the last list, as argparse (the first key, absent, would fail every record).
+expect "preprocess: --json-keys twice keeps the last" 0 "" -- \
+  "$PILEPREP" preprocess --input "$work/t.jsonl" --output-prefix "$work/last" --json-keys nosuch --json-keys text -q
+[[ -e "$work/last_nosuch_document.idx" ]] && { echo "FAIL: --json-keys twice made the first key's dataset"; fail=1; }
+gzip -c "$work/t.jsonl" >"$work/t.jsonl.gz"
+expect "preprocess: a gzip file is named as such" 1 "gzip-compressed (it starts with 1f 8b)" -- \
+  "$PILEPREP" preprocess --input "$work/t.jsonl.gz" --output-prefix "$work/gz"
 for ext in bin idx; do
   cmp -s "$work/twice_text_document.$ext" "$work/once_text_document.$ext" ||
     { echo "FAIL: a key given twice: .$ext differs from the key once"; fail=1; }

@@ -130,6 +130,12 @@ expect "a failed download with credentials" 1 "" -- \
 if grep -qE 'hunter2pw|qsecret77|hdrsecret55' "$work/err" "$work/out" "$work"/sec/*.json; then
   bad "secrets appear in the log or the summary"; grep -E 'hunter2pw|qsecret77|hdrsecret55' "$work/err" "$work/out" "$work"/sec/*.json
 else ok "secrets never appear in the log or the summary JSON"; fi
+# ...and not because nothing was said: the URL is named, redacted, in both (a missing summary would
+# pass the grep above).
+if [[ -f "$work/sec/pileprep-summary-rank0.json" ]] && grep -qF '127.0.0.1:9/train/00.jsonl.zst' "$work/err" \
+   && grep -qF '127.0.0.1:9/train/00.jsonl.zst' "$work/sec/pileprep-summary-rank0.json"; then
+  ok "the log and the summary name the URL without its secrets"
+else bad "the redacted URL is missing from the log or the summary JSON"; fi
 # TLS verification (on by default, --ca-file, --insecure) and proxies: tests/cli/tls_proxy_test.sh.
 
 # ---------------------------------------------------------------- signals

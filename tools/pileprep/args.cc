@@ -1,6 +1,7 @@
 #include "args.h"
 
 #include <charconv>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -30,6 +31,25 @@ const Args::Flag* Args::Find(const std::string& name) const {
   return const_cast<Args*>(this)->Find(name);
 }
 
+absl::Status Args::Resolve(const std::string& name, Flag** flag) {
+  if ((*flag = Find(name)) != nullptr) return absl::OkStatus();
+  std::vector<Flag*> begun;
+  for (Flag& f : flags_) {
+    if (f.name.compare(0, name.size(), name) == 0) begun.push_back(&f);
+  }
+  if (begun.size() == 1) {
+    *flag = begun.front();
+    return absl::OkStatus();
+  }
+  if (begun.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name, " (see --help)"));
+  }
+  std::string names;
+  for (const Flag* f : begun) absl::StrAppend(&names, names.empty() ? "" : ", ", "--", f->name);
+  return absl::InvalidArgumentError(
+      absl::StrCat("ambiguous flag --", name, ": it could be ", names, " (see --help)"));
+}
+
 absl::Status Args::Parse(int argc, char** argv, int first) {
   for (int i = first; i < argc; ++i) {
     std::string arg = argv[i];
@@ -54,10 +74,9 @@ absl::Status Args::Parse(int argc, char** argv, int first) {
     for (char& c : name) {
       if (c == '_') c = '-';
     }
-    Flag* f = Find(name);
-    if (f == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name, " (see --help)"));
-    }
+    Flag* f = nullptr;
+    if (absl::Status s = Resolve(name, &f); !s.ok()) return s;
+    name = f->name;  // messages name the flag, not its abbreviation
     f->seen = true;
     switch (f->kind) {
       case Kind::kSwitch:
@@ -82,9 +101,12 @@ absl::Status Args::Parse(int argc, char** argv, int first) {
               absl::StrCat("--", name, " needs a value: --", name, " ", f->value_name));
         }
         break;
-      case Kind::kMulti: {
-        // Values follow until the next flag (argparse's nargs='+'); a repeated flag adds to the
-        // list (`--header A --header B`). `--flag=v` is one value, commas included, as in argparse.
+      case Kind::kMulti:
+      case Kind::kList: {
+        // Values follow until the next flag (argparse's nargs='+'); a repeated kMulti flag adds to
+        // the list (`--header A --header B`), a repeated kList flag replaces it (argparse).
+        // `--flag=v` is one value, commas included, as in argparse.
+        if (f->kind == Kind::kList) f->values.clear();
         const size_t before = f->values.size();
         if (has_inline) f->values.push_back(inline_value);
         while (i + 1 < argc && !LooksLikeFlag(argv[i + 1])) f->values.push_back(argv[++i]);
@@ -134,7 +156,9 @@ std::string Args::Help() const {
     if (f.hidden) continue;
     std::string left = "  --" + f.name;
     if (f.kind == Kind::kValue) absl::StrAppend(&left, " ", f.value_name);
-    if (f.kind == Kind::kMulti) absl::StrAppend(&left, " ", f.value_name, "...");
+    if (f.kind == Kind::kMulti || f.kind == Kind::kList) {
+      absl::StrAppend(&left, " ", f.value_name, "...");
+    }
     std::string help = f.help;
     if (!f.default_text.empty()) absl::StrAppend(&help, " (default: ", f.default_text, ")");
     if (left.size() < 30) {

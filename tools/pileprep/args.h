@@ -13,7 +13,10 @@ namespace pileprep::cli {
 
 class Args {
  public:
-  enum class Kind { kValue, kSwitch, kMulti };
+  // kMulti: values up to the next flag, and a repeated flag adds to them (`--header A --header B`).
+  // kList: the same, but a repeated flag replaces them, as argparse's nargs='+' does
+  // (`--json-keys a --json-keys b` is ["b"] in Megatron).
+  enum class Kind { kValue, kSwitch, kMulti, kList };
   struct Flag {
     std::string name;      // without "--"
     Kind kind;
@@ -42,6 +45,9 @@ class Args {
 
  private:
   Flag* Find(const std::string& name);
+  // Find, or as argparse (allow_abbrev) the one flag `name` begins (`--vocab` for --vocab-file);
+  // InvalidArgument for a name no flag or several flags begin.
+  absl::Status Resolve(const std::string& name, Flag** flag);
   const Flag* Find(const std::string& name) const;
   std::vector<Flag> flags_;
   std::vector<std::string> positional_;

@@ -2,6 +2,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -29,7 +30,7 @@ int RunPreprocess(int argc, char** argv, int first) {
   args.Add("input", Args::Kind::kValue, "FILE", "JSON lines, plain (.jsonl) or zstd (.jsonl.zst)");
   args.Add("output-prefix", Args::Kind::kValue, "P",
            "outputs are P_KEY_document.{bin,idx} (Megatron's naming)");
-  args.Add("json-keys", Args::Kind::kMulti, "KEY", "JSON field(s) to tokenize, one dataset each",
+  args.Add("json-keys", Args::Kind::kList, "KEY", "JSON field(s) to tokenize, one dataset each",
            "text");
   args.Add("append-eod", Args::Kind::kSwitch, "",
            "append <|endoftext|> (50256) after each non-empty document");
@@ -37,12 +38,22 @@ int RunPreprocess(int argc, char** argv, int first) {
   args.Add("threads", Args::Kind::kValue, "N", "same as --workers", "", true);
   args.Add("tokenizer-type", Args::Kind::kValue, "TYPE", "only GPT2BPETokenizer",
            "GPT2BPETokenizer");
-  // Accepted for drop-in compatibility with Megatron's command lines; they do not change the output.
+  // Accepted for drop-in compatibility with Megatron's and NeMo's command lines where they do not
+  // change the output (checked below where they could).
   args.Add("dataset-impl", Args::Kind::kValue, "mmap", "accepted for compatibility (mmap only)", "",
            true);
   args.Add("log-interval", Args::Kind::kValue, "N", "accepted for compatibility", "", true);
-  args.Add("partitions", Args::Kind::kValue, "N", "accepted for compatibility", "", true);
+  args.Add("partitions", Args::Kind::kValue, "N", "1, or N with --keep-sequential-samples", "",
+           true);
   args.Add("keep-sequential-samples", Args::Kind::kSwitch, "", "accepted for compatibility", "",
+           true);
+  // Read by Megatron only with --split-sentences (refused), or only pace its worker pool.
+  args.Add("keep-newlines", Args::Kind::kSwitch, "", "accepted for compatibility", "", true);
+  args.Add("lang", Args::Kind::kValue, "LANG", "accepted for compatibility", "", true);
+  args.Add("chunk-size", Args::Kind::kValue, "N", "accepted for compatibility", "", true);
+  // NeMo's preprocess_data_for_megatron.py (the NeMo launcher's Pile step passes both).
+  args.Add("tokenizer-library", Args::Kind::kValue, "megatron", "megatron only", "", true);
+  args.Add("tokenizer-model", Args::Kind::kValue, "None", "None only (GPT-2 BPE takes files)", "",
            true);
   args.Add("split-sentences", Args::Kind::kSwitch, "", "not supported", "", true);
   AddCommonFlags(args);
@@ -70,6 +81,22 @@ int RunPreprocess(int argc, char** argv, int first) {
     PrintError("preprocess needs --input FILE and --output-prefix P (see --help)");
     return kExitUsage;
   }
+  // A gzip file (Megatron reads .gz only on its --partitions path) would be read as lines of
+  // binary, every one a bad record: said at once instead, naming what to do.
+  if (InputFormatForPath(input) == InputFormat::kPlain) {
+    if (FILE* f = std::fopen(input.c_str(), "rb"); f != nullptr) {
+      unsigned char magic[2] = {};
+      const size_t n = std::fread(magic, 1, 2, f);
+      std::fclose(f);
+      if (n == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
+        PrintError(absl::StrCat(input,
+                                ": gzip-compressed (it starts with 1f 8b); pileprep reads "
+                                "JSON lines, plain or zstd (.jsonl.zst): gunzip it, or "
+                                "recompress it with zstd"));
+        return kExitFailed;
+      }
+    }
+  }
   if (args.Get("tokenizer-type", "GPT2BPETokenizer") != "GPT2BPETokenizer") {
     PrintError(absl::StrCat("--tokenizer-type ", args.Get("tokenizer-type"),
                             ": only GPT2BPETokenizer is supported"));
@@ -82,6 +109,51 @@ int RunPreprocess(int argc, char** argv, int first) {
   if (args.Has("split-sentences")) {
     PrintError("--split-sentences is not supported (GPT pre-training does not split sentences)");
     return kExitUsage;
+  }
+  if (args.Has("tokenizer-library") && args.Get("tokenizer-library") != "megatron") {
+    PrintError(absl::StrCat("--tokenizer-library ", args.Get("tokenizer-library"),
+                            ": only megatron (GPT2BPETokenizer from --vocab-file/--merge-file)"));
+    return kExitUsage;
+  }
+  if (args.Has("tokenizer-model") && args.Get("tokenizer-model") != "None") {
+    PrintError(absl::StrCat("--tokenizer-model ", args.Get("tokenizer-model"),
+                            ": GPT-2 BPE reads --vocab-file and --merge-file; drop the flag (or "
+                            "give None)"));
+    return kExitUsage;
+  }
+  // Megatron reads these as integers; --log-interval 0 would divide by zero there.
+  long long partitions = 1, unused = 0;
+  for (auto [flag, value] : {std::pair{"log-interval", &unused}, std::pair{"chunk-size", &unused},
+                             std::pair{"partitions", &partitions}}) {
+    if (auto s = args.GetInt(flag, 1, INT32_MAX, value); !s.ok()) {
+      PrintError(std::string(s.message()));
+      return kExitUsage;
+    }
+  }
+  // --partitions N deals Megatron's input lines round-robin into N files and merges them in order
+  // (lines 0, N, 2N, ..., then 1, N+1, ...): another document order than the input's, which is what
+  // this writes. With --keep-sequential-samples the partitions are contiguous blocks: the input's
+  // order. And with N > 1 Megatron takes --input as a glob, in the directory's (unsorted) order.
+  if (partitions > 1) {
+    if (!args.Has("keep-sequential-samples")) {
+      PrintError(
+          absl::StrCat("--partitions ", partitions,
+                       ": Megatron then interleaves the documents (line i into "
+                       "partition i mod ",
+                       partitions,
+                       ", the partitions merged in order), which pileprep does "
+                       "not: drop --partitions (--workers sets the parallelism), or add "
+                       "--keep-sequential-samples, with which Megatron keeps the input's order"));
+      return kExitUsage;
+    }
+    if (args.Get("input").find_first_of("*?[") != std::string::npos) {
+      PrintError(absl::StrCat(
+          "--input ", args.Get("input"),
+          " with --partitions: Megatron globs it, in directory "
+          "order; pileprep takes one file (concatenate them in the order you want, or use "
+          "`pileprep merge` on one dataset per file)"));
+      return kExitUsage;
+    }
   }
   // --workers (Megatron's name) wins over --threads; both are checked.
   long long threads = 0, workers = 0;
