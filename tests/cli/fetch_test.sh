@@ -89,6 +89,13 @@ same_outputs "no-range no-etag" "$work/d" 00
 grep -q "restarting the shard from byte 0; restart 1 of 3" "$work/err" || { bad "restart not reported"; cat "$work/err"; }
 grep -q '"restarts": 1' "$work/d/pileprep-summary-rank0.json" || bad "restart not in the summary"
 stop_server
+# Drops, no Range, no validator (each restart takes two requests): three restarts, then the shard
+# fails, and its error says it gave up rather than that it is restarting.
+start_server --no-range --no-etag --plan 00.jsonl.zst=drop:300000,drop:300000,drop:300000,drop:300000,drop:300000,drop:300000,drop:300000,drop:300000
+"$PILEPREP" --url "$url" --files 0 --output-dir "$work/d4" --retry-wait 0.05 -q 2>"$work/err" && bad "out of restarts: did not fail"
+grep -q "error: gave up after 3 restarts of the shard: " "$work/err" && grep -q '"restarts": 3' "$work/d4/pileprep-summary-rank0.json" \
+  || { bad "out of restarts: not said"; cat "$work/err"; }
+stop_server
 
 # 4. The file changes between requests: If-Range makes the server send the new file whole; the shard
 #    restarts and the output is exactly the new file's.

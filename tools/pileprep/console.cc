@@ -92,9 +92,9 @@ void ConsoleFetchObserver::OnRetry(const std::string& url, int attempt, double d
 }
 
 std::string SummaryTable(const std::vector<ShardOutcome>& outcomes, int threads) {
-  std::string out = absl::StrFormat("%-16s %-8s %11s %11s %14s %6s %7s %9s %10s\n", "shard",
-                                    "status", "input", "documents", "tokens", "bad", "retries",
-                                    "seconds", "MB/s/core");
+  std::string out =
+      absl::StrFormat("%-16s %-9s %11s %11s %14s %6s %7s %9s %10s\n", "shard", "status", "input",
+                      "documents", "tokens", "bad", "retries", "seconds", "MB/s/core");
   int total_retries = 0;
   ShardStats total;
   double core_seconds = 0;
@@ -103,7 +103,7 @@ std::string SummaryTable(const std::vector<ShardOutcome>& outcomes, int threads)
     const int cores = std::max(1, o.threads > 0 ? o.threads : threads);
     const double per_core = s.seconds > 0 ? s.bytes_decompressed / 1e6 / s.seconds / cores : 0;
     core_seconds += s.seconds * cores;
-    absl::StrAppendFormat(&out, "%-16s %-8s %11s %11d %14d %6d %7d %9.1f %10.2f\n", o.name,
+    absl::StrAppendFormat(&out, "%-16s %-9s %11s %11d %14d %6d %7d %9.1f %10.2f\n", o.name,
                           o.status, HumanBytes(s.bytes_in), s.documents, s.tokens, s.bad_records,
                           o.retries, s.seconds, per_core);
     total_retries += o.retries;
@@ -116,7 +116,7 @@ std::string SummaryTable(const std::vector<ShardOutcome>& outcomes, int threads)
   }
   if (outcomes.size() > 1) {
     const double per_core = core_seconds > 0 ? total.bytes_decompressed / 1e6 / core_seconds : 0;
-    absl::StrAppendFormat(&out, "%-16s %-8s %11s %11d %14d %6d %7d %9.1f %10.2f\n", "total", "",
+    absl::StrAppendFormat(&out, "%-16s %-9s %11s %11d %14d %6d %7d %9.1f %10.2f\n", "total", "",
                           HumanBytes(total.bytes_in), total.documents, total.tokens,
                           total.bad_records, total_retries, total.seconds, per_core);
   }

@@ -1072,6 +1072,16 @@ int RunShardJob(int argc, char** argv, int first) {
         cur = OpenShard(job, shard_c, n, &observer);
         continue;
       }
+      // Out of restarts: the message, which ends "restarting the shard ...", must not say it will.
+      if (IsRestartRequired(status)) {
+        absl::Status gave_up(status.code(),
+                             absl::StrCat("gave up after ", kMaxRestarts,
+                                          " restarts of the shard: ", status.message()));
+        status.ForEachPayload([&](absl::string_view type, const absl::Cord& payload) {
+          gave_up.SetPayload(type, payload);
+        });
+        status = std::move(gave_up);
+      }
       break;
     }
     outcome.source = cur.input;
