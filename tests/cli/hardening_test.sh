@@ -188,7 +188,9 @@ rm -f "$work/big.jsonl"
 # merge: a signal once its temporary .bin is being made (the shim holds the merge in that open until
 # the signal has come, so no timing is involved) stops it: its temporaries removed, nothing published.
 mkdir -p "$work/mg"
-LD_PRELOAD=$SHIM PILEPREP_FAULT_PAUSE_OPEN="$work/mg/merged.bin.pileprep-tmp" "$PILEPREP" merge \
+# (Under ASan the shim loads before its runtime: verify_asan_link_order=0, as nodes_resume_test.sh.)
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" LD_PRELOAD=$SHIM \
+  PILEPREP_FAULT_PAUSE_OPEN="$work/mg/merged.bin.pileprep-tmp" "$PILEPREP" merge \
   --output-prefix "$work/mg/merged" "$work/sig-INT/my-gpt3_00_text_document" >"$work/out" 2>"$work/err" &
 pid=$!
 for _ in $(seq 1 600); do grep -q "fault shim: paused" "$work/err" && break; sleep 0.05; done
