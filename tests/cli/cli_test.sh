@@ -200,4 +200,19 @@ expect "merge into a prefix ending in /" 2 "names no file" -- \
 [[ -e "$work/newdir" ]] && { echo "FAIL: a refused merge made its output directory"; fail=1; }
 expect "--json-keys with a slash" 2 'a key names the outputs' -- "$PILEPREP" --url "$root/data/samples" \
   --files 1 --output-dir "$work/s2" --json-keys a/b
+# On a terminal the live progress line is cut to its width (a wrapped line leaves rows behind at
+# every redraw). `script` gives the run a terminal of 50 columns.
+if command -v script >/dev/null; then
+  # (About a second of work on one thread here: several redraws, 0.2 s apart.)
+  for _ in $(seq 20); do zstd -q -d -c "$root/data/samples/00.jsonl.zst"; done >"$work/wide.jsonl"
+  script -qc "stty cols 50; \"$PILEPREP\" preprocess --input \"$work/wide.jsonl\" --output-prefix \"$work/wide\" --workers 1" \
+    /dev/null >"$work/tty" 2>&1 </dev/null
+  live=$(tr '\r' '\n' <"$work/tty" | grep -a '%)' | wc -l)
+  over=$(tr '\r' '\n' <"$work/tty" | grep -a '%)' | sed 's/\x1b\[K//' | awk 'length($0) > 49' | wc -l)
+  if [[ $live -gt 0 && $over -eq 0 ]]; then echo "ok: the live line fits a 50-column terminal ($live redraws)"
+  else echo "FAIL: live line on a 50-column terminal: $live redraws, $over wider than 49"; fail=1; fi
+  rm -f "$work/wide.jsonl" "$work"/wide_text_document.*
+else
+  echo "skip: no script(1) to give a run a terminal"
+fi
 exit $fail

@@ -1,5 +1,8 @@
 #include "console.h"
 
+#include <sys/ioctl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 
@@ -67,7 +70,17 @@ void ConsoleProgress::OnProgress(const ShardStats& s, int64_t size_hint) {
   const double since = std::chrono::duration<double>(now - last_).count();
   if (options_.tty) {
     if (since < 0.2) return;
-    std::fprintf(stderr, "\r\033[K%s", Line(s, size_hint).c_str());
+    // Cut to the terminal's width: a line that wraps leaves its first rows behind at every redraw
+    // (\r and \033[K reach only the last row), and the screen scrolls five times a second.
+    std::string line = Line(s, size_hint);
+    struct winsize ws;
+    if (::ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1 && line.size() >= ws.ws_col) {
+      // At a character's start (a file name may be UTF-8, fewer columns than bytes).
+      size_t n = ws.ws_col - 1;
+      while (n > 0 && (static_cast<unsigned char>(line[n]) & 0xC0) == 0x80) --n;
+      line.resize(n);
+    }
+    std::fprintf(stderr, "\r\033[K%s", line.c_str());
     drew_ = true;
   } else {
     if (since < options_.log_interval_s) return;
