@@ -1,7 +1,9 @@
 // `pileprep validate PREFIX|DIR...`: checks .bin/.idx pairs against every invariant of the format.
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -134,7 +136,11 @@ int RunValidate(int argc, char** argv, int first) {
       }
     }
   }
-  std::fflush(stdout);
+  // A report that did not reach stdout (a full disk under `--json > report.jsonl`) is no verdict.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    PrintError(absl::StrCat("stdout: the report was not written in full: ", std::strerror(errno)));
+    return kExitFailed;
+  }
   return exit_code;
 }
 
