@@ -631,9 +631,9 @@ int RunShardJob(int argc, char** argv, int first) {
   args.Add("low-speed-time", Args::Kind::kValue, "SECONDS",
            "a download below 1 kB/s for this long is dropped and resumed",
            absl::StrCat(fetch_defaults.low_speed_time_s));
-  args.Add("download-buffer-mb", Args::Kind::kValue, "MB",
-           "memory between the socket and the pipeline, per download (two with prefetch, K with "
-           "--shards-at-once K)",
+  args.Add("download-buffer-mb", Args::Kind::kValue, "MiB",
+           "memory between the socket and the pipeline, per download, in MiB (two with prefetch, "
+           "K with --shards-at-once K)",
            absl::StrCat(fetch_defaults.queue_bytes >> 20));
   args.Add("ca-file", Args::Kind::kValue, "FILE", "CA bundle for TLS (default: the system's)");
   args.Add("insecure", Args::Kind::kSwitch, "", "do not verify TLS certificates (testing only)",
