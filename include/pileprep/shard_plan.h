@@ -63,8 +63,8 @@ struct RankAssignment {
   // >= 0 for a Slurm array task (SLURM_ARRAY_TASK_ID without a rank/size family): process only the
   // file with this number; rank and size are then 0 and 1.
   int array_task = -1;
-  // The array's lowest and highest task ids (SLURM_ARRAY_TASK_MIN / _MAX) when Slurm set them:
-  // FilesForAssignment refuses --files numbers outside them, which no task of the array makes.
+  // The array's lowest and highest task ids (SLURM_ARRAY_TASK_MIN / _MAX) when Slurm set them
+  // (FilesNoArrayTaskMakes).
   int array_min = -1, array_max = -1;
   // What decided it, for --dry-run and logs: "--nodes 4 --rank 1", "NGC_ARRAY_INDEX=1
   // NGC_ARRAY_SIZE=4", "SLURM_ARRAY_TASK_ID=7", "no rank flags or variables: one node".
@@ -98,11 +98,15 @@ absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environ
 // of the ordered list `files` (n = files.size()). A rank may get nothing when g > n.
 std::vector<int> FilesForRank(const std::vector<int>& files, int rank, int size);
 
-// FilesForRank, or the single array-task file (NotFound when it is not in `files`;
-// InvalidArgument when `files` holds numbers outside the array's [array_min, array_max]: no task
-// of the array would make them, and each task would still exit 0).
+// FilesForRank, or the single array-task file (NotFound when it is not in `files`).
 absl::StatusOr<std::vector<int>> FilesForAssignment(const std::vector<int>& files,
                                                     const RankAssignment& assignment);
+
+// For a Slurm array task: the numbers of `files` outside the array's task ids [array_min,
+// array_max], which no task of this array makes (`--array 0-1` with `--files 0-29`; or on purpose,
+// `--array 3,17` rerunning two failed shards). Empty otherwise. The CLI says so.
+std::vector<int> FilesNoArrayTaskMakes(const std::vector<int>& files,
+                                       const RankAssignment& assignment);
 
 }  // namespace pileprep
 

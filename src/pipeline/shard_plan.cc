@@ -154,8 +154,13 @@ std::vector<const Family*> FamiliesInOrder(const Environment& env) {
   const bool torchrun =
       Lookup(env, "TORCHELASTIC_RUN_ID") != nullptr || Lookup(env, "LOCAL_WORLD_SIZE") != nullptr;
   if (torchrun) order.push_back(&kFamilies[1]);
+  // Under Slurm its own variables decide: srun's pmi2 plugin sets PMI_RANK / PMI_SIZE beside them
+  // (0 of 1 in each array task, which would have taken every file in every task).
+  const bool slurm = Lookup(env, "SLURM_JOB_ID") != nullptr;
   for (const Family& f : kFamilies) {
-    if (!(torchrun && &f == &kFamilies[1])) order.push_back(&f);
+    if (torchrun && &f == &kFamilies[1]) continue;
+    if (slurm && std::string_view(f.rank) == "PMI_RANK") continue;
+    order.push_back(&f);
   }
   return order;
 }
@@ -328,7 +333,8 @@ absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environ
   a.decided_by = "no rank flags or variables: one node";
   // Half a family (a rank without its size, or the reverse) does not split; the log says which
   // variable was seen, rather than that none was.
-  for (const Family& f : kFamilies) {
+  for (const Family* family : FamiliesInOrder(env)) {
+    const Family& f = *family;
     // (SLURM_PROCID without SLURM_STEP_NUM_TASKS is every batch script's: the plain case.)
     if (f.size == nullptr || std::string_view(f.rank) == "SLURM_PROCID") continue;
     const bool rank = Lookup(env, f.rank) != nullptr, size = Lookup(env, f.size) != nullptr;
@@ -343,6 +349,15 @@ absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environ
   return a;
 }
 
+std::vector<int> FilesNoArrayTaskMakes(const std::vector<int>& files, const RankAssignment& a) {
+  std::vector<int> outside;
+  if (a.array_task < 0 || a.array_min < 0 || a.array_max < a.array_min) return outside;
+  for (int n : files) {
+    if (n < a.array_min || n > a.array_max) outside.push_back(n);
+  }
+  return outside;
+}
+
 std::vector<int> FilesForRank(const std::vector<int>& files, int rank, int size) {
   if (size < 1 || rank < 0 || rank >= size) return {};
   const uint64_t n = files.size();
@@ -354,22 +369,6 @@ std::vector<int> FilesForRank(const std::vector<int>& files, int rank, int size)
 absl::StatusOr<std::vector<int>> FilesForAssignment(const std::vector<int>& files,
                                                     const RankAssignment& a) {
   if (a.array_task >= 0) {
-    // `--array 0-1` with `--files 0-29`: tasks 0 and 1 make files 00 and 01 and exit 0, and 02..29
-    // are made by no one. Every task of such an array refuses instead (ids in a list with gaps,
-    // `--array 0,5`, are not in the environment: only the range is checked).
-    if (a.array_min >= 0 && a.array_max >= a.array_min) {
-      std::vector<int> outside;
-      for (int n : files) {
-        if (n < a.array_min || n > a.array_max) outside.push_back(n);
-      }
-      if (!outside.empty()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--files has ", outside.size(), " number(s) outside the Slurm array's task ids ",
-            a.array_min, "-", a.array_max, " (SLURM_ARRAY_TASK_MIN/MAX), first ", outside.front(),
-            ": no task of this array would make them; use --array with the same numbers as "
-            "--files"));
-      }
-    }
     if (std::find(files.begin(), files.end(), a.array_task) == files.end()) {
       return absl::NotFoundError(absl::StrCat(
           "Slurm array task ", a.array_task, " is not among the --files numbers; use --array with "

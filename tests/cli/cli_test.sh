@@ -90,12 +90,18 @@ expect "preprocess: --tokenizer-model other than None" 2 "GPT-2 BPE reads --voca
   "$PILEPREP" preprocess --input "$work/t.jsonl" --output-prefix "$work/tm" --tokenizer-model gpt2
 expect "preprocess: --log-interval 0" 2 "--log-interval 0: expected a whole number" -- \
   "$PILEPREP" preprocess --input "$work/t.jsonl" --output-prefix "$work/li" --log-interval 0
-expect "an ambiguous abbreviation" 2 "ambiguous flag --no: it could be --no-validate, --no-sync" -- \
-  "$PILEPREP" merge --output-prefix "$work/am" --no "$work/once_text_document"
+expect "an ambiguous abbreviation" 2 "ambiguous flag --re: it could be --remake-other-settings, --retries, --retry-wait" -- \
+  "$PILEPREP" --re 1
+expect "a hidden flag only by its full name" 2 "unknown flag --ins (see --help)" -- \
+  "$PILEPREP" --url "$root/data/samples" --ins
 # --json-keys given twice: the last list, as argparse (the first key, absent, would fail every record).
 expect "preprocess: --json-keys twice keeps the last" 0 "" -- \
   "$PILEPREP" preprocess --input "$work/t.jsonl" --output-prefix "$work/last" --json-keys nosuch --json-keys text -q
 [[ -e "$work/last_nosuch_document.idx" ]] && { echo "FAIL: --json-keys twice made the first key's dataset"; fail=1; }
+# The gzip check looks only at a regular file: a pipe's first bytes, read for it, would be lost.
+cat "$work/t.jsonl" | "$PILEPREP" preprocess --input /dev/stdin --output-prefix "$work/pipe" -q 2>/dev/null
+expect "preprocess from a pipe keeps every document" 0 "documents:  2" -- \
+  "$PILEPREP" inspect "$work/pipe_text_document"
 gzip -c "$work/t.jsonl" >"$work/t.jsonl.gz"
 expect "preprocess: a gzip file is named as such" 1 "gzip-compressed (it starts with 1f 8b)" -- \
   "$PILEPREP" preprocess --input "$work/t.jsonl.gz" --output-prefix "$work/gz"

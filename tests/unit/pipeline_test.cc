@@ -710,9 +710,6 @@ TEST_F(PipelineTest, LineTooLongFailsAtItsLineWithoutBufferingTheRestOfIt) {
   }
 }
 
-// The error an input fails with is the first in the input's order, whatever the thread count,
-// batch size or decoding thread, and however far the read stage ran ahead: here too many bad
-// records in the first lines of a .zst whose second frame is damaged a few KB later.
 // A read of 0 bytes is the end of the input: with read_bytes = 0 every input would pass as empty
 // (plain) or fail as "empty" (zstd). Refused instead, naming the option.
 TEST_F(PipelineTest, ZeroReadOrBatchBytesAreRefusedNotTakenForAnEmptyInput) {
@@ -759,6 +756,9 @@ TEST_F(PipelineTest, ALineTooLongBeforeDamageInTheSameDecodingStepFailsAsTooLong
   }
 }
 
+// The error an input fails with is the first in the input's order, whatever the thread count,
+// batch size or decoding thread, and however far the read stage ran ahead: here too many bad
+// records in the first lines of a .zst whose second frame is damaged a few KB later.
 TEST_F(PipelineTest, FirstErrorInTheInputWinsOverALaterReadError) {
   std::string bad_lines;
   for (int i = 0; bad_lines.size() < 6000; ++i) {

@@ -168,9 +168,10 @@ TEST(ResolveRank, SlurmArrayTaskProcessesOneFile) {
   EXPECT_EQ(batch->array_task, 17);
 }
 
-// `sbatch --array 0-1` with `--files 0-29`: tasks 0 and 1 made files 00 and 01, exited 0, and
-// 02..29 were made by no one. Slurm's SLURM_ARRAY_TASK_MIN/MAX tell: every task refuses.
-TEST(ResolveRank, SlurmArrayThatCannotCoverTheFilesIsRefused) {
+// `sbatch --array 0-1` with `--files 0-29`: tasks 0 and 1 make files 00 and 01, exit 0, and 02..29
+// are made by no one. Slurm's SLURM_ARRAY_TASK_MIN/MAX tell which (the CLI says so in each task's
+// log; not refused: `--array 3,17` reruns two failed shards on purpose).
+TEST(ResolveRank, FilesOutsideASlurmArraysTaskIdsAreNamed) {
   const Environment env = {{"SLURM_ARRAY_TASK_ID", "1"},
                            {"SLURM_ARRAY_TASK_MIN", "0"},
                            {"SLURM_ARRAY_TASK_MAX", "1"},
@@ -180,13 +181,32 @@ TEST(ResolveRank, SlurmArrayThatCannotCoverTheFilesIsRefused) {
   EXPECT_EQ(a->array_task, 1);
   std::vector<int> all(30);
   for (int i = 0; i < 30; ++i) all[i] = i;
-  auto mine = FilesForAssignment(all, *a);
-  ASSERT_FALSE(mine.ok());
-  EXPECT_EQ(mine.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(mine.status().message()),
-              HasSubstr("--files has 28 number(s) outside the Slurm array's task ids 0-1"));
-  // An array that covers the files: the task's own file.
-  EXPECT_THAT(*FilesForAssignment({0, 1}, *a), ElementsAre(1));
+  EXPECT_THAT(*FilesForAssignment(all, *a), ElementsAre(1));
+  const std::vector<int> unmade = FilesNoArrayTaskMakes(all, *a);
+  ASSERT_EQ(unmade.size(), 28u);
+  EXPECT_EQ(unmade.front(), 2);
+  EXPECT_TRUE(FilesNoArrayTaskMakes({0, 1}, *a).empty());
+  // Not an array task (or no MIN/MAX): nothing to say.
+  EXPECT_TRUE(FilesNoArrayTaskMakes(all, *ResolveRank({}, {})).empty());
+  EXPECT_TRUE(FilesNoArrayTaskMakes(all, *ResolveRank({}, {{"SLURM_ARRAY_TASK_ID", "1"}})).empty());
+}
+
+// An srun step in an array task on a cluster whose srun sets PMI_RANK / PMI_SIZE (the pmi2 plugin:
+// 0 of 1 in each task): Slurm's variables decide, each task its own file.
+TEST(ResolveRank, PmiVariablesUnderSlurmDoNotSplit) {
+  auto a = ResolveRank({}, {{"SLURM_JOB_ID", "77"},
+                            {"SLURM_ARRAY_TASK_ID", "5"},
+                            {"SLURM_PROCID", "0"},
+                            {"SLURM_STEP_NUM_TASKS", "1"},
+                            {"PMI_RANK", "0"},
+                            {"PMI_SIZE", "1"}});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->array_task, 5);
+  // Outside Slurm (MPICH's mpiexec) they are a family.
+  auto b = ResolveRank({}, {{"PMI_RANK", "1"}, {"PMI_SIZE", "2"}});
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->rank, 1);
+  EXPECT_EQ(b->size, 2);
 }
 
 // Each array task running a 2-task srun step: split by SLURM_PROCID, every array task made the same

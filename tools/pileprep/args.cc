@@ -35,7 +35,8 @@ absl::Status Args::Resolve(const std::string& name, Flag** flag) {
   if ((*flag = Find(name)) != nullptr) return absl::OkStatus();
   std::vector<Flag*> begun;
   for (Flag& f : flags_) {
-    if (f.name.compare(0, name.size(), name) == 0) begun.push_back(&f);
+    // A hidden flag is spelled out (--insecure must not be what `--in` means).
+    if (!f.hidden && f.name.compare(0, name.size(), name) == 0) begun.push_back(&f);
   }
   if (begun.size() == 1) {
     *flag = begun.front();

@@ -45,8 +45,9 @@ class Args {
 
  private:
   Flag* Find(const std::string& name);
-  // Find, or as argparse (allow_abbrev) the one flag `name` begins (`--vocab` for --vocab-file);
-  // InvalidArgument for a name no flag or several flags begin.
+  // Find, or as argparse (allow_abbrev) the one shown flag `name` begins (`--vocab` for
+  // --vocab-file; hidden flags only by their full name); InvalidArgument for a name no flag or
+  // several flags begin.
   absl::Status Resolve(const std::string& name, Flag** flag);
   const Flag* Find(const std::string& name) const;
   std::vector<Flag> flags_;

@@ -83,7 +83,10 @@ int RunPreprocess(int argc, char** argv, int first) {
   }
   // A gzip file (Megatron reads .gz only on its --partitions path) would be read as lines of
   // binary, every one a bad record: said at once instead, naming what to do.
-  if (InputFormatForPath(input) == InputFormat::kPlain) {
+  // Only a regular file: a pipe's first bytes, read here, would be lost to the run.
+  struct stat input_st;
+  if (InputFormatForPath(input) == InputFormat::kPlain && ::stat(input.c_str(), &input_st) == 0 &&
+      S_ISREG(input_st.st_mode)) {
     if (FILE* f = std::fopen(input.c_str(), "rb"); f != nullptr) {
       unsigned char magic[2] = {};
       const size_t n = std::fread(magic, 1, 2, f);

@@ -785,6 +785,16 @@ int RunShardJob(int argc, char** argv, int first) {
                  assignment->decided_by.c_str(), mine->size(), files->size(),
                  RedactUrl(job.source.base).c_str(), job.output_dir.c_str(), used_threads);
   }
+  // `--array 0-1` with `--files 0-29` makes files 00 and 01 and exits 0; said in every task's log,
+  // not refused: `--array 3,17` with the same script reruns two failed shards on purpose.
+  if (const std::vector<int> unmade = FilesNoArrayTaskMakes(*files, *assignment); !unmade.empty()) {
+    std::fprintf(stderr,
+                 "pileprep: note: %zu of the --files numbers (the first %d) are outside this Slurm "
+                 "array's task ids %d-%d (SLURM_ARRAY_TASK_MIN/MAX): no task of this array makes "
+                 "them (as intended when rerunning some shards; else give --array the numbers of "
+                 "--files)\n",
+                 unmade.size(), unmade.front(), assignment->array_min, assignment->array_max);
+  }
 
   // Outputs made with other settings (their records say so): this run would leave a directory of
   // two tokenizations (what it makes beside what it skips), so it makes and changes nothing.
