@@ -3,15 +3,18 @@
 // .bin or Megatron's 2023 EOD off-by-one is read silently).
 //
 //   ValidateOptions options;                       // vocabulary size, --expect-eod, threads
-//   PILEPREP_ASSIGN_OR_RETURN(ValidationReport r, ValidateDataset("out/my-gpt3_00_text_document", options));
-//   if (!r.ok()) for (const Violation& v : r.violations) ...   // first violation of each kind
+//   PILEPREP_ASSIGN_OR_RETURN(ValidationReport r, ValidateDataset("out/my-gpt3_00_text_document",
+//   options)); if (!r.ok()) for (const Violation& v : r.violations) ...   // first violation of
+//   each kind
 //
 // Checked, each with its Violation::kind:
 //   idx_magic        bytes 0..8 are "MMIDIDX\0\0"
 //   idx_version      u64 at byte 9 is 1
-//   dtype            dtype code at byte 17 is 4 (int32) or 8 (uint16); 6/7 (floats) and others refused
-//   idx_size         the .idx is exactly 34 + 12·S + 8·D1 bytes (shorter: truncated; longer: trailing
-//                    bytes, which readers ignore but which mean the file is not what the header says)
+//   dtype            dtype code at byte 17 is 4 (int32) or 8 (uint16); 6/7 (floats) and others
+//   refused idx_size         the .idx is exactly 34 + 12·S + 8·D1 bytes (shorter: truncated;
+//   longer: trailing
+//                    bytes, which readers ignore but which mean the file is not what the header
+//                    says)
 //   document_count   D1 ≥ 1 (document_indices holds at least the leading 0)
 //   zero_length      no sequence has length 0 (Megatron never writes one)
 //   negative_length  no sequence has a negative length
@@ -23,7 +26,8 @@
 //                    Megatron's 2023-06..08 EOD off-by-one, which no reader notices)
 //   empty_dataset    at least one token (no reader can mmap an empty .bin)
 //   token_range      every token < vocab_size (and ≥ 0 for int32)
-//   eod              with expect_eod: every sequence ends with eod_id
+//   eod              with expect_eod: every document's last sequence ends with eod_id (where
+//                    document_indices are sound; else every sequence)
 // For each kind the report keeps the first occurrence (file offset, sequence or document index and
 // a message naming the file, the byte offset, the cause and what to do) and counts all of them.
 // When the .idx header or size is unusable the array checks are skipped (they would only repeat the
@@ -31,7 +35,8 @@
 //
 // Speed: both files are memory-mapped; the index checks are one sequential pass, the .bin token
 // checks run in parallel (oneTBB) over large blocks, so a 20 GB .bin is checked at disk speed.
-// check_tokens = false skips reading the .bin (its size is still checked): a cheap structural check.
+// check_tokens = false skips reading the .bin (its size is still checked): a cheap structural
+// check.
 //
 // Thread model: ValidateDataset is reentrant; it blocks and uses up to `options.threads` threads.
 // Errors (absl::Status) are only for files that cannot be opened or mapped (a missing .bin or .idx:
@@ -51,7 +56,7 @@ namespace pileprep {
 
 struct ValidateOptions {
   uint64_t vocab_size = 50257;  // every token must be < vocab_size (GPT-2)
-  bool expect_eod = false;      // every sequence must end with eod_id (--append-eod datasets)
+  bool expect_eod = false;      // each document must end with eod_id (--append-eod datasets)
   uint32_t eod_id = 50256;
   bool check_tokens = true;     // false: index-only checks (fast; skips reading the .bin)
   int threads = 0;              // 0: all cores

@@ -431,10 +431,26 @@ class Checker {
           },
           Found::Join);
       if (options_.expect_eod && pointers_ok) {
+        // --append-eod puts EOD at the end of each document: its last sequence (a document of
+        // several, as Megatron's --split-sentences writes, has EOD only on its last sentence).
+        // With document_indices broken (already a violation) every sequence is looked at.
+        const bool docs_ok = !Has("document_count") && !Has("doc_index_start") &&
+                             !Has("doc_index_order") && !Has("doc_index_end");
+        auto ends_a_document = [&](uint64_t i) {
+          if (!docs_ok) return true;
+          // The document that holds sequence i: the last j with DocIndex(j) <= i.
+          uint64_t lo = 0, hi = num_doc_indices_ - 1;  // DocIndex(0) = 0 <= i < DocIndex(last)
+          while (hi - lo > 1) {
+            const uint64_t mid = lo + (hi - lo) / 2;
+            (static_cast<uint64_t>(DocIndex(mid)) <= i ? lo : hi) = mid;
+          }
+          return static_cast<uint64_t>(DocIndex(lo + 1)) == i + 1;
+        };
         no_eod = tbb::parallel_reduce(
             tbb::blocked_range<uint64_t>(0, num_sequences_, 1 << 16), Found{},
             [&](const tbb::blocked_range<uint64_t>& r, Found acc) {
               for (uint64_t i = r.begin(); i < r.end(); ++i) {
+                if (!ends_a_document(i)) continue;
                 const uint64_t end = static_cast<uint64_t>(Pointer(i)) +
                                      itemsize_ * static_cast<uint32_t>(Length(i));
                 if (end > bin_.size()) break;  // a truncated .bin: reported as bin_size
@@ -477,9 +493,10 @@ class Checker {
       const uint64_t byte = static_cast<uint64_t>(Pointer(i)) +
                             itemsize_ * (static_cast<uint32_t>(Length(i)) - 1);
       Add("eod", static_cast<int64_t>(byte), static_cast<int64_t>(i), no_eod.count, [&] {
-        return absl::StrCat(At(bin_name_, byte), "sequence ", i, " ends with token ",
-                            no_eod.value, ", not EOD ", options_.eod_id, "; ",
-                            Plural(no_eod.count, "sequence lacks", "sequences lack"),
+        return absl::StrCat(At(bin_name_, byte), "sequence ", i,
+                            " (the last of its document) ends with token ", no_eod.value,
+                            ", not EOD ", options_.eod_id, "; ",
+                            Plural(no_eod.count, "document lacks", "documents lack"),
                             " a final EOD: the dataset was not made with --append-eod (drop "
                             "--expect-eod if that is intended)");
       });

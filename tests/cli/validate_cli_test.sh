@@ -61,6 +61,8 @@ expect "inspect histogram" 0 "length histogram" -- "$PILEPREP" inspect "$p0"
 expect "inspect --doc" 0 "50256" -- "$PILEPREP" inspect "$p0" --doc 1
 expect "inspect --doc --decode" 0 "<|endoftext|>" -- "$PILEPREP" inspect "$p0" --doc 1 --decode
 expect "inspect to a full stdout exits 1" 1 "stdout: " -- sh -c '"$0" inspect "$1" --doc 1 >/dev/full' "$PILEPREP" "$p0"
+expect "validate --vocab-size past 2^31 is refused" 2 "--vocab-size 4294967296: expected a whole number from 1 to 2147483648" -- \
+  "$PILEPREP" validate --vocab-size 4294967296 "$p0"
 expect "validate --json to a full stdout exits 1" 1 "stdout: the report was not written in full" -- \
   sh -c '"$0" validate --json "$1" >/dev/full' "$PILEPREP" "$p0"
 expect "inspect --vocab-file alone" 2 "go together" -- "$PILEPREP" inspect "$p0" --doc 1 --decode --vocab-file x.json

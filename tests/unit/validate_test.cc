@@ -347,6 +347,33 @@ TEST_F(ValidateTest, MissingEodIsCaughtOnlyWhenExpected) {
   EXPECT_THAT(v->message, HasSubstr("not EOD 50256"));
 }
 
+// --append-eod ends each document with EOD, not each sequence: a document of several sequences
+// (Megatron's --split-sentences) has it on its last only. Documents 0 and 1 made one (two
+// sequences): sequence 0 without EOD is sound, sequence 1 without it is not.
+TEST_F(ValidateTest, ExpectEodLooksAtTheLastSequenceOfEachDocument) {
+  ASSERT_GT(d1_, 3u);
+  ASSERT_EQ(Get<int64_t>(idx_, DocOffset(1)), 1);  // one sequence per document as written
+  std::string idx = idx_.substr(0, DocOffset(1)) + idx_.substr(DocOffset(2));
+  Put<uint64_t>(idx, kIdxDocumentCountOffset, d1_ - 1);
+  ValidateOptions options;
+  options.expect_eod = true;
+  ASSERT_TRUE(Check(idx, bin_, options).ok());
+  auto last_token_at = [&](uint64_t i) {
+    return static_cast<size_t>(Get<int64_t>(idx_, PointerOffset(i)) +
+                               2 * Get<int32_t>(idx_, LengthOffset(i)) - 2);
+  };
+  std::string bin = bin_;
+  Put<uint16_t>(bin, last_token_at(0), 13);
+  EXPECT_TRUE(Check(idx, bin, options).ok());
+  Put<uint16_t>(bin, last_token_at(1), 13);
+  const ValidationReport report = Check(idx, bin, options);
+  const Violation* v = report.Find("eod");
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->index, 1);
+  EXPECT_EQ(v->count, 1u);
+  EXPECT_THAT(v->message, HasSubstr("sequence 1 (the last of its document) ends with token 13"));
+}
+
 TEST_F(ValidateTest, IndexOnlySkipsTokensButStillChecksBinSize) {
   std::string bin = bin_;
   Put<uint16_t>(bin, 0, 65535);

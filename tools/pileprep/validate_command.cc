@@ -27,7 +27,8 @@ int RunValidate(int argc, char** argv, int first) {
   args.Add("json", Args::Kind::kSwitch, "",
            "print one JSON object per dataset (one per line) instead of text");
   args.Add("expect-eod", Args::Kind::kSwitch, "",
-           "require every sequence to end with EOD (datasets made with --append-eod)");
+           "require every document to end with EOD: its last sequence (datasets made with "
+           "--append-eod)");
   args.Add("eod-id", Args::Kind::kValue, "ID", "the EOD token for --expect-eod",
            absl::StrCat(defaults.eod_id));
   args.Add("vocab-size", Args::Kind::kValue, "N", "every token must be below N",
@@ -53,7 +54,8 @@ int RunValidate(int argc, char** argv, int first) {
   if (done) return *done;
   ValidateOptions options;
   long long v = static_cast<long long>(options.vocab_size);
-  if (auto s = args.GetInt("vocab-size", 1, 1LL << 32, &v); !s.ok()) {
+  // At most 2^31: int32 ids are compared unsigned, so a larger size would pass negative ids.
+  if (auto s = args.GetInt("vocab-size", 1, 1LL << 31, &v); !s.ok()) {
     PrintError(std::string(s.message()));
     return kExitUsage;
   }
