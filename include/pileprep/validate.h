@@ -3,18 +3,18 @@
 // .bin or Megatron's 2023 EOD off-by-one is read silently).
 //
 //   ValidateOptions options;                       // vocabulary size, --expect-eod, threads
-//   PILEPREP_ASSIGN_OR_RETURN(ValidationReport r, ValidateDataset("out/my-gpt3_00_text_document",
-//   options)); if (!r.ok()) for (const Violation& v : r.violations) ...   // first violation of
-//   each kind
+//   PILEPREP_ASSIGN_OR_RETURN(ValidationReport r,
+//                             ValidateDataset("out/my-gpt3_00_text_document", options));
+//   if (!r.ok()) for (const Violation& v : r.violations) ...   // first violation of each kind
 //
 // Checked, each with its Violation::kind:
 //   idx_magic        bytes 0..8 are "MMIDIDX\0\0"
 //   idx_version      u64 at byte 9 is 1
 //   dtype            dtype code at byte 17 is 4 (int32) or 8 (uint16); 6/7 (floats) and others
-//   refused idx_size         the .idx is exactly 34 + 12·S + 8·D1 bytes (shorter: truncated;
-//   longer: trailing
-//                    bytes, which readers ignore but which mean the file is not what the header
-//                    says)
+//                    refused
+//   idx_size         the .idx is exactly 34 + 12·S + 8·D1 bytes (shorter: truncated; longer:
+//                    trailing bytes, which readers ignore but which mean the file is not what the
+//                    header says)
 //   document_count   D1 ≥ 1 (document_indices holds at least the leading 0)
 //   zero_length      no sequence has length 0 (Megatron never writes one)
 //   negative_length  no sequence has a negative length
