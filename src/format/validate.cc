@@ -436,21 +436,18 @@ class Checker {
         // With document_indices broken (already a violation) every sequence is looked at.
         const bool docs_ok = !Has("document_count") && !Has("doc_index_start") &&
                              !Has("doc_index_order") && !Has("doc_index_end");
-        auto ends_a_document = [&](uint64_t i) {
-          if (!docs_ok) return true;
-          // The document that holds sequence i: the last j with DocIndex(j) <= i.
-          uint64_t lo = 0, hi = num_doc_indices_ - 1;  // DocIndex(0) = 0 <= i < DocIndex(last)
-          while (hi - lo > 1) {
-            const uint64_t mid = lo + (hi - lo) / 2;
-            (static_cast<uint64_t>(DocIndex(mid)) <= i ? lo : hi) = mid;
-          }
-          return static_cast<uint64_t>(DocIndex(lo + 1)) == i + 1;
-        };
+        // One unit per document (its last sequence; none for an empty document), or per sequence.
+        const uint64_t units = docs_ok ? num_doc_indices_ - 1 : num_sequences_;
         no_eod = tbb::parallel_reduce(
-            tbb::blocked_range<uint64_t>(0, num_sequences_, 1 << 16), Found{},
+            tbb::blocked_range<uint64_t>(0, units, 1 << 16), Found{},
             [&](const tbb::blocked_range<uint64_t>& r, Found acc) {
-              for (uint64_t i = r.begin(); i < r.end(); ++i) {
-                if (!ends_a_document(i)) continue;
+              for (uint64_t u = r.begin(); u < r.end(); ++u) {
+                uint64_t i = u;
+                if (docs_ok) {
+                  const uint64_t next = static_cast<uint64_t>(DocIndex(u + 1));
+                  if (next == static_cast<uint64_t>(DocIndex(u))) continue;
+                  i = next - 1;
+                }
                 const uint64_t end = static_cast<uint64_t>(Pointer(i)) +
                                      itemsize_ * static_cast<uint32_t>(Length(i));
                 if (end > bin_.size()) break;  // a truncated .bin: reported as bin_size
