@@ -516,15 +516,15 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
   auto fail_cancelled = [&] {
     fail(absl::CancelledError(absl::StrCat(source.name(), ": cancelled")));
   };
-  // Fills `batch` with whole lines read (and decoded) from the source, carrying the bytes after
-  // its last line end over to the next batch. False when the run failed (the error is set). A batch
-  // left empty means the input has ended. Used by one thread at a time.
   // The most a batch holds: its whole lines before an unended one (up to about batch_bytes, and a
   // read past it), that line up to max_unended_line, and one more read or decoding step (at most
   // batch_bytes) before the read loop looks at the line again.
   const size_t batch_growth_limit = static_cast<size_t>(std::min<uint64_t>(
       uint64_t{batch_reserve} + max_unended_line + options.batch_bytes + options.read_bytes,
       SIZE_MAX / 2));
+  // Fills `batch` with whole lines read (and decoded) from the source, carrying the bytes after
+  // its last line end over to the next batch. False when the run failed (the error is set). A batch
+  // left empty means the input has ended. Used by one thread at a time.
   auto fill_from_stream = [&](Batch* batch) -> bool {
     batch->data.set_growth_limit(batch_growth_limit);
     batch->data.Reserve(batch_reserve);
