@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "pileprep/status_macros.h"
 
 namespace pileprep::internal {
 namespace {
@@ -192,6 +193,24 @@ absl::Status RenameFile(const std::string& from, const std::string& to) {
 absl::Status RemoveFileIfExists(const std::string& path) {
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoError(errno, path, "remove");
   return absl::OkStatus();
+}
+
+absl::Status PublishDataset(const std::string& bin_tmp, const std::string& idx_tmp,
+                            const std::string& prefix, bool sync) {
+  const std::string bin = prefix + ".bin", idx = prefix + ".idx", dir = DirName(prefix);
+  const bool had_idx = PathExists(idx);
+  PILEPREP_RETURN_IF_ERROR(RemoveFileIfExists(idx));
+  if (had_idx && sync) PILEPREP_RETURN_IF_ERROR(SyncDirectory(dir));
+  PILEPREP_RETURN_IF_ERROR(RenameFile(bin_tmp, bin));
+  absl::Status status;
+  if (sync) status = SyncDirectory(dir);
+  if (status.ok()) status = RenameFile(idx_tmp, idx);
+  if (status.ok() && sync) status = SyncDirectory(dir);
+  if (!status.ok()) {
+    RemoveFileIfExists(bin).IgnoreError();
+    RemoveFileIfExists(idx).IgnoreError();
+  }
+  return status;
 }
 
 std::string DirName(const std::string& path) {

@@ -74,6 +74,16 @@ absl::Status RenameFile(const std::string& from, const std::string& to);
 // unlink(2); a missing file is success.
 absl::Status RemoveFileIfExists(const std::string& path);
 
+// Publishes a dataset written under temporary names as {prefix}.bin and {prefix}.idx (the writer's
+// and merge's last step). The old .idx goes first, so that no reader pairs it with the new .bin
+// (with `sync`, its removal is made durable before the .bin takes the name); then the .bin is
+// renamed, the directory synced, the .idx renamed and the directory synced again: POSIX does not
+// order renames on a power loss (ext4 and XFS journal them in order; others need not), so a
+// durable new .idx is never beside the old .bin. A failure once the old .idx is gone removes both
+// final names: neither the old pair nor the new one is left, never half a dataset.
+absl::Status PublishDataset(const std::string& bin_tmp, const std::string& idx_tmp,
+                            const std::string& prefix, bool sync);
+
 // The directory part of `path` ("." when there is none, "/" for "/x").
 std::string DirName(const std::string& path);
 // Whether `path` exists (lstat succeeds).

@@ -1,5 +1,3 @@
-#include <sys/stat.h>
-
 #include <bit>
 #include <cstring>
 #include <limits>
@@ -368,32 +366,8 @@ absl::StatusOr<IndexedDatasetWriter::Result> IndexedDatasetWriter::Publish() {
 }
 
 absl::Status IndexedDatasetWriter::PublishImpl() {
-  Files& f = *files_;
-  const std::string final_bin = bin_path();
-  const std::string final_idx = idx_path();
-  // The old .idx goes first so that no reader pairs it with the new .bin; where there was one, its
-  // removal is made durable before the .bin takes the name (for the reason below).
-  struct stat old_idx;
-  const bool had_idx = ::lstat(final_idx.c_str(), &old_idx) == 0;
-  PILEPREP_RETURN_IF_ERROR(internal::RemoveFileIfExists(final_idx));
-  if (had_idx && options_.sync) {
-    PILEPREP_RETURN_IF_ERROR(internal::SyncDirectory(internal::DirName(prefix_)));
-  }
-  PILEPREP_RETURN_IF_ERROR(internal::RenameFile(f.bin_tmp, final_bin));
-  absl::Status status;
-  // POSIX does not order renames on a power loss (ext4 and XFS journal them in order; others need
-  // not): the directory is synced between the two, so a durable new .idx is never beside the old
-  // .bin.
-  if (options_.sync) status = internal::SyncDirectory(internal::DirName(prefix_));
-  if (status.ok()) status = internal::RenameFile(f.idx_tmp, final_idx);
-  if (status.ok() && options_.sync) status = internal::SyncDirectory(internal::DirName(prefix_));
-  if (!status.ok()) {
-    // A failed writer publishes nothing, not half a dataset.
-    internal::RemoveFileIfExists(final_bin).IgnoreError();
-    internal::RemoveFileIfExists(final_idx).IgnoreError();
-    return status;
-  }
-  return absl::OkStatus();
+  // A failed writer publishes nothing, not half a dataset.
+  return internal::PublishDataset(files_->bin_tmp, files_->idx_tmp, prefix_, options_.sync);
 }
 
 }  // namespace pileprep

@@ -288,31 +288,9 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
 
   if (cancelled()) return cancelled_error();
   if (options.before_publish) PILEPREP_RETURN_IF_ERROR(options.before_publish());
-  // Publish as IndexedDatasetWriter does: the old .idx goes first so that no reader pairs it with
-  // the new .bin, and the directory is synced between the renames (POSIX does not order renames
-  // on a power loss), so a durable new .idx is never beside the old .bin. A failure once the old
-  // .idx is gone leaves neither the old pair nor the new one.
-  const std::string final_bin = output_prefix + ".bin";
-  const std::string final_idx = output_prefix + ".idx";
-  // The old .idx's removal is made durable before the new .bin takes the name, for the same reason.
-  struct stat old_idx;
-  const bool had_idx = ::lstat(final_idx.c_str(), &old_idx) == 0;
-  PILEPREP_RETURN_IF_ERROR(internal::RemoveFileIfExists(final_idx));
-  if (had_idx && options.sync) {
-    PILEPREP_RETURN_IF_ERROR(internal::SyncDirectory(internal::DirName(output_prefix)));
-  }
-  PILEPREP_RETURN_IF_ERROR(internal::RenameFile(temps.bin, final_bin));
-  absl::Status status;
-  if (options.sync) status = internal::SyncDirectory(internal::DirName(output_prefix));
-  if (status.ok()) status = internal::RenameFile(temps.idx, final_idx);
-  if (status.ok() && options.sync) {
-    status = internal::SyncDirectory(internal::DirName(output_prefix));
-  }
-  if (!status.ok()) {
-    internal::RemoveFileIfExists(final_bin).IgnoreError();
-    internal::RemoveFileIfExists(final_idx).IgnoreError();
-    return status;
-  }
+  // Published as IndexedDatasetWriter publishes (internal::PublishDataset).
+  PILEPREP_RETURN_IF_ERROR(
+      internal::PublishDataset(temps.bin, temps.idx, output_prefix, options.sync));
   temps.Release();
   result.published = true;
   return result;
