@@ -138,6 +138,9 @@ constexpr Family kFamilies[] = {
     {"SLURM_PROCID", "SLURM_STEP_NUM_TASKS"},
 };
 
+// torchrun's family (RANK / WORLD_SIZE).
+constexpr const Family* kTorchrunFamily = &kFamilies[1];
+
 const std::string* Lookup(const Environment& env, const char* name) {
   const auto it = env.find(name);
   if (it == env.end() || it->second.empty()) return nullptr;
@@ -153,12 +156,12 @@ std::vector<const Family*> FamiliesInOrder(const Environment& env) {
   std::vector<const Family*> order;
   const bool torchrun =
       Lookup(env, "TORCHELASTIC_RUN_ID") != nullptr || Lookup(env, "LOCAL_WORLD_SIZE") != nullptr;
-  if (torchrun) order.push_back(&kFamilies[1]);
+  if (torchrun) order.push_back(kTorchrunFamily);
   // Under Slurm its own variables decide: srun's pmi2 plugin sets PMI_RANK / PMI_SIZE beside them
   // (0 of 1 in each array task, which would have taken every file in every task).
   const bool slurm = Lookup(env, "SLURM_JOB_ID") != nullptr;
   for (const Family& f : kFamilies) {
-    if (torchrun && &f == &kFamilies[1]) continue;
+    if (torchrun && &f == kTorchrunFamily) continue;
     if (slurm && std::string_view(f.rank) == "PMI_RANK") continue;
     order.push_back(&f);
   }
@@ -299,7 +302,7 @@ absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environ
     PILEPREP_ASSIGN_OR_RETURN(a.rank, EnvInt(env, f.rank));
     PILEPREP_ASSIGN_OR_RETURN(a.size, EnvInt(env, f.size));
     a.decided_by = absl::StrCat(f.rank, "=", a.rank, " ", f.size, "=", a.size);
-    if (&f == &kFamilies[1] && families.front() == &kFamilies[1] &&
+    if (&f == kTorchrunFamily && families.front() == kTorchrunFamily &&
         Lookup(env, "NGC_ARRAY_INDEX") != nullptr) {
       absl::StrAppend(&a.decided_by, " (torchrun's processes)");
     }
@@ -333,7 +336,7 @@ absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environ
   a.decided_by = "no rank flags or variables: one node";
   // Half a family (a rank without its size, or the reverse) does not split; the log says which
   // variable was seen, rather than that none was.
-  for (const Family* family : FamiliesInOrder(env)) {
+  for (const Family* family : families) {
     const Family& f = *family;
     // (SLURM_PROCID without SLURM_STEP_NUM_TASKS is every batch script's: the plain case.)
     if (f.size == nullptr || std::string_view(f.rank) == "SLURM_PROCID") continue;
