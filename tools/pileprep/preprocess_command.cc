@@ -139,22 +139,18 @@ int RunPreprocess(int argc, char** argv, int first) {
   // order. And with N > 1 Megatron takes --input as a glob, in the directory's (unsorted) order.
   if (partitions > 1) {
     if (!args.Has("keep-sequential-samples")) {
-      PrintError(
-          absl::StrCat("--partitions ", partitions,
-                       ": Megatron then interleaves the documents (line i into "
-                       "partition i mod ",
-                       partitions,
-                       ", the partitions merged in order), which pileprep does "
-                       "not: drop --partitions (--workers sets the parallelism), or add "
-                       "--keep-sequential-samples, with which Megatron keeps the input's order"));
+      PrintError(absl::StrCat(
+          "--partitions ", partitions, ": Megatron then interleaves the documents (line i into ",
+          "partition i mod ", partitions, ", the partitions merged in order), which pileprep does ",
+          "not: drop --partitions (--workers sets the parallelism), or add ",
+          "--keep-sequential-samples, with which Megatron keeps the input's order"));
       return kExitUsage;
     }
-    if (args.Get("input").find_first_of("*?[") != std::string::npos) {
+    if (input.find_first_of("*?[") != std::string::npos) {
       PrintError(absl::StrCat(
-          "--input ", args.Get("input"),
-          " with --partitions: Megatron globs it, in directory "
-          "order; pileprep takes one file (concatenate them in the order you want, or use "
-          "`pileprep merge` on one dataset per file)"));
+          "--input ", input, " with --partitions: Megatron globs it, in directory order; pileprep ",
+          "takes one file (concatenate them in the order you want, or use `pileprep merge` on one ",
+          "dataset per file)"));
       return kExitUsage;
     }
   }
