@@ -102,13 +102,12 @@ PyIndexedDataset OpenIndexedDataset(const std::string& prefix) {
   return PyIndexedDataset{*std::move(v)};
 }
 
-// The blending functions' dataset ids are int16, and Megatron's BlendedDataset asserts fewer than
-// 32767 datasets: the limit GptDataset::Open sets for a blend.
+// The limit GptDataset::Open sets for a blend (kMaxBlendDatasets).
 void CheckDatasetCount(size_t n) {
-  if (n >= 32767) {
-    throw py::value_error(absl::StrCat(n,
-                                       " datasets; at most 32766 (dataset ids are int16, and "
-                                       "Megatron's BlendedDataset asserts fewer than 32767)"));
+  if (n > kMaxBlendDatasets) {
+    throw py::value_error(absl::StrCat(n, " datasets; at most ", kMaxBlendDatasets,
+                                       " (dataset ids are int16, and Megatron's BlendedDataset "
+                                       "asserts fewer than 32767)"));
   }
 }
 

@@ -203,6 +203,10 @@ absl::StatusOr<GptIndices> BuildGptIndices(absl::Span<const int32_t> sizes,
 
 // ---- Blending --------------------------------------------------------------------------------
 
+// The most datasets a blend may have: dataset_index is int16, and Megatron's BlendedDataset
+// asserts fewer than 32767 (GptDataset::Open and the Python blending functions refuse more).
+inline constexpr size_t kMaxBlendDatasets = 32766;
+
 struct BlendingIndices {
   std::vector<int16_t> dataset_index;
   std::vector<int64_t> dataset_sample_index;

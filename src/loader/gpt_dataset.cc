@@ -809,9 +809,10 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Open(const Blend& blend,
   if (!blend.weights.empty() && blend.weights.size() != blend.prefixes.size()) {
     return absl::InvalidArgumentError("blend: one weight per prefix expected");
   }
-  if (blend.prefixes.size() >= 32767) {  // dataset_index is int16, as Megatron's (which asserts)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "blend: ", blend.prefixes.size(), " datasets; at most 32766 (Megatron's limit)"));
+  if (blend.prefixes.size() > kMaxBlendDatasets) {
+    return absl::InvalidArgumentError(absl::StrCat("blend: ", blend.prefixes.size(),
+                                                   " datasets; at most ", kMaxBlendDatasets,
+                                                   " (Megatron's limit)"));
   }
   if (options.split_index < 0 || options.split_index > 2) {
     return absl::InvalidArgumentError(
