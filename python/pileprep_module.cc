@@ -319,7 +319,7 @@ PYBIND11_MODULE(_pileprep, m) {
         // from a dataset of weight 0 at ties, and NaN errors compare false, so picks would go
         // wrong without a word.
         for (size_t d = 0; d < weights.size(); ++d) {
-          if (!(weights[d] > 0) || !std::isfinite(weights[d])) {
+          if (!IsBlendWeight(weights[d])) {
             throw py::value_error(absl::StrCat("blending_indices: weight ", weights[d],
                                                " of dataset ", d, " is not finite > 0"));
           }

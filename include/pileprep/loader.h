@@ -23,6 +23,7 @@
 #define PILEPREP_LOADER_H_
 
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -206,6 +207,10 @@ absl::StatusOr<GptIndices> BuildGptIndices(absl::Span<const int32_t> sizes,
 // The most datasets a blend may have: dataset_index is int16, and Megatron's BlendedDataset
 // asserts fewer than 32767 (GptDataset::Open and the Python blending functions refuse more).
 inline constexpr size_t kMaxBlendDatasets = 32766;
+// What a blend weight must be: Megatron's BlendedDataset asserts every weight > 0, and NaN or inf
+// would make every pick's error compare false. ParseBlend, GptDataset::Open and the Python
+// blending functions refuse any other, each naming the weight where it came from.
+inline bool IsBlendWeight(double w) { return w > 0 && std::isfinite(w); }
 
 struct BlendingIndices {
   std::vector<int16_t> dataset_index;

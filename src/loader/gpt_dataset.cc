@@ -778,7 +778,7 @@ absl::StatusOr<Blend> ParseBlend(const std::vector<std::string>& items) {
   // out: its dataset is still built (for 0 samples: a whole epoch) and build_blending_indices picks
   // it at ties, so it would supply samples.
   for (size_t i = 0; i < weights.size(); ++i) {
-    if (!(weights[i] > 0) || !std::isfinite(weights[i])) {
+    if (!IsBlendWeight(weights[i])) {
       return absl::InvalidArgumentError(absl::StrCat("data path: weight \"", items[2 * i], "\" of ",
                                                      items[2 * i + 1],
                                                      " is not a finite number > 0"));
@@ -841,7 +841,7 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Open(const Blend& blend,
     // As ParseBlend (a Blend may be made without it): BlendedDataset asserts every weight > 0.
     for (size_t k = 0; k < blend.weights.size(); ++k) {
       const double w = blend.weights[k];
-      if (!(w > 0) || !std::isfinite(w)) {
+      if (!IsBlendWeight(w)) {
         return absl::InvalidArgumentError(
             absl::StrCat("blend: weight ", w, " of ", blend.prefixes[k], " is not finite > 0"));
       }
