@@ -6,9 +6,11 @@
 set -euo pipefail
 
 # time: GNU time (/usr/bin/time), which the CLI tests and scripts/bench.sh read peak RSS from; not in
-# a minimal Debian 12 (a container image, debootstrap).
+# a minimal Debian 12 (a container image, debootstrap). ca-certificates: the CA bundle libcurl verifies
+# https:// downloads with (the default --url is one); libcurl4 only recommends it, and recommends are
+# not installed here, so a fresh debootstrap had none and every HTTPS shard failed.
 PACKAGES=(
-  build-essential cmake pkg-config ninja-build zstd openssl time
+  build-essential cmake pkg-config ninja-build zstd openssl time ca-certificates
   libzstd-dev libsimdjson-dev libtbb-dev libre2-dev libcurl4-openssl-dev libabsl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   pybind11-dev python3-dev python3-numpy python3-regex

@@ -625,8 +625,15 @@ class HttpSourceImpl final : public HttpSource {
                 " (TLS certificate verification failed: the server's certificate must name this "
                 "host and chain to a trusted CA (the system's, or --ca-file FILE); --insecure "
                 "skips the check, for testing only)";
-          } else if (code == CURLE_SSL_CACERT_BADFILE) {
+          } else if (code == CURLE_SSL_CACERT_BADFILE && !options_.ca_file.empty()) {
             hint = " (--ca-file must name a readable PEM file of CA certificates)";
+          } else if (code == CURLE_SSL_CACERT_BADFILE) {
+            // libcurl4 only recommends ca-certificates, so a minimal Debian (a container image,
+            // debootstrap, apt-get --no-install-recommends) has libcurl but no bundle to read.
+            hint =
+                " (the system's CA certificates could not be read: install them (Debian: "
+                "apt-get install ca-certificates; scripts/setup.sh does), or name a PEM bundle "
+                "with --ca-file FILE)";
           }
           return Finish(absl::UnavailableError(absl::StrCat(name_, ": ", cause, hint)));
         }

@@ -4,9 +4,10 @@
 # openssl CLI (one for IP:127.0.0.1, one only for DNS:example.invalid), and a forward proxy
 # (tests/testing/forward_proxy.py: absolute-URI GET for http://, CONNECT for https://) that logs every
 # request. Every success must equal a local run byte for byte; every failure must exit 1, say why, and
-# publish nothing. Usage: tls_proxy_test.sh PILEPREP
+# publish nothing. Usage: tls_proxy_test.sh PILEPREP SHIM (SHIM: tests/shim/fs_fault_shim.cc, built)
 set -uo pipefail
 PILEPREP=$1
+SHIM=$2
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
 pids=()
@@ -84,6 +85,11 @@ proxy="http://127.0.0.1:$port"
 closed_port=$(/usr/bin/python3 -c \
   'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 run=("$PILEPREP" --files 0-1 --retry-wait 0.05 --retries 1)
+# libcurl's default CA bundle (Debian: ca-certificates, which scripts/setup.sh installs): without it
+# every check below that expects a verification verdict would get "cannot read the bundle" instead.
+system_ca=$(curl-config --ca 2>/dev/null) || true
+[[ -n $system_ca ]] || system_ca=/etc/ssl/certs/ca-certificates.crt
+[[ -r $system_ca ]] || bad "no system CA bundle at $system_ca (scripts/setup.sh installs ca-certificates)"
 
 # ---------------------------------------------------------------- TLS verification
 # The reasons after "curl: " are libcurl's and OpenSSL's words (libcurl4-openssl-dev); the hint in
@@ -99,6 +105,18 @@ grep -q "retry 1" "$work/err" && bad "HTTPS: a verification failure was retried"
   bad "HTTPS: the server got requests: $(cat "$work/tls.log")"
 [[ $(grep -c '"status": "FAILED"' "$work/a/pileprep-summary-rank0.json") -eq 2 ]] &&
   ok "HTTPS: the summary JSON has both shards FAILED" || bad "HTTPS: summary JSON"
+
+# A machine without that bundle (a minimal Debian: libcurl4 only recommends ca-certificates), shown
+# by the shim hiding the file: the message says what to install, not to mend a --ca-file never given.
+want="^pileprep: error: ${https_url}00\.jsonl\.zst: curl: error setting certificate file: ${system_ca//./\\.}"
+want+=" \(the system's CA certificates could not be read: .*apt-get install ca-certificates.*--ca-file FILE\)"
+# (Under ASan the shim loads before its runtime: verify_asan_link_order=0, as hardening_test.sh.)
+expect "HTTPS without the system's CA bundle: the error says to install ca-certificates" 1 "$want" -- \
+  env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" LD_PRELOAD="$SHIM" \
+  PILEPREP_FAULT_MISSING="$system_ca" "${run[@]}" --url "$https_url" --output-dir "$work/a2"
+nothing_published "HTTPS without the system's CA bundle: nothing is published" "$work/a2"
+grep -q "retry 1" "$work/err" && bad "HTTPS without the system's CA bundle: retried" ||
+  ok "HTTPS without the system's CA bundle: not retried"
 
 expect "HTTPS --ca-file with the server's certificate: exit 0" 0 "" -- \
   "${run[@]}" --url "$https_url" --output-dir "$work/b" --ca-file "$work/ip.pem"

@@ -15,12 +15,16 @@
 //                                       to stderr and waits for a signal (pause(): until a handler
 //                                       has run), then opens: a run held at a known point, for a
 //                                       signal test that must not depend on timing.
+//   PILEPREP_FAULT_MISSING=PATH         PATH is not there: open() and fopen() of exactly PATH
+//                                       fail with ENOENT (a machine without the package that
+//                                       installs it, such as ca-certificates for libcurl).
 //
 // Everything else goes to the C library unchanged. Test-only: never linked into pileprep.
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -75,6 +79,10 @@ extern "C" int open(const char* path, int flags, ...) {
     errno = EACCES;
     return -1;
   }
+  if (Named(path, "PILEPREP_FAULT_MISSING", false)) {
+    errno = ENOENT;
+    return -1;
+  }
   if (Named(path, "PILEPREP_FAULT_PAUSE_OPEN", false)) {
     static const char kPaused[] = "fault shim: paused\n";
     ssize_t ignored = write(STDERR_FILENO, kPaused, sizeof(kPaused) - 1);
@@ -83,6 +91,25 @@ extern "C" int open(const char* path, int flags, ...) {
   }
   static const auto real = Next<int (*)(const char*, int, ...)>("open");
   return real(path, flags, mode);
+}
+
+// OpenSSL reads a CA bundle through fopen (or fopen64), which does not go through open() above.
+extern "C" FILE* fopen(const char* path, const char* mode) {
+  if (Named(path, "PILEPREP_FAULT_MISSING", false)) {
+    errno = ENOENT;
+    return nullptr;
+  }
+  static const auto real = Next<FILE* (*)(const char*, const char*)>("fopen");
+  return real(path, mode);
+}
+
+extern "C" FILE* fopen64(const char* path, const char* mode) {
+  if (Named(path, "PILEPREP_FAULT_MISSING", false)) {
+    errno = ENOENT;
+    return nullptr;
+  }
+  static const auto real = Next<FILE* (*)(const char*, const char*)>("fopen64");
+  return real(path, mode);
 }
 
 extern "C" int flock(int fd, int operation) {
