@@ -200,10 +200,11 @@ absl::Status PublishDataset(const std::string& bin_tmp, const std::string& idx_t
   const std::string bin = prefix + ".bin", idx = prefix + ".idx", dir = DirName(prefix);
   const bool had_idx = PathExists(idx);
   PILEPREP_RETURN_IF_ERROR(RemoveFileIfExists(idx));
-  if (had_idx && sync) PILEPREP_RETURN_IF_ERROR(SyncDirectory(dir));
-  PILEPREP_RETURN_IF_ERROR(RenameFile(bin_tmp, bin));
+  // From here on a failure removes both names: an old .bin left without its .idx is half a dataset.
   absl::Status status;
-  if (sync) status = SyncDirectory(dir);
+  if (had_idx && sync) status = SyncDirectory(dir);
+  if (status.ok()) status = RenameFile(bin_tmp, bin);
+  if (status.ok() && sync) status = SyncDirectory(dir);
   if (status.ok()) status = RenameFile(idx_tmp, idx);
   if (status.ok() && sync) status = SyncDirectory(dir);
   if (!status.ok()) {

@@ -413,6 +413,18 @@ TEST_F(IndexedDatasetTest, ExistingFinalFilesAreReplacedAtomically) {
   EXPECT_THAT(Files(), ElementsAre("ds.bin", "ds.idx"));
 }
 
+// The old .idx goes first; if the new .bin then cannot take its name, the old .bin must not stay
+// behind alone (a .bin without .idx): neither dataset is left.
+TEST_F(IndexedDatasetTest, PublishFailingAfterTheOldIdxIsGoneLeavesNeitherName) {
+  ASSERT_TRUE(WriteDataset(Prefix(), {{{1, 2, 3}, {3}}}).ok());
+  WriteBytes(Prefix() + ".idx.new", "new idx");
+  const absl::Status s = internal::PublishDataset(Prefix() + ".bin.missing", Prefix() + ".idx.new",
+                                                  Prefix(), /*sync=*/true);
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.message()), HasSubstr("ds.bin"));
+  EXPECT_THAT(Files(), ElementsAre("ds.idx.new"));
+}
+
 // Prepare leaves both files complete under their temporary names (the old dataset still in place),
 // Publish renames those very files (same inodes) into place.
 TEST_F(IndexedDatasetTest, PrepareCompletesTheTemporariesAndPublishRenamesThem) {
