@@ -48,11 +48,11 @@
 // Implementation: simdjson's DOM parser (validates the whole document, UTF-8 included). Lines
 // simdjson rejects are re-checked by a small exact emulation of Python's json scanner, which
 // settles the verdict and supplies a Python-like message ("expecting ',' delimiter at column 27";
-// columns count bytes from 1 after repair). ParsePadded first offers the line, where it lies, to a
-// one-pass scanner that settles plain records (RFC 8259 objects, valid UTF-8, nothing to repair: in
-// practice every line of a real shard) and declines everything else, then to simdjson where it
-// lies, and takes the general path only when simdjson refuses it. Every path gives the same
-// verdicts and texts.
+// columns count characters from 1, as Python's: an invalid UTF-8 sequence is one). ParsePadded
+// first offers the line, where it lies, to a one-pass scanner that settles plain records (RFC 8259
+// objects, valid UTF-8, nothing to repair: in practice every line of a real shard) and declines
+// everything else, then to simdjson where it lies, and takes the general path only when simdjson
+// refuses it. Every path gives the same verdicts and texts.
 #ifndef PILEPREP_JSONL_H_
 #define PILEPREP_JSONL_H_
 

@@ -35,8 +35,15 @@ class Scanner {
     return pos;
   }
 
+  // Python's column counts characters of the str json.loads was given, not bytes: each character
+  // here is one UTF-8 lead byte (the line is valid UTF-8 by now, each invalid sequence one U+FFFD,
+  // as Python's errors="replace" made it one character).
   bool Fail(std::string_view what, size_t pos) {
-    error_ = std::string(what) + " at column " + std::to_string(pos + 1);
+    size_t column = 1;
+    for (size_t i = 0; i < pos && i < s_.size(); ++i) {
+      column += (static_cast<unsigned char>(s_[i]) & 0xC0) != 0x80;
+    }
+    error_ = std::string(what) + " at column " + std::to_string(column);
     return false;
   }
 

@@ -365,6 +365,20 @@ TEST(JsonRecordParser, ClassifiesStructurallyBadRecords) {
   EXPECT_EQ(detail, "key \"text\" is null");
 }
 
+// Python's column is a character count in the decoded line (an invalid UTF-8 sequence is one
+// U+FFFD): /usr/bin/python3 json.loads gave these three columns.
+TEST(JsonRecordParser, ErrorColumnsCountCharactersAsPythonDoes) {
+  std::string detail;
+  EXPECT_EQ(ParseKind("{\"text\":\"\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\", x}", &detail),
+            BadRecordKind::kInvalidJson);
+  EXPECT_EQ(detail, "expecting property name enclosed in double quotes at column 16");
+  EXPECT_EQ(ParseKind("{\"text\":\"\xff\", x}", &detail), BadRecordKind::kInvalidJson);
+  EXPECT_EQ(detail, "expecting property name enclosed in double quotes at column 14");
+  EXPECT_EQ(ParseKind("{\"text\":\"\xf0\x9f\x98\x80\" \"x\"}", &detail),
+            BadRecordKind::kInvalidJson);
+  EXPECT_EQ(detail, "expecting ',' delimiter at column 13");
+}
+
 TEST(JsonRecordParser, RejectsRawControlCharactersInStringsLikePythonStrictMode) {
   std::string detail;
   EXPECT_EQ(ParseKind("{\"text\": \"a\tb\"}", &detail), BadRecordKind::kInvalidJson);
