@@ -156,8 +156,10 @@ struct ShardStats {
   uint64_t tokens = 0;               // ids written, EOD included, over all keys
   uint64_t bad_records = 0;
   std::vector<BadRecord> bad_record_samples;  // the first max_bad_record_reports of them
-  uint64_t replaced_invalid_utf8 = 0;         // U+FFFD substituted for raw invalid bytes
-  uint64_t replaced_lone_surrogates = 0;      // U+FFFD substituted for lone \ud800-style escapes
+  // U+FFFD substitutions, counted over whole lines (every field, bad records' lines too: the
+  // repair comes before parsing): raw invalid bytes, and lone \ud800-style escapes.
+  uint64_t replaced_invalid_utf8 = 0;
+  uint64_t replaced_lone_surrogates = 0;
   bool published = false;                     // outputs are in place under their final names
   double seconds = 0;
 };

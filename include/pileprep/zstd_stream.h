@@ -115,6 +115,12 @@ class ZstdDecoder {
 // dictionary, or memory: what a kept copy of the input should not be read again for.
 bool IsDamagedZstdInput(const absl::Status& status);
 
+// The compressed format the first bytes of an input (`head`, up to 4 are looked at) start with:
+// "zstd" (a zstd or skippable frame), "gzip", "bzip2", "xz", "lz4", "zip", or "" for anything
+// else (plain text, or too few bytes to tell). For an input named as plain JSON lines: each of
+// these would be read as lines of binary, every one a bad record, where a word can say what it is.
+std::string CompressedFormatOf(std::string_view head);
+
 }  // namespace pileprep
 
 #endif  // PILEPREP_ZSTD_STREAM_H_

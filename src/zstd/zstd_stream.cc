@@ -583,4 +583,16 @@ bool IsDamagedZstdInput(const absl::Status& status) {
   return !status.ok() && status.GetPayload(internal::kDamagedInputPayload).has_value();
 }
 
+std::string CompressedFormatOf(std::string_view head) {
+  const auto* p = reinterpret_cast<const unsigned char*>(head.data());
+  const size_t n = std::min<size_t>(head.size(), 4);
+  if (n == 4 && internal::IsValidMagic(internal::ReadLe32(p))) return "zstd";
+  std::string format = internal::SniffFormat(p, n);
+  if (absl::StartsWith(format, "a legacy zstd")) return "zstd";
+  for (const char* compressed : {"gzip", "bzip2", "xz", "lz4", "zip"}) {
+    if (format == compressed) return format;
+  }
+  return "";
+}
+
 }  // namespace pileprep

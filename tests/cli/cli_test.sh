@@ -105,6 +105,15 @@ expect "preprocess from a pipe keeps every document" 0 "documents:  2" -- \
 gzip -c "$work/t.jsonl" >"$work/t.jsonl.gz"
 expect "preprocess: a gzip file is named as such" 1 "gzip-compressed (it starts with 1f 8b)" -- \
   "$PILEPREP" preprocess --input "$work/t.jsonl.gz" --output-prefix "$work/gz"
+# zstd under a plain name (the format is chosen by the name) and another compressor: named too.
+zstd -q -c "$work/t.jsonl" >"$work/zst-named-plain.jsonl"
+want="zst-named-plain.jsonl: zstd-compressed (it starts with a zstd frame), under a plain name: "
+want+="pileprep reads a file as zstd when its name ends in .zst; rename it (NAME.jsonl.zst)"
+expect "preprocess: zstd under a plain name is named, with the name to give it" 1 "$want" -- \
+  "$PILEPREP" preprocess --input "$work/zst-named-plain.jsonl" --output-prefix "$work/zn"
+printf 'BZh91AY&SY' >"$work/t.jsonl.bz2"
+expect "preprocess: a bzip2 file is named as such" 1 "t.jsonl.bz2: bzip2-compressed; pileprep reads" -- \
+  "$PILEPREP" preprocess --input "$work/t.jsonl.bz2" --output-prefix "$work/bz"
 for ext in bin idx; do
   cmp -s "$work/twice_text_document.$ext" "$work/once_text_document.$ext" ||
     { echo "FAIL: a key given twice: .$ext differs from the key once"; fail=1; }

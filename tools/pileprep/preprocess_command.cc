@@ -19,6 +19,7 @@
 #include "pileprep/gpt2_tokenizer.h"
 #include "pileprep/pipeline.h"
 #include "pileprep/shard_plan.h"
+#include "pileprep/zstd_stream.h"
 #include "shard_record.h"
 #include "signals.h"
 
@@ -81,21 +82,29 @@ int RunPreprocess(int argc, char** argv, int first) {
     PrintError("preprocess needs --input FILE and --output-prefix P (see --help)");
     return kExitUsage;
   }
-  // A gzip file (Megatron reads .gz only on its --partitions path) would be read as lines of
-  // binary, every one a bad record: said at once instead, naming what to do.
-  // Only a regular file: a pipe's first bytes, read here, would be lost to the run.
+  // A compressed file under a plain name (gzip: Megatron reads .gz only on its --partitions path)
+  // would be read as lines of binary, every one a bad record: said at once instead, naming what to
+  // do. Only a regular file: a pipe's first bytes, read here, would be lost to the run.
   struct stat input_st;
   if (InputFormatForPath(input) == InputFormat::kPlain && ::stat(input.c_str(), &input_st) == 0 &&
       S_ISREG(input_st.st_mode)) {
     if (FILE* f = std::fopen(input.c_str(), "rb"); f != nullptr) {
-      unsigned char magic[2] = {};
-      const size_t n = std::fread(magic, 1, 2, f);
+      char head[4] = {};
+      const size_t n = std::fread(head, 1, sizeof(head), f);
       std::fclose(f);
-      if (n == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
+      const std::string format = CompressedFormatOf(std::string_view(head, n));
+      if (format == "zstd") {
         PrintError(absl::StrCat(input,
-                                ": gzip-compressed (it starts with 1f 8b); pileprep reads "
-                                "JSON lines, plain or zstd (.jsonl.zst): gunzip it, or "
-                                "recompress it with zstd"));
+                                ": zstd-compressed (it starts with a zstd frame), under a plain "
+                                "name: pileprep reads a file as zstd when its name ends in .zst; "
+                                "rename it (NAME.jsonl.zst)"));
+        return kExitFailed;
+      }
+      if (!format.empty()) {
+        PrintError(absl::StrCat(input, ": ", format, "-compressed",
+                                format == "gzip" ? " (it starts with 1f 8b)" : "",
+                                "; pileprep reads JSON lines, plain or zstd (.jsonl.zst): "
+                                "decompress it, or recompress it with zstd"));
         return kExitFailed;
       }
     }
