@@ -105,6 +105,12 @@ expect "preprocess from a pipe keeps every document" 0 "documents:  2" -- \
 gzip -c "$work/t.jsonl" >"$work/t.jsonl.gz"
 expect "preprocess: a gzip file is named as such" 1 "gzip-compressed (it starts with 1f 8b)" -- \
   "$PILEPREP" preprocess --input "$work/t.jsonl.gz" --output-prefix "$work/gz"
+# A failed input lists its bad records as found, not skipped: nothing was made to skip them from.
+printf '{"text": "a"}\nnot json\n{"text": "b"}\n' >"$work/onebad.jsonl"
+expect "preprocess: a failed input's bad records are not called skipped" 1 \
+  "onebad.jsonl: 1 bad records found before it stopped:" -- \
+  "$PILEPREP" preprocess --input "$work/onebad.jsonl" --output-prefix "$work/ob" --max-bad-records 0
+grep -q "skipped" "$work/err" && { echo "FAIL: a failed input's bad records called skipped"; fail=1; }
 # zstd under a plain name (the format is chosen by the name) and another compressor: named too.
 zstd -q -c "$work/t.jsonl" >"$work/zst-named-plain.jsonl"
 want="zst-named-plain.jsonl: zstd-compressed (it starts with a zstd frame), under a plain name: "

@@ -310,8 +310,11 @@ void ReportOutcome(const std::string& display_name, const std::string& input, ab
     }
   }
   if (s.bad_records > 0) {
-    std::fprintf(stderr, "%s: %llu bad records skipped:\n", display_name.c_str(),
-                 static_cast<unsigned long long>(s.bad_records));
+    // "skipped" only when the input was made: a failed one skipped nothing, its records were
+    // found bad before it stopped.
+    std::fprintf(stderr, "%s: %llu bad records %s:\n", display_name.c_str(),
+                 static_cast<unsigned long long>(s.bad_records),
+                 outcome.status == "done" ? "skipped" : "found before it stopped");
     const size_t shown = c.verbose ? s.bad_record_samples.size()
                                    : std::min<size_t>(5, s.bad_record_samples.size());
     for (size_t i = 0; i < shown; ++i) {
