@@ -14,8 +14,8 @@
 #include "jsonl/utf8.h"
 #include "oneapi/tbb/blocked_range.h"
 #include "oneapi/tbb/parallel_reduce.h"
-#include "oneapi/tbb/task_arena.h"
 #include "pileprep/status_macros.h"
+#include "pipeline/thread_arena.h"
 
 namespace pileprep {
 
@@ -417,8 +417,7 @@ class Checker {
     report_.tokens_checked = true;
     const uint64_t num_tokens = bin_.size() / itemsize_;
     const bool pointers_ok = !Has("pointer") && !Has("negative_length") && !Has("zero_length");
-    tbb::task_arena arena(options_.threads > 0 ? options_.threads
-                                               : tbb::task_arena::automatic);
+    internal::ThreadArena arena(options_.threads);  // threads as asked, even above the cores
     Found bad, no_eod;
     arena.execute([&] {
       constexpr uint64_t kGrain = uint64_t{1} << 20;  // tokens per task

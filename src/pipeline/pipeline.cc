@@ -33,6 +33,7 @@
 #include "oneapi/tbb/task_arena.h"
 #include "pileprep/status_macros.h"
 #include "pipeline/read_ahead.h"
+#include "pipeline/thread_arena.h"
 #include "tokenizer/huge_page_array.h"
 
 namespace pileprep {
@@ -917,7 +918,7 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
     }
   };
 
-  tbb::task_arena arena(threads);
+  internal::ThreadArena arena(threads);  // threads as asked, even above the core count
   // An exception in a stage (std::bad_alloc when a buffer cannot grow: under ulimit -v, or with
   // overcommit off) stops the pipeline and comes back here, where it becomes this input's error
   // like any other: the writers abort and the caller goes on to its next input. Escaping, it

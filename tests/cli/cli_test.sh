@@ -105,6 +105,10 @@ expect "preprocess from a pipe keeps every document" 0 "documents:  2" -- \
 gzip -c "$work/t.jsonl" >"$work/t.jsonl.gz"
 expect "preprocess: a gzip file is named as such" 1 "gzip-compressed (it starts with 1f 8b)" -- \
   "$PILEPREP" preprocess --input "$work/t.jsonl.gz" --output-prefix "$work/gz"
+# More workers than cores (Megatron's --workers 16 on a smaller node): no warning from TBB's runtime.
+expect "preprocess: more workers than cores: no TBB warning" 0 "" -- \
+  "$PILEPREP" preprocess --input "$work/t.jsonl" --output-prefix "$work/many" --workers $(( $(nproc) + 2 )) -q
+grep -q "TBB" "$work/err" && { echo "FAIL: TBB printed: $(cat "$work/err")"; fail=1; }
 # A failed input lists its bad records as found, not skipped: nothing was made to skip them from.
 printf '{"text": "a"}\nnot json\n{"text": "b"}\n' >"$work/onebad.jsonl"
 expect "preprocess: a failed input's bad records are not called skipped" 1 \

@@ -29,6 +29,8 @@ p0=$g/my-gpt3_00_text_document
 expect "golden pairs validate" 0 "my-gpt3_01_text_document: ok" -- "$PILEPREP" validate --expect-eod "$g"
 expect "prefix form" 0 "ok (uint16, 2572 sequences, 2575 documents, 3489275 tokens)" -- "$PILEPREP" validate "$p0"
 expect ".idx path form" 0 ": ok" -- "$PILEPREP" validate "$p0.idx"
+expect "more threads than cores" 0 ": ok" -- "$PILEPREP" validate --threads $(( $(nproc) + 2 )) "$p0"
+grep -q "TBB" "$work/err" && { echo "FAIL: TBB printed: $(cat "$work/err")"; fail=1; }
 expect "json" 0 '"ok":true' -- "$PILEPREP" validate --json "$p0"
 expect "index only" 0 "tokens not checked" -- "$PILEPREP" validate --index-only "$p0"
 expect "--index-only leaves the final EOD unread" 2 "--expect-eod reads the .bin" -- \

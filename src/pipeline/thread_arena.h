@@ -1,0 +1,40 @@
+// A oneTBB arena of exactly the threads asked for, even more than the cores (internal).
+#ifndef PILEPREP_PIPELINE_THREAD_ARENA_H_
+#define PILEPREP_PIPELINE_THREAD_ARENA_H_
+
+#include <cstddef>
+#include <optional>
+#include <utility>
+
+#include "oneapi/tbb/global_control.h"
+#include "oneapi/tbb/info.h"
+#include "oneapi/tbb/task_arena.h"
+
+namespace pileprep::internal {
+
+// `threads` > 0 threads, or all cores (0). More threads than cores are asked for as Megatron users
+// give --workers 16 on smaller nodes: TBB's default limit (the core count) would cut the arena's
+// workers and print a warning on stderr, from a library that prints nothing. While this object
+// lives the process's limit is raised to `threads` (the results never depend on the thread count).
+class ThreadArena {
+ public:
+  explicit ThreadArena(int threads)
+      : allow_(threads > tbb::info::default_concurrency()
+                   ? std::make_optional<tbb::global_control>(
+                         tbb::global_control::max_allowed_parallelism, static_cast<size_t>(threads))
+                   : std::nullopt),
+        arena_(threads > 0 ? threads : tbb::task_arena::automatic) {}
+
+  template <typename F>
+  void execute(F&& f) {
+    arena_.execute(std::forward<F>(f));
+  }
+
+ private:
+  std::optional<tbb::global_control> allow_;  // before arena_: the limit is raised first
+  tbb::task_arena arena_;
+};
+
+}  // namespace pileprep::internal
+
+#endif  // PILEPREP_PIPELINE_THREAD_ARENA_H_
