@@ -236,9 +236,12 @@ class Checker {
         Add("pointer", off, static_cast<int64_t>(i), 1, [&] {
           const __int128 diff = static_cast<__int128>(pointer) - want;
           std::string how;
-          if (want > 0 && want <= std::numeric_limits<int64_t>::max() &&
-              (static_cast<uint64_t>(pointer) & 0xffffffffu) ==
-                  (static_cast<uint64_t>(static_cast<int64_t>(want)) & 0xffffffffu)) {
+          // A 32-bit writer wraps only past 2 GiB, and stores the low 32 bits (unsigned) or
+          // their sign extension (int32): any other difference in the upper bytes is damage.
+          const uint32_t low = static_cast<uint32_t>(static_cast<uint64_t>(want));
+          if (want >= (__int128{1} << 31) && want <= std::numeric_limits<int64_t>::max() &&
+              (pointer == static_cast<int64_t>(low) ||
+               pointer == static_cast<int64_t>(static_cast<int32_t>(low)))) {
             how =
                 " (equal in the low 32 bits: the writer computed pointers in 32 bits, "
                 "which wrap past 2 or 4 GiB)";
@@ -285,6 +288,7 @@ class Checker {
     int64_t previous = first;
     for (uint64_t j = 1; j < num_doc_indices_; ++j) {
       const int64_t value = DocIndex(j);
+      if (value > previous) ++nonempty_documents_;
       if (value < previous) {
         const int64_t off = static_cast<int64_t>(doc_offset_ + 8 * j);
         Add("doc_index_order", off, static_cast<int64_t>(j), 1, [&] {
@@ -331,13 +335,16 @@ class Checker {
                                       " × ", static_cast<int64_t>(total_tokens_), " tokens): ");
       if (actual > expected_bin_) {
         const uint64_t extra = static_cast<uint64_t>(actual - expected_bin_);
-        if (extra == itemsize_ * num_sequences_) {
+        // The bug left one uncounted EOD per document that had a sequence: per sequence, unless
+        // sentences were split (several sequences a document, EOD only after the last).
+        const bool per_sequence = extra == itemsize_ * num_sequences_;
+        if (per_sequence || extra == itemsize_ * nonempty_documents_) {
           return absl::StrCat(
-              head, Plural(extra, "extra byte", "extra bytes"),
-              ", one uncounted token per sequence — the signature of Megatron's 2023-06..08 EOD "
-              "off-by-one (EOD written but not counted in the lengths, so every sequence after "
-              "the first is read misaligned; no reader notices); regenerate the dataset with a "
-              "fixed preprocess");
+              head, Plural(extra, "extra byte", "extra bytes"), ", one uncounted token per ",
+              per_sequence ? "sequence" : "document (its sentences split into sequences)",
+              " — the signature of Megatron's 2023-06..08 EOD off-by-one (EOD written but not "
+              "counted in the lengths, so every sequence after the first is read misaligned; no "
+              "reader notices); regenerate the dataset with a fixed preprocess");
         }
         if (extra % itemsize_ == 0) {
           return absl::StrCat(head, Plural(extra, "extra byte", "extra bytes"), " (",
@@ -508,6 +515,7 @@ class Checker {
   size_t itemsize_ = 0;
   bool token_dtype_ok_ = false;
   uint64_t num_sequences_ = 0, num_doc_indices_ = 0;
+  uint64_t nonempty_documents_ = 0;  // documents of at least one sequence (document indices rise)
   uint64_t lengths_offset_ = 0, pointers_offset_ = 0, doc_offset_ = 0;
   __int128 expected_bin_ = 0, total_tokens_ = 0;
 };

@@ -23,6 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 using testing::ReadFile;
 using testing::WriteFile;
@@ -242,6 +243,45 @@ TEST_F(ValidateTest, PointerOverflowedIn32BitsIsNamed) {
   ASSERT_NE(v, nullptr);
   EXPECT_EQ(v->index, 2);
   EXPECT_THAT(v->message, HasSubstr("32 bits"));
+}
+
+// A pointer's upper bytes damaged in a small dataset: no 32-bit writer wrapped anything there.
+TEST_F(ValidateTest, PointerDamagedInItsUpperBytesIsNotBlamedOnA32BitWriter) {
+  std::string idx = idx_;
+  Put<int64_t>(idx, PointerOffset(2), Get<int64_t>(idx, PointerOffset(2)) + (int64_t{1} << 32));
+  const ValidationReport report = Check(idx, bin_);
+  const Violation* v = report.Find("pointer");
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->index, 2);
+  EXPECT_THAT(v->message, Not(HasSubstr("32 bits")));
+}
+
+// The same bug in a --split-sentences dataset: one uncounted EOD per document, not per sequence.
+TEST_F(ValidateTest, MegatronEodOffByOneIsNamedWhenSentencesWereSplit) {
+  // Two documents of two sentences: tokens {1 2} {3 4 EOD} | {5 6} {7 EOD}, lengths not counting
+  // either EOD, pointers following those lengths.
+  const std::vector<int32_t> lengths = {2, 2, 2, 1};
+  std::string bin;
+  for (uint16_t t : {1, 2, 3, 4, 50256, 5, 6, 7, 50256}) bin.append(reinterpret_cast<char*>(&t), 2);
+  std::string idx("MMIDIDX\x00\x00", 9);
+  auto append = [&idx](auto v) { idx.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
+  append(uint64_t{1});
+  append(uint8_t{8});  // uint16
+  append(uint64_t{lengths.size()});
+  append(uint64_t{3});  // documents + 1
+  for (int32_t n : lengths) append(n);
+  int64_t pointer = 0;
+  for (int32_t n : lengths) {
+    append(pointer);
+    pointer += 2 * n;
+  }
+  for (int64_t d : {0, 2, 4}) append(d);
+  ASSERT_EQ(idx.size(), kIdxHeaderBytes + 12 * lengths.size() + 8 * 3);
+  const ValidationReport report = Check(idx, bin);
+  const Violation* v = report.Find("bin_size");
+  ASSERT_NE(v, nullptr) << FormatValidationReport(report);
+  EXPECT_THAT(v->message, HasSubstr("one uncounted token per document"));
+  EXPECT_THAT(v->message, HasSubstr("EOD off-by-one"));
 }
 
 TEST_F(ValidateTest, LastDocumentIndexNotSequenceCountIsCaught) {
