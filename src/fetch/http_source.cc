@@ -530,10 +530,15 @@ class HttpSourceImpl final : public HttpSource {
   void Run() {
     int failures = 0;  // consecutive attempts that delivered nothing
     while (true) {
+      bool cancelled;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        if (cancel_) return Finish(absl::CancelledError(absl::StrCat(name_, ": cancelled")));
+        cancelled = cancel_;
       }
+      // Outside the lock: Finish takes mu_ itself, and a std::mutex locked twice by one thread
+      // deadlocks (the source destroyed during a retry wait hung the whole process, unkillable
+      // but by SIGKILL).
+      if (cancelled) return Finish(absl::CancelledError(absl::StrCat(name_, ": cancelled")));
       const int64_t total = total_.load();
       if (delivered_ > 0 && total >= 0 && delivered_ == static_cast<uint64_t>(total)) {
         return Finish(FinishCache());  // every byte arrived; the connection failed after them

@@ -202,5 +202,22 @@ grep -q '"path": "00.jsonl.zst".*"query": "sv=2024&sig=ab%2Fc"' "$work/log" \
   || bad "--url with a query: the server did not get 00.jsonl.zst?sv=2024&sig=ab%2Fc: $(tail -2 "$work/log")"
 stop_server
 
+# 7. SIGTERM while a shard waits to retry (503 asking for 30 s): the job stops at once, exit 143, with
+# its summary. The download thread once deadlocked there and only SIGKILL ended the process.
+start_server --plan 00.jsonl.zst=503:30
+"$PILEPREP" --url "$url" --files 0 --output-dir "$work/t" >"$work/out" 2>"$work/err" &
+pid=$!
+for _ in $(seq 200); do grep -q "retry 1" "$work/err" && break; sleep 0.05; done
+grep -q "retry 1" "$work/err" || bad "SIGTERM in a retry wait: the 503 was not retried: $(cat "$work/err")"
+kill -TERM $pid
+for _ in $(seq 100); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+if kill -0 $pid 2>/dev/null; then
+  bad "SIGTERM in a retry wait: still running 10 s later"; kill -KILL $pid
+fi
+wait $pid; rc=$?
+[[ $rc -eq 143 ]] || { bad "SIGTERM in a retry wait: exit $rc, want 143"; cat "$work/err"; }
+[[ -f "$work/t/pileprep-summary-rank0.json" ]] || bad "SIGTERM in a retry wait: no summary"
+stop_server
+
 [[ $fail -eq 0 ]] && echo "ok: fetch"
 exit $fail

@@ -415,6 +415,40 @@ TEST(HttpSource, DestroyingMidDownloadCancelsQuickly) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 2.0);
 }
 
+// Destroyed while it waits to retry (a 503 asking for 30 s): the download thread, woken, must
+// end. It once locked its mutex twice there and hung the process: a shard failing for another
+// reason during a retry wait, or a signal, never got past the source's destructor.
+TEST(HttpSource, DestroyingDuringARetryWaitEndsQuickly) {
+  auto server = FaultServer::Start(kSamples, {"--plan", "00.jsonl.zst=503:30"});
+  ASSERT_TRUE(server.ok());
+  FetchOptions o = FastOptions();
+  o.backoff_max_s = 10;  // Retry-After is honoured up to 10 x this: the whole 30 s
+  auto source = OpenHttpSource((*server)->Url("00.jsonl.zst"), o);
+  ASSERT_TRUE(source.ok());
+  // In the retry wait: the 503 has been answered and counted as a retry.
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+       (*source)->stats().retries < 1 && std::chrono::steady_clock::now() < deadline;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ((*source)->stats().retries, 1);
+  // The destructor runs on a thread of its own, so that a hang fails this test instead of
+  // holding it until CTest's timeout.
+  std::atomic<bool> destroyed{false};
+  std::thread destroyer([&] {
+    source->reset();
+    destroyed = true;
+  });
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+       !destroyed && std::chrono::steady_clock::now() < deadline;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (!destroyed) {
+    destroyer.detach();
+    GTEST_FAIL() << "the source's destructor did not return within 5 s of a retry wait";
+  }
+  destroyer.join();
+}
+
 TEST(HttpSource, CacheFileAppearsOnlyWhenComplete) {
   const testing::ScopedTempDir dir("fetch_cache");
   FetchOptions o = FastOptions();
