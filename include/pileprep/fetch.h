@@ -74,7 +74,9 @@ struct FetchOptions {
   // fsynced and renamed to `cache_path` once the download completes with the expected length. The
   // caller keeps two downloads into one cache_path apart (the CLI locks
   // `cache_path + ".pileprep-lock"`); a temporary already there is a killed download's and is
-  // replaced.
+  // replaced. A copy that cannot be written, synced or renamed (a full or read-only directory) is
+  // given up, its temporary removed, and the download goes on (FetchStats::keep_error,
+  // FetchObserver::OnKeepDropped): only the copy is lost.
   std::string cache_path;
   // When it becomes true, a Read() waiting for bytes returns Cancelled within ~0.1 s (the CLI sets it
   // on SIGINT/SIGTERM), so a stalled download cannot delay shutdown. Null: never cancelled.
@@ -90,6 +92,7 @@ struct FetchStats {
   int resumes = 0;                // ranged requests answered 206 from a non-zero offset
   int skipped_prefixes = 0;       // 200 answers to a ranged request whose delivered prefix was skipped
   std::string last_error;         // the cause of the last failed attempt, "" if none
+  std::string keep_error;         // why the copy for cache_path was given up, "" if it was not
 };
 
 // Events for logs. Called on the download thread; must be cheap and thread-safe.
@@ -99,6 +102,9 @@ class FetchObserver {
   // A failed attempt will be retried after `delay_s` seconds; `cause` names the status or curl error.
   virtual void OnRetry(const std::string& url, int attempt, double delay_s, uint64_t resume_from,
                        const std::string& cause) {}
+  // The copy for FetchOptions::cache_path cannot be made (`cause`: the file and errno); the
+  // download goes on without it.
+  virtual void OnKeepDropped(const std::string& url, const std::string& cause) {}
 };
 
 class HttpSource : public ByteSource {

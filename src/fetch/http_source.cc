@@ -171,10 +171,8 @@ class HttpSourceImpl final : public HttpSource {
       // a shared directory is replaced rather than refused (EACCES on opening it for writing).
       ::unlink(CacheTemp().c_str());
       cache_fd_ = ::open(CacheTemp().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      if (cache_fd_ < 0) {
-        return absl::PermissionDeniedError(
-            absl::StrCat(CacheTemp(), ": cannot create: ", std::strerror(errno)));
-      }
+      if (cache_fd_ < 0)
+        DropCache(absl::StrCat(CacheTemp(), ": cannot create: ", std::strerror(errno)));
     }
     thread_ = std::thread([this] { Run(); });
     return absl::OkStatus();
@@ -388,9 +386,8 @@ class HttpSourceImpl final : public HttpSource {
         const ssize_t w = ::write(cache_fd_, p, left);
         if (w < 0 && errno == EINTR) continue;
         if (w < 0) {
-          abort_status_ = absl::DataLossError(
-              absl::StrCat(CacheTemp(), ": write error: ", std::strerror(errno)));
-          return 0;
+          DropCache(absl::StrCat(CacheTemp(), ": write error: ", std::strerror(errno)));
+          break;
         }
         p += w;
         left -= static_cast<size_t>(w);
@@ -490,6 +487,8 @@ class HttpSourceImpl final : public HttpSource {
     return result;
   }
 
+  // Every byte has come: the kept copy takes its name. Never an error for the download itself:
+  // a copy that cannot be kept is dropped (DropCache), the shard's bytes are all there.
   absl::Status FinishCache() {
     if (cache_fd_ < 0) return absl::OkStatus();
     const int fd = cache_fd_;
@@ -505,11 +504,24 @@ class HttpSourceImpl final : public HttpSource {
       step = "rename";
     }
     if (err != 0) {
-      ::unlink(CacheTemp().c_str());
-      return absl::DataLossError(absl::StrCat(options_.cache_path, ": keeping the download (", step,
-                                              " of ", CacheTemp(), "): ", std::strerror(err)));
+      DropCache(absl::StrCat(options_.cache_path, ": keeping the download (", step, " of ",
+                             CacheTemp(), "): ", std::strerror(err)));
     }
     return absl::OkStatus();
+  }
+
+  // The kept copy cannot be made (its directory full or over quota, not writable): the copy is
+  // given up, its temporary removed, and the download goes on; only the copy is lost, never the
+  // shard, which would otherwise fail on every rerun until the space was freed.
+  void DropCache(const std::string& cause) {
+    if (cache_fd_ >= 0) ::close(cache_fd_);
+    cache_fd_ = -1;
+    ::unlink(CacheTemp().c_str());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_.keep_error = cause;
+    }
+    if (observer_ != nullptr) observer_->OnKeepDropped(name_, cause);
   }
 
   void Finish(absl::Status status) {

@@ -449,6 +449,47 @@ TEST(HttpSource, DestroyingDuringARetryWaitEndsQuickly) {
   destroyer.join();
 }
 
+struct KeepDroppedRecorder : FetchObserver {
+  void OnKeepDropped(const std::string& url, const std::string& cause) override {
+    causes.push_back(cause);
+  }
+  std::vector<std::string> causes;  // read after the download thread has finished
+};
+
+// A copy that cannot be kept (here its temporary cannot be created: no such directory) is given
+// up; the download itself succeeds, and says why there is no copy.
+TEST(HttpSource, ACopyThatCannotBeCreatedIsDroppedAndTheDownloadGoesOn) {
+  const testing::ScopedTempDir dir("fetch_cache");
+  FetchOptions o = FastOptions();
+  o.cache_path = dir.path() + "/missing/01.jsonl.zst";
+  auto server = FaultServer::Start(kSamples, {});
+  ASSERT_TRUE(server.ok());
+  KeepDroppedRecorder recorder;
+  auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), o, &recorder);
+  ASSERT_TRUE(source.ok()) << source.status();
+  auto bytes = Drain(**source);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_EQ(*bytes, ReadFile(kSamples + "/01.jsonl.zst"));
+  EXPECT_THAT((*source)->stats().keep_error, HasSubstr("01.jsonl.zst.pileprep-tmp: cannot create"));
+  ASSERT_EQ(recorder.causes.size(), 1u);
+  EXPECT_EQ(recorder.causes[0], (*source)->stats().keep_error);
+}
+
+// The same when the copy is complete but cannot take its name (here a directory holds it): the
+// download succeeds, the temporary is removed.
+TEST(HttpSource, ACopyThatCannotBeRenamedIsDroppedAndTheDownloadSucceeds) {
+  const testing::ScopedTempDir dir("fetch_cache");
+  FetchOptions o = FastOptions();
+  o.cache_path = dir.path() + "/01.jsonl.zst";
+  std::filesystem::create_directories(o.cache_path + "/occupied");
+  Download d;
+  ASSERT_NO_FATAL_FAILURE(Fetch({}, &d, "01.jsonl.zst", o));
+  ASSERT_TRUE(d.bytes.ok()) << d.bytes.status();
+  EXPECT_EQ(*d.bytes, ReadFile(kSamples + "/01.jsonl.zst"));
+  EXPECT_THAT(d.source->stats().keep_error, HasSubstr("keeping the download (rename"));
+  EXPECT_FALSE(std::filesystem::exists(o.cache_path + ".pileprep-tmp"));
+}
+
 TEST(HttpSource, CacheFileAppearsOnlyWhenComplete) {
   const testing::ScopedTempDir dir("fetch_cache");
   FetchOptions o = FastOptions();

@@ -104,6 +104,12 @@ void ConsoleFetchObserver::OnRetry(const std::string& url, int attempt, double d
   std::fflush(stderr);
 }
 
+void ConsoleFetchObserver::OnKeepDropped(const std::string& url, const std::string& cause) {
+  std::fprintf(stderr, "%s%s: not keeping a copy (%s); the download goes on\n",
+               options_.tty ? "\r\033[K" : "", url.c_str(), cause.c_str());
+  std::fflush(stderr);
+}
+
 std::string SummaryTable(const std::vector<ShardOutcome>& outcomes, int threads) {
   std::string out =
       absl::StrFormat("%-16s %-9s %11s %11s %14s %6s %7s %9s %10s\n", "shard", "status", "input",

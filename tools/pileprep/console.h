@@ -45,6 +45,9 @@ class ConsoleFetchObserver : public FetchObserver {
   explicit ConsoleFetchObserver(ConsoleOptions options) : options_(options) {}
   void OnRetry(const std::string& url, int attempt, double delay_s, uint64_t resume_from,
                const std::string& cause) override;
+  // Printed even when quiet, as the CLI's other "not keeping a copy" note: a copy the user asked
+  // for is missing.
+  void OnKeepDropped(const std::string& url, const std::string& cause) override;
 
  private:
   ConsoleOptions options_;
