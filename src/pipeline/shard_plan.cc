@@ -275,13 +275,14 @@ absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environ
       }
       return absl::InvalidArgumentError(absl::StrCat(
           "--nodes ", flags.nodes,
-          " needs --rank R, or one of NGC_ARRAY_INDEX, RANK, "
-          "OMPI_COMM_WORLD_RANK, or SLURM_PROCID in an srun step, in the environment"));
+          " needs --rank R, or one of NGC_ARRAY_INDEX, RANK, OMPI_COMM_WORLD_RANK, PMI_RANK "
+          "(outside Slurm), or SLURM_PROCID in an srun step, in the environment"));
     }
     return absl::InvalidArgumentError(
         absl::StrCat("--rank ", flags.rank,
                      " needs --nodes N, or one of NGC_ARRAY_SIZE, WORLD_SIZE, "
-                     "OMPI_COMM_WORLD_SIZE, SLURM_STEP_NUM_TASKS in the environment"));
+                     "OMPI_COMM_WORLD_SIZE, PMI_SIZE (outside Slurm), SLURM_STEP_NUM_TASKS in the "
+                     "environment"));
   }
   const std::vector<const Family*> families = FamiliesInOrder(env);
   for (auto it = families.begin(); it != families.end(); ++it) {

@@ -597,10 +597,13 @@ int RunShardJob(int argc, char** argv, int first) {
            "one per 4 threads; at most the threads and the shards to make");
   args.Add("nodes", Args::Kind::kValue, "N",
            "number of ranks sharing --files (default: from NGC_ARRAY_SIZE, WORLD_SIZE, "
-           "OMPI_COMM_WORLD_SIZE or SLURM_STEP_NUM_TASKS (an srun step); else 1)");
-  args.Add("rank", Args::Kind::kValue, "R",
-           "this process's rank, 0..N-1 (default: from NGC_ARRAY_INDEX, RANK, OMPI_COMM_WORLD_RANK "
-           "or SLURM_PROCID; SLURM_ARRAY_TASK_ID alone processes just that file)");
+           "OMPI_COMM_WORLD_SIZE, PMI_SIZE (MPICH, outside Slurm) or SLURM_STEP_NUM_TASKS (an srun "
+           "step); else 1)");
+  args.Add(
+      "rank", Args::Kind::kValue, "R",
+      "this process's rank, 0..N-1 (default: from NGC_ARRAY_INDEX, RANK, OMPI_COMM_WORLD_RANK, "
+      "PMI_RANK (MPICH, outside Slurm) or SLURM_PROCID; SLURM_ARRAY_TASK_ID alone processes "
+      "just that file)");
   args.Add(
       "dry-run", Args::Kind::kSwitch, "",
       "print which rank does which shards (and which variables decided it), what it would do "
@@ -691,8 +694,8 @@ int RunShardJob(int argc, char** argv, int first) {
     // in another directory (whose entries the publish would not sync), outside --output-dir.
     if (key.empty() || key.find('/') != std::string::npos || key == "." || key == "..") {
       PrintError(absl::StrCat("--json-keys \"", key,
-                              "\": a key names the outputs' files, so it cannot be empty or "
-                              "hold '/'"));
+                              "\": a key names the outputs' files, so it cannot be empty, "
+                              "\".\" or \"..\", or hold '/'"));
       return kExitUsage;
     }
   }
