@@ -425,6 +425,9 @@ class Checker {
     const uint64_t num_tokens = bin_.size() / itemsize_;
     const bool pointers_ok = !Has("pointer") && !Has("negative_length") && !Has("zero_length");
     internal::ThreadArena arena(options_.threads);  // threads as asked, even above the cores
+    // With document_indices broken (already a violation) --expect-eod looks at every sequence.
+    const bool docs_ok = !Has("document_count") && !Has("doc_index_start") &&
+                         !Has("doc_index_order") && !Has("doc_index_end");
     Found bad, no_eod;
     arena.execute([&] {
       constexpr uint64_t kGrain = uint64_t{1} << 20;  // tokens per task
@@ -440,8 +443,6 @@ class Checker {
         // --append-eod puts EOD at the end of each document: its last sequence (a document of
         // several, as Megatron's --split-sentences writes, has EOD only on its last sentence).
         // With document_indices broken (already a violation) every sequence is looked at.
-        const bool docs_ok = !Has("document_count") && !Has("doc_index_start") &&
-                             !Has("doc_index_order") && !Has("doc_index_end");
         // One unit per document (its last sequence; none for an empty document), or per sequence.
         const uint64_t units = docs_ok ? num_doc_indices_ - 1 : num_sequences_;
         no_eod = tbb::parallel_reduce(
@@ -497,11 +498,15 @@ class Checker {
                             itemsize_ * (static_cast<uint32_t>(Length(i)) - 1);
       Add("eod", static_cast<int64_t>(byte), static_cast<int64_t>(i), no_eod.count, [&] {
         return absl::StrCat(At(bin_name_, byte), "sequence ", i,
-                            " (the last of its document) ends with token ", no_eod.value,
-                            ", not EOD ", options_.eod_id, "; ",
-                            Plural(no_eod.count, "document lacks", "documents lack"),
-                            " a final EOD: the dataset was not made with --append-eod (drop "
-                            "--expect-eod if that is intended)");
+                            docs_ok ? " (the last of its document)" : "", " ends with token ",
+                            no_eod.value, ", not EOD ", options_.eod_id, "; ",
+                            docs_ok ? Plural(no_eod.count, "document lacks", "documents lack")
+                                    : Plural(no_eod.count, "sequence lacks", "sequences lack"),
+                            docs_ok ? " a final EOD"
+                                    : " a final EOD (the document indices are "
+                                      "broken, so every sequence was looked at)",
+                            ": the dataset was not made with --append-eod (drop --expect-eod if "
+                            "that is intended)");
       });
     }
   }

@@ -414,6 +414,27 @@ TEST_F(ValidateTest, ExpectEodLooksAtTheLastSequenceOfEachDocument) {
   EXPECT_THAT(v->message, HasSubstr("sequence 1 (the last of its document) ends with token 13"));
 }
 
+// With the document indices broken, every sequence is looked at, and the message says so rather
+// than calling each sequence the last of its document.
+TEST_F(ValidateTest, ExpectEodWithBrokenDocumentIndicesNamesSequences) {
+  std::string idx = idx_;
+  Put<int64_t>(idx, DocOffset(d1_ - 1), static_cast<int64_t>(s_ - 1));
+  std::string bin = bin_;
+  const size_t last_of_3 = static_cast<size_t>(Get<int64_t>(idx_, PointerOffset(3)) +
+                                               2 * Get<int32_t>(idx_, LengthOffset(3)) - 2);
+  Put<uint16_t>(bin, last_of_3, 13);
+  ValidateOptions options;
+  options.expect_eod = true;
+  const ValidationReport report = Check(idx, bin, options);
+  ASSERT_NE(report.Find("doc_index_end"), nullptr);
+  const Violation* v = report.Find("eod");
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->index, 3);
+  EXPECT_THAT(v->message, HasSubstr("sequence 3 ends with token 13"));
+  EXPECT_THAT(v->message,
+              HasSubstr("1 sequence lacks a final EOD (the document indices are broken"));
+}
+
 TEST_F(ValidateTest, IndexOnlySkipsTokensButStillChecksBinSize) {
   std::string bin = bin_;
   Put<uint16_t>(bin, 0, 65535);
