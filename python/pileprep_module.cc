@@ -111,6 +111,152 @@ void CheckDatasetCount(size_t n) {
   }
 }
 
+// `count` tokens at `data` (from IndexedDatasetView::BinBytes: inside the .bin) as a read-only
+// view of the dataset's dtype, kept alive by `self`.
+py::array TokenView(const PyIndexedDataset& d, const uint8_t* data, int64_t count,
+                    py::handle self) {
+  if (d.view->dtype() == TokenDType::kUint16) return View<uint16_t>(data, {count}, self);
+  return View<int32_t>(data, {count}, self);
+}
+
+constexpr char kIndexedDatasetDoc[] =
+    "IndexedDataset(prefix): Megatron-core's IndexedDataset over {prefix}.idx and {prefix}.bin, "
+    "memory-mapped.\n\n"
+    "ds[i] is sequence i, ds[start:stop] a list of sequences, ds.get(i, offset, length) part of "
+    "one; every array is a read-only view of the mapped .bin (zero-copy), in the dataset's dtype "
+    "(numpy.uint16 or numpy.int32).";
+
+constexpr char kGetSequencesDoc[] =
+    "ds[start:stop]: the sequences start..stop-1 as a list of read-only views, as Megatron's "
+    "IndexedDataset.__getitem__ gives them: the slice is taken as slice.indices(len(ds)) takes "
+    "it; a step other than 1 raises ValueError(\"Slices into indexed_dataset must be "
+    "contiguous\"); the tokens are read from sequence start's pointer on, sum(lengths) of them, "
+    "and split at the lengths (numpy.split). So an empty slice inside the dataset (ds[2:2], "
+    "ds[3:1]) gives a list of one empty array, as numpy.split of no tokens does, and one that "
+    "starts at len(ds) or past it (ds[len(ds):], any slice of an empty dataset) raises "
+    "IndexError, as Megatron's sequence_pointers[start] does.";
+
+constexpr char kGetPartDoc[] =
+    "get(idx, offset=0, length=None): part of sequence idx, as Megatron's IndexedDataset.get: "
+    "`length` tokens from token `offset` of the sequence (length None: to the sequence's end, "
+    "length - offset). As there, they are read with numpy.frombuffer over the whole .bin from "
+    "the sequence's pointer + offset tokens, so neither is bounded by the sequence: a read past "
+    "its end continues into the next sequences, a negative offset reads before it, and a "
+    "negative length (or None with offset past the end) reads to the end of the .bin. "
+    "Raises IndexError for idx out of range (negative counts from the end), and ValueError with "
+    "numpy.frombuffer's message where it raises: a start before the .bin or past its end "
+    "(\"offset must be non-negative and no greater than buffer length\"), more tokens than the "
+    "rest of the .bin (\"buffer is smaller than requested size\"). A read-only view of the mapped "
+    ".bin.";
+
+constexpr char kGptDatasetInitDoc[] =
+    "GPTDataset(prefix_or_blend, seq_length, num_samples=None, seed=1234, split=None, "
+    "split_index=0, add_extra_token=True, drop_last_partial_validation_sequence=True, "
+    "legacy_split=False, cache_dir=None, mid_level_dataset_surplus=0.005)\n\n"
+    "Megatron-core's GPTDataset, or its BlendedDataset for a blend. prefix_or_blend: a prefix, "
+    "a string \"0.3 A 0.7 B\" / \"A B\", or Megatron's --data-path list ([\"0.3\", \"A\", "
+    "\"0.7\", \"B\"], prefixes str.strip()ped as get_blend_from_list strips them). "
+    "mid_level_dataset_surplus: Megatron's config field of that name: each dataset of a weighted "
+    "blend is built for ceil(ceil(num_samples * w) * (1 + surplus)) samples; a finite number "
+    ">= 0 (ValueError otherwise). Pickles as its arguments (a DataLoader worker opens it again).";
+
+// ds[start:stop], as Megatron's IndexedDataset.__getitem__ with a slice (kGetSequencesDoc).
+py::list GetSequences(py::object self, const py::slice& slice) {
+  const auto& d = self.cast<const PyIndexedDataset&>();
+  const IndexedDatasetView& v = *d.view;
+  const int64_t n = v.num_sequences();
+  py::ssize_t start = 0, stop = 0, step = 0, count = 0;
+  if (!slice.compute(static_cast<py::ssize_t>(n), &start, &stop, &step, &count)) {
+    throw py::error_already_set();  // step 0: "slice step cannot be zero", as slice.indices
+  }
+  if (step != 1) throw py::value_error("Slices into indexed_dataset must be contiguous");
+  if (start >= n) {
+    throw py::index_error(
+        absl::StrCat("index ", start, " is out of bounds for axis 0 with size ", n));
+  }
+  // Every length read once, so that the split below matches the bounds checked (Open checked them
+  // >= 0; a negative one now means the .idx was rewritten in place).
+  std::vector<int64_t> lengths;
+  lengths.reserve(static_cast<size_t>(count));
+  int64_t total = 0;
+  for (int64_t i = start; i < stop; ++i) {
+    const int64_t length = v.sequence_length(i);
+    if (length < 0 || __builtin_add_overflow(total, length, &total)) {
+      Raise(absl::DataLossError(
+          absl::StrCat(v.prefix(), ": sequence ", i, " has length ", length,
+                       " (its .idx changed since it was opened: rewritten in place?)")));
+    }
+    lengths.push_back(length);
+  }
+  // numpy.frombuffer(bin, count=total, offset=sequence_pointers[start]), its errors included: the
+  // pointers need not tile the .bin (Open checks each sequence, not that they follow each other).
+  const int64_t pointer = v.sequence_pointer(start);
+  const uint64_t item = v.itemsize();
+  const uint64_t size = v.bin_bytes();
+  if (pointer < 0 || static_cast<uint64_t>(pointer) > size) {
+    throw py::value_error(absl::StrCat(
+        v.prefix(), ".bin: sequences ", start, "..", stop - 1, " from byte ", pointer,
+        ": offset must be non-negative and no greater than buffer length (", size, ")"));
+  }
+  if (static_cast<uint64_t>(total) > (size - static_cast<uint64_t>(pointer)) / item) {
+    throw py::value_error(absl::StrCat(v.prefix(), ".bin: sequences ", start, "..", stop - 1, " (",
+                                       total, " tokens from byte ", pointer,
+                                       "): buffer is smaller than requested size"));
+  }
+  const uint8_t* data =
+      v.BinBytes(static_cast<uint64_t>(pointer), static_cast<uint64_t>(total) * item);
+  py::list out;
+  if (lengths.empty()) {
+    out.append(TokenView(d, data, 0, self));  // numpy.split of no tokens: one empty array
+    return out;
+  }
+  for (int64_t length : lengths) {
+    out.append(TokenView(d, data, length, self));
+    data += static_cast<uint64_t>(length) * item;
+  }
+  return out;
+}
+
+// ds.get(idx, offset, length), as Megatron's IndexedDataset.get (kGetPartDoc): numpy.frombuffer's
+// checks over the whole .bin, none against the sequence.
+py::array GetPart(py::object self, int64_t idx, int64_t offset, std::optional<int64_t> length) {
+  const auto& d = self.cast<const PyIndexedDataset&>();
+  const IndexedDatasetView& v = *d.view;
+  idx = Normalize(idx, v.num_sequences());
+  const int64_t item = static_cast<int64_t>(v.itemsize());
+  const int64_t pointer = v.sequence_pointer(idx);  // each read once from the mapped .idx
+  const uint64_t size = v.bin_bytes();
+  auto fail = [&](absl::string_view numpy_message) {
+    throw py::value_error(absl::StrCat(v.prefix(), ".bin: sequence ", idx, ", offset ", offset,
+                                       ", length ", length ? absl::StrCat(*length) : "None", ": ",
+                                       numpy_message));
+  };
+  int64_t byte = 0;
+  if (__builtin_mul_overflow(offset, item, &byte) || __builtin_add_overflow(byte, pointer, &byte) ||
+      byte < 0 || static_cast<uint64_t>(byte) > size) {
+    fail(
+        absl::StrCat("offset must be non-negative and no greater than buffer length (", size, ")"));
+  }
+  // offset · itemsize fits an int64 (checked above), so length - offset cannot overflow.
+  const int64_t count = length ? *length : v.sequence_length(idx) - offset;
+  const uint64_t rest = size - static_cast<uint64_t>(byte);
+  uint64_t tokens = 0;
+  if (count < 0) {  // numpy.frombuffer's count=-1 (any negative): the rest of the buffer
+    if (rest % static_cast<uint64_t>(item) != 0) {
+      fail("buffer size must be a multiple of element size");
+    }
+    tokens = rest / static_cast<uint64_t>(item);
+  } else {
+    if (static_cast<uint64_t>(count) > rest / static_cast<uint64_t>(item)) {
+      fail("buffer is smaller than requested size");
+    }
+    tokens = static_cast<uint64_t>(count);
+  }
+  const uint8_t* data =
+      v.BinBytes(static_cast<uint64_t>(byte), tokens * static_cast<uint64_t>(item));
+  return TokenView(d, data, static_cast<int64_t>(tokens), self);
+}
+
 py::object NumpyDtype(TokenDType d) {
   return py::module_::import("numpy").attr(d == TokenDType::kUint16 ? "uint16" : "int32");
 }
@@ -119,8 +265,10 @@ PyGptDataset OpenGptDataset(py::object data_path, int64_t seq_length,
                             std::optional<int64_t> num_samples, uint32_t seed,
                             std::optional<std::string> split, int split_index, bool add_extra_token,
                             bool drop_last_partial_validation_sequence, bool legacy_split,
-                            std::optional<std::string> cache_dir) {
+                            std::optional<std::string> cache_dir,
+                            double mid_level_dataset_surplus) {
   GptDatasetOptions o;
+  o.blend_surplus = mid_level_dataset_surplus;  // GptDataset::Open checks it (ValueError)
   o.sequence_length = seq_length;
   o.num_samples = num_samples;
   o.seed = seed;
@@ -147,10 +295,10 @@ PyGptDataset OpenGptDataset(py::object data_path, int64_t seq_length,
   if (!ds.ok()) Raise(ds.status());
   // A list is kept as the strings it was read as (its items may not pickle).
   py::object path = py::isinstance<py::str>(data_path) ? data_path : py::cast(items);
-  return PyGptDataset{
-      *std::move(ds), seq_length,
-      py::make_tuple(path, seq_length, num_samples, seed, split, split_index, add_extra_token,
-                     drop_last_partial_validation_sequence, legacy_split, cache_dir)};
+  return PyGptDataset{*std::move(ds), seq_length,
+                      py::make_tuple(path, seq_length, num_samples, seed, split, split_index,
+                                     add_extra_token, drop_last_partial_validation_sequence,
+                                     legacy_split, cache_dir, mid_level_dataset_surplus)};
 }
 
 }  // namespace
@@ -160,27 +308,32 @@ PYBIND11_MODULE(_pileprep, m) {
   using namespace pileprep;
   m.doc() = "pileprep's loader: Megatron-core IndexedDataset, GPTDataset and blending, exactly.";
 
-  py::class_<PyIndexedDataset>(m, "IndexedDataset")
+  py::class_<PyIndexedDataset>(m, "IndexedDataset", kIndexedDatasetDoc)
       .def(py::init([](const std::string& prefix) { return OpenIndexedDataset(prefix); }),
            py::arg("prefix"))
       .def("__len__", [](const PyIndexedDataset& d) { return d.view->num_sequences(); })
-      .def("__getitem__",
-           [](py::object self, int64_t i) -> py::array {
-             const auto& d = self.cast<const PyIndexedDataset&>();
-             i = Normalize(i, d.view->num_sequences());
-             // The pointer and length as the mapped .idx holds them now, checked
-             // (IndexedDatasetView::CheckedSequenceData): a file rewritten in place since it was
-             // opened gives an error.
-             int64_t n = 0;
-             const uint8_t* data = d.view->CheckedSequenceData(i, &n);
-             if (data == nullptr) {
-               Raise(absl::DataLossError(absl::StrCat(
-                   d.view->prefix(), ": sequence ", i,
-                   " no longer inside the .bin (its .idx changed since it was opened)")));
-             }
-             if (d.view->dtype() == TokenDType::kUint16) return View<uint16_t>(data, {n}, self);
-             return View<int32_t>(data, {n}, self);
-           })
+      .def(
+          "__getitem__",
+          [](py::object self, int64_t i) -> py::array {
+            const auto& d = self.cast<const PyIndexedDataset&>();
+            i = Normalize(i, d.view->num_sequences());
+            // The pointer and length as the mapped .idx holds them now, checked
+            // (IndexedDatasetView::CheckedSequenceData): a file rewritten in place since it was
+            // opened gives an error.
+            int64_t n = 0;
+            const uint8_t* data = d.view->CheckedSequenceData(i, &n);
+            if (data == nullptr) {
+              Raise(absl::DataLossError(absl::StrCat(
+                  d.view->prefix(), ": sequence ", i,
+                  " no longer inside the .bin (its .idx changed since it was opened)")));
+            }
+            if (d.view->dtype() == TokenDType::kUint16) return View<uint16_t>(data, {n}, self);
+            return View<int32_t>(data, {n}, self);
+          },
+          py::arg("idx"), "Sequence idx (negative counts from the end) as a read-only view.")
+      .def("__getitem__", &GetSequences, py::arg("idx"), kGetSequencesDoc)
+      .def("get", &GetPart, py::arg("idx"), py::arg("offset") = 0, py::arg("length") = py::none(),
+           kGetPartDoc)
       .def_property_readonly("sequence_lengths",
                              [](py::object self) {
                                const auto& d = self.cast<const PyIndexedDataset&>();
@@ -225,15 +378,22 @@ PYBIND11_MODULE(_pileprep, m) {
            py::arg("split") = py::none(), py::arg("split_index") = 0,
            py::arg("add_extra_token") = true,
            py::arg("drop_last_partial_validation_sequence") = true, py::arg("legacy_split") = false,
-           py::arg("cache_dir") = py::none())
+           py::arg("cache_dir") = py::none(),
+           py::arg("mid_level_dataset_surplus") = GptDatasetOptions().blend_surplus,
+           kGptDatasetInitDoc)
       .def(py::pickle([](const PyGptDataset& g) { return g.args; },
                       [](const py::tuple& t) {
-                        if (t.size() != 10) throw std::runtime_error("GPTDataset: bad pickle");
+                        // 10 items: pickled before mid_level_dataset_surplus was an argument.
+                        if (t.size() != 10 && t.size() != 11) {
+                          throw std::runtime_error("GPTDataset: bad pickle");
+                        }
                         return OpenGptDataset(
                             t[0], t[1].cast<int64_t>(), t[2].cast<std::optional<int64_t>>(),
                             t[3].cast<uint32_t>(), t[4].cast<std::optional<std::string>>(),
                             t[5].cast<int>(), t[6].cast<bool>(), t[7].cast<bool>(),
-                            t[8].cast<bool>(), t[9].cast<std::optional<std::string>>());
+                            t[8].cast<bool>(), t[9].cast<std::optional<std::string>>(),
+                            t.size() == 11 ? t[10].cast<double>()
+                                           : GptDatasetOptions().blend_surplus);
                       }))
       .def("__len__", [](const PyGptDataset& g) { return g.ds->size(); })
       .def("__getitem__",

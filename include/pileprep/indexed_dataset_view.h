@@ -135,6 +135,15 @@ class IndexedDatasetView {
     return data_ != nullptr ? data_ + ptr : kEmptyBin;  // an empty .bin is not mapped
   }
 
+  // The .bin's bytes [offset, offset + size) if they lie inside it, else nullptr: for reads that
+  // Megatron's IndexedDataset makes from the whole .bin rather than one sequence (a slice read
+  // from its first sequence's pointer; get() past a sequence's end), which the Python module
+  // reproduces. Checked, whatever the .idx holds now.
+  const uint8_t* BinBytes(uint64_t offset, uint64_t size) const {
+    if (offset > bin_bytes_ || size > bin_bytes_ - offset) return nullptr;
+    return data_ != nullptr ? data_ + offset : kEmptyBin;  // an empty .bin is not mapped
+  }
+
   // Raw bytes of sequence `i` (0 <= i < num_sequences(), unchecked): itemsize() * length bytes.
   const uint8_t* sequence_data(int64_t i) const { return data_ + sequence_pointer(i); }
   // Sequence `i` as tokens. T must be the storage type: uint16_t for kUint16, int32_t for kInt32
@@ -173,7 +182,7 @@ class IndexedDatasetView {
   int64_t num_sequences_ = 0;
   int64_t num_documents_ = 0;
   int64_t num_tokens_ = 0;
-  const uint8_t* idx_ = nullptr;        // the .idx mapping
+  const uint8_t* idx_ = nullptr;  // the .idx mapping
   uint64_t idx_bytes_ = 0;
   const uint8_t* lengths_ = nullptr;    // in it: the sequence lengths,
   const uint8_t* pointers_ = nullptr;   // the sequence pointers

@@ -17,8 +17,9 @@
 // shares its IndexedDatasetViews. Thread model: immutable after Open; GetSample may be called from
 // any number of threads at once.
 // Errors: InvalidArgument for bad options, split or blend strings (with the offending text),
-// FailedPrecondition for an empty split or a dataset with too few tokens, OutOfRange for a sample
-// index out of range, and the view's open errors (file and cause).
+// FailedPrecondition for an empty split, a dataset with too few tokens, or a kept partial last
+// sample that Megatron refuses (BuildGptIndices), OutOfRange for a sample index out of range, and
+// the view's open errors (file and cause).
 #ifndef PILEPREP_LOADER_H_
 #define PILEPREP_LOADER_H_
 
@@ -81,7 +82,8 @@ struct SequenceRange {
 // of zero weight (kCurrent) or zero width (kLegacy) is not built: nullopt. Errors: InvalidArgument
 // for no weights, more than three, a token that is not a number, or a zero sum.
 absl::StatusOr<std::array<std::optional<SequenceRange>, 3>> ComputeSplit(
-    absl::string_view split, int64_t num_sequences, SplitRounding rounding = SplitRounding::kCurrent);
+    absl::string_view split, int64_t num_sequences,
+    SplitRounding rounding = SplitRounding::kCurrent);
 
 // ---- GPT indices -----------------------------------------------------------------------------
 
@@ -104,7 +106,8 @@ struct GptIndexOptions {
 // (GptDatasetOptions::cache_dir), whose pages every process that opens the cache shares through
 // the page cache, as Megatron's numpy.load(mmap_mode="r") does: at The Pile's scale (146 million
 // samples of 2048 tokens) the three arrays of a dataset take gigabytes, which eight ranks of a node
-// would otherwise each hold a copy of. Copies share the storage; immutable, so safe to read from any thread.
+// would otherwise each hold a copy of. Copies share the storage; immutable, so safe to read from
+// any thread.
 class IndexArray {
  public:
   enum class Type : uint8_t { kInt16, kInt32, kUint32, kInt64 };
@@ -125,6 +128,7 @@ class IndexArray {
   static IndexArray Narrowed(Type type, const std::vector<int64_t>& values);
   static IndexArray Owning(std::vector<int16_t> values);
   static IndexArray Owning(std::vector<int32_t> values);
+  static IndexArray Owning(std::vector<uint32_t> values);
   static IndexArray Owning(std::vector<int64_t> values);
   // `size` items of `type` at `data`, aligned for it, kept alive by `owner` (a mapping).
   static IndexArray Borrowed(Type type, const void* data, size_t size,
@@ -192,12 +196,16 @@ struct GptIndices {
 
 // Builds the indices of Megatron-core's GPTDataset (`_build_document_sample_shuffle_indices`):
 // `sizes` = all sequence lengths of the dataset, `sequence_ids` = the split's sequences
-// (ascending). O(epochs · sequences + samples). Errors: InvalidArgument (sequence_length < 1,
-// num_samples < 0, an id out of range, counts that overflow: more than 2^63 tokens or 2^31 epochs),
+// (ascending). O(epochs · sequences + samples); each array is built in its final dtype, as
+// Megatron's are (no wider copy). Errors: InvalidArgument (sequence_length < 1, num_samples < 0,
+// an id out of range, counts that overflow: more than 2^63 tokens or 2^31 epochs),
 // FailedPrecondition (the split's tokens are no more than the extra token: not even a partial
-// sample). A split of fewer tokens than one full sample gives, as in Megatron, no samples (an
-// empty index, no error) when the last partial sample is dropped, one short sample when it is kept,
-// unless num_samples asks for more (more epochs).
+// sample; or a kept partial last sample that ends on an empty sequence last in the document
+// index, whose end offset would be -1: Megatron's helpers.py asserts sample_idx.min() >= 0 on its
+// int32 sample index, and so this refuses it there; an int64 sample index keeps the -1, as
+// Megatron's does). A split of fewer tokens than one full sample gives, as in Megatron, no
+// samples (an empty index, no error) when the last partial sample is dropped, one short sample
+// when it is kept, unless num_samples asks for more (more epochs).
 absl::StatusOr<GptIndices> BuildGptIndices(absl::Span<const int32_t> sizes,
                                            absl::Span<const int32_t> sequence_ids,
                                            const GptIndexOptions& options);
@@ -233,16 +241,24 @@ struct BlendingArrays {
 
 // A parsed --data-path list: weighted (even length, every even item a float as Python's float()
 // reads it) or plain prefixes (weights empty). Weights as given, as in Megatron's blend tuple:
-// GptDataset::Open normalizes them where Megatron does.
+// GptDataset::Open normalizes them where Megatron does. Prefixes stripped of surrounding
+// whitespace as Python's str.strip() strips it (Unicode whitespace included), as Megatron's
+// get_blend_from_list does.
 struct Blend {
   std::vector<std::string> prefixes;
   std::vector<double> weights;  // empty: unweighted
 };
 // Megatron's normalize(): w / numpy.sum(w) in float64 (numpy sums pairwise).
 std::vector<double> NormalizeWeights(absl::Span<const double> weights);
-// Parses Megatron's --data-path items ("0.3", "A", "0.7", "B" or "A", "B"). Errors:
-// InvalidArgument for no items, or a weight that is not a finite number > 0 (Megatron's
-// BlendedDataset asserts every weight > 0; a weight of 0 would still build and pick its dataset).
+// Parses Megatron's --data-path items ("0.3", "A", "0.7", "B" or "A", "B") as its
+// get_blend_from_list does: an odd count is prefixes; an even count is (weight, prefix) pairs
+// when every even item is a number, else all prefixes; every prefix str.strip()ped ("/x/cb\n" is
+// "/x/cb"). Errors: InvalidArgument for no items; a weight that is not a finite number > 0
+// (Megatron's BlendedDataset asserts every weight > 0; a weight of 0 would still build and pick
+// its dataset); and an even item that is a number after one that is not ("A B 1 C", where
+// "1 A B C" is four prefixes): get_blend_from_list's `assert all(is_none)` runs on the iterator
+// that `any(is_none)` has consumed up to the first item that is not a number, so it refuses a
+// number after it and nothing before it.
 absl::StatusOr<Blend> ParseBlend(const std::vector<std::string>& items);
 // The same for one string, items separated by whitespace ("0.3 A 0.7 B"; a lone prefix).
 absl::StatusOr<Blend> ParseBlend(absl::string_view data_path);
@@ -277,7 +293,8 @@ struct GptDatasetOptions {
   // once build each key once, the others waiting on a flock of `{hash}-...-lock` and mapping it.
   std::string cache_dir;
   // Megatron's mid_level_dataset_surplus: each dataset of a weighted blend is asked for
-  // ceil(ceil(S·w)·(1 + surplus)) samples.
+  // ceil(ceil(S·w)·(1 + surplus)) samples. Must be finite and >= 0 (InvalidArgument otherwise,
+  // and when a dataset would be asked for 2^63 samples or more); unused by other data paths.
   double blend_surplus = 0.005;
   IndexedDatasetViewOptions view;
 };

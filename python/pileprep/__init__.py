@@ -3,8 +3,15 @@
     import pileprep
     ds = pileprep.IndexedDataset("data/my-gpt3_00_text_document")
     ds[0]                       # numpy view of sequence 0 (uint16 or int32), zero-copy, read-only
+    ds[2:5]                     # a list of views of sequences 2, 3, 4 (contiguous slices only)
+    ds.get(7, offset=3, length=10)  # 10 tokens of sequence 7 from its token 3 (Megatron's get)
     g = pileprep.GPTDataset("0.3 A 0.7 B", seq_length=2048, num_samples=10**6, split="969,30,1")
     g[0]                        # int64 array of seq_length + 1 tokens: Megatron's sample 0
+
+IndexedDataset's slices and get() are Megatron's IndexedDataset's, quirks included (see their
+docstrings: get() reads past a sequence's end into the next ones, as numpy.frombuffer over the .bin
+does there). GPTDataset takes Megatron's --data-path list too (["0.3", "A", "0.7", "B"], prefixes
+stripped as get_blend_from_list strips them) and mid_level_dataset_surplus (default 0.005).
 
 `TorchGPTDataset` (when torch is importable) wraps a GPTDataset as a torch Dataset that returns
 Megatron's dict: tokens, labels, loss_mask, position_ids (and attention_mask on request).

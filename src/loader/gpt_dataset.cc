@@ -5,6 +5,7 @@
 #include <limits>
 #include <optional>
 #include <set>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -21,9 +22,9 @@ namespace {
 // numpy.sum of a float64 array, to the last bit: pairwise summation (numpy's pairwise_sum: runs of
 // fewer than 8 added in order from 0, up to 128 in 8 interleaved partial sums, longer halved at a
 // multiple of 8). Megatron normalizes blend weights and split fractions with numpy.sum; a plain
-// left-to-right sum differs in the last bit from 8 values on (ten weights of 0.1: 0.9999999999999999
-// against numpy's 1.0), enough to move ceil(S * w) and so every blend index. The Pile's 30-shard
-// blend has 30 weights.
+// left-to-right sum differs in the last bit from 8 values on (ten weights of 0.1:
+// 0.9999999999999999 against numpy's 1.0), enough to move ceil(S * w) and so every blend index. The
+// Pile's 30-shard blend has 30 weights.
 double PairwiseSum(const double* a, size_t n) {
   if (n < 8) {
     double res = 0.;
@@ -88,9 +89,9 @@ absl::StatusOr<EpochPlan> PlanEpochs(const Sizes& sizes, absl::Span<const int32_
     plan.tokens_per_epoch += sizes[static_cast<size_t>(id)];
   }
   if (plan.tokens_per_epoch <= extra) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the split's ", ids.size(), " sequences hold ", plan.tokens_per_epoch,
-        " tokens: too few for any sample"));
+    return absl::FailedPreconditionError(absl::StrCat("the split's ", ids.size(),
+                                                      " sequences hold ", plan.tokens_per_epoch,
+                                                      " tokens: too few for any sample"));
   }
   if (!o.num_samples) return plan;
   int64_t requested = 0;
@@ -104,15 +105,14 @@ absl::StatusOr<EpochPlan> PlanEpochs(const Sizes& sizes, absl::Span<const int32_
   const int64_t epochs = std::max<int64_t>(
       1, requested / plan.tokens_per_epoch + (requested % plan.tokens_per_epoch != 0));
   if (epochs > std::numeric_limits<int32_t>::max()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        *o.num_samples, " samples need ", epochs, " epochs of the split's ",
-        plan.tokens_per_epoch, " tokens: too many"));
+    return absl::InvalidArgumentError(absl::StrCat(*o.num_samples, " samples need ", epochs,
+                                                   " epochs of the split's ", plan.tokens_per_epoch,
+                                                   " tokens: too many"));
   }
   plan.num_epochs = static_cast<int>(epochs);
   if (plan.num_epochs > 1) {
     const int64_t seq = o.sequence_length;
-    plan.samples_sans_final_epoch =
-        ((plan.num_epochs - 1) * plan.tokens_per_epoch - extra) / seq;
+    plan.samples_sans_final_epoch = ((plan.num_epochs - 1) * plan.tokens_per_epoch - extra) / seq;
     const int64_t from_final = *o.num_samples - plan.samples_sans_final_epoch;
     const int64_t per_epoch = (plan.tokens_per_epoch - extra) / seq;
     plan.separate = from_final < static_cast<int64_t>(0.80 * static_cast<double>(per_epoch));
@@ -138,22 +138,28 @@ int64_t SampleCount(const GptIndexOptions& o, const EpochPlan& plan) {
   return static_cast<int64_t>(std::ceil(static_cast<float>(tokens) / o.sequence_length));
 }
 
-// helpers.cpp build_sample_idx.
-template <typename Sizes>
-void BuildSampleIndex(const Sizes& sizes, const std::vector<int32_t>& doc_index,
-                      const GptIndexOptions& o, const EpochPlan& plan, std::vector<int64_t>* out) {
+// helpers.cpp build_sample_idx<T>, in T (int32_t or int64_t) as Megatron builds it: a wider copy
+// narrowed afterwards held three times the final array at the building rank's peak.
+// helpers.py asserts sample_idx.min() >= 0 on the int32 path only: there an offset of -1, which
+// the last row gets when the sampling runs out on an empty sequence (offset = its length 0 minus
+// the extra token), is refused; on the int64 path Megatron keeps it, and so does this.
+template <typename T, typename Sizes>
+absl::Status BuildSampleIndex(const Sizes& sizes, const std::vector<int32_t>& doc_index,
+                              const GptIndexOptions& o, const EpochPlan& plan,
+                              std::vector<T>* out) {
   const int64_t extra = o.add_extra_token ? 1 : 0;
   const int64_t seq = o.sequence_length;
   const int64_t num_samples = SampleCount(o, plan);
   out->assign(2 * static_cast<size_t>(num_samples + 1), 0);
-  int64_t* rows = out->data();
+  T* rows = out->data();
   const int64_t last = static_cast<int64_t>(doc_index.size()) - 1;
   int64_t pos = 0;
   int64_t offset = 0;
   for (int64_t s = 1; s <= num_samples; ++s) {
     int64_t remaining = seq + extra;
     while (remaining != 0) {
-      const int64_t length = sizes[static_cast<size_t>(doc_index[static_cast<size_t>(pos)])] - offset;
+      const int64_t length =
+          sizes[static_cast<size_t>(doc_index[static_cast<size_t>(pos)])] - offset;
       remaining -= length;
       if (remaining <= 0) {
         offset += remaining + length - extra;
@@ -161,22 +167,35 @@ void BuildSampleIndex(const Sizes& sizes, const std::vector<int32_t>& doc_index,
       } else {
         if (pos == last) {
           offset = sizes[static_cast<size_t>(doc_index[static_cast<size_t>(pos)])] - extra;
+          if (std::is_same_v<T, int32_t> && offset < 0) {
+            return absl::FailedPreconditionError(absl::StrCat(
+                "the kept partial last sample ends on sequence ",
+                doc_index[static_cast<size_t>(pos)],
+                ", which is empty and last in the document index, so its end offset would be ",
+                offset,
+                ": Megatron refuses that sample index (helpers.py's build_sample_idx asserts "
+                "sample_idx.min() >= 0); drop the partial last sample "
+                "(drop_last_partial_validation_sequence = true)"));
+          }
           break;
         }
         ++pos;
         offset = 0;
       }
     }
-    rows[2 * s] = pos;
-    rows[2 * s + 1] = offset;
+    rows[2 * s] = static_cast<T>(pos);
+    rows[2 * s + 1] = static_cast<T>(offset);
   }
+  return absl::OkStatus();
 }
 
-// _build_shuffle_index.
+// _build_shuffle_index: arange(dtype=T) pieces shuffled, T uint32_t or int64_t as Megatron's
+// dtype_, built in it (no int64 array narrowed afterwards).
+template <typename T>
 void BuildShuffleIndex(int64_t num_samples, int64_t total, NumpyRandomState* rng,
-                       std::vector<int64_t>* out) {
+                       std::vector<T>* out) {
   out->resize(static_cast<size_t>(total));
-  for (int64_t i = 0; i < total; ++i) (*out)[static_cast<size_t>(i)] = i;
+  for (int64_t i = 0; i < total; ++i) (*out)[static_cast<size_t>(i)] = static_cast<T>(i);
   rng->Shuffle(out->data(), static_cast<size_t>(num_samples));
   if (num_samples == total) return;
   rng->Shuffle(out->data() + num_samples, static_cast<size_t>(total - num_samples));
@@ -221,17 +240,26 @@ absl::StatusOr<GptIndices> BuildWithPlan(const Sizes& sizes, absl::Span<const in
     AppendShuffledEpochs(ids, plan.num_epochs - 1, &rng, &document_index);
     AppendShuffledEpochs(ids, 1, &rng, &document_index);
   }
-  {
+  if (SampleIndexType(sizes, document_index.size()) == IndexArray::Type::kInt32) {
+    std::vector<int32_t> sample_index;
+    PILEPREP_RETURN_IF_ERROR(BuildSampleIndex(sizes, document_index, o, plan, &sample_index));
+    out.sample_index = IndexArray::Owning(std::move(sample_index));
+  } else {
     std::vector<int64_t> sample_index;
-    BuildSampleIndex(sizes, document_index, o, plan, &sample_index);
-    out.sample_index =
-        IndexArray::Narrowed(SampleIndexType(sizes, document_index.size()), sample_index);
+    PILEPREP_RETURN_IF_ERROR(BuildSampleIndex(sizes, document_index, o, plan, &sample_index));
+    out.sample_index = IndexArray::Owning(std::move(sample_index));
   }
   const int64_t total = static_cast<int64_t>(out.sample_index.size() / 2) - 1;
-  std::vector<int64_t> shuffle_index;
-  BuildShuffleIndex(plan.separate ? plan.samples_sans_final_epoch : total, total, &rng,
-                    &shuffle_index);
-  out.shuffle_index = IndexArray::Narrowed(ShuffleIndexType(total), shuffle_index);
+  const int64_t first = plan.separate ? plan.samples_sans_final_epoch : total;
+  if (ShuffleIndexType(total) == IndexArray::Type::kUint32) {
+    std::vector<uint32_t> shuffle_index;
+    BuildShuffleIndex(first, total, &rng, &shuffle_index);
+    out.shuffle_index = IndexArray::Owning(std::move(shuffle_index));
+  } else {
+    std::vector<int64_t> shuffle_index;
+    BuildShuffleIndex(first, total, &rng, &shuffle_index);
+    out.shuffle_index = IndexArray::Owning(std::move(shuffle_index));
+  }
   out.document_index = IndexArray::Owning(std::move(document_index));
   return out;
 }
@@ -259,7 +287,8 @@ class Hasher {
   std::string Hex() const {
     std::string out;
     for (uint64_t v : {Mix(a_ ^ b_), Mix(b_ + 0x9e37)}) {
-      for (int shift = 60; shift >= 0; shift -= 4) out.push_back("0123456789abcdef"[(v >> shift) & 15]);
+      for (int shift = 60; shift >= 0; shift -= 4)
+        out.push_back("0123456789abcdef"[(v >> shift) & 15]);
     }
     return out;
   }
@@ -283,15 +312,17 @@ constexpr char kCacheVersion[] = "pileprep-gpt-indices v1";
 
 std::string CacheDescription(const IndexedDatasetView& view, SequenceRange range,
                              const GptIndexOptions& o) {
-  return absl::StrCat(
-      kCacheVersion, "\nprefix: ", view.prefix(), "\nsequences: ", view.num_sequences(),
-      "\nsplit_sequences: [", range.begin, ", ", range.end, ")\nsequence_length: ",
-      o.sequence_length, "\nnum_samples: ", o.num_samples ? absl::StrCat(*o.num_samples) : "None",
-      "\nseed: ", o.seed, "\nadd_extra_token_to_sequence: ", o.add_extra_token ? 1 : 0,
-      "\ndrop_last_partial_sequence: ", o.drop_last_partial_sequence ? 1 : 0, "\n");
+  return absl::StrCat(kCacheVersion, "\nprefix: ", view.prefix(),
+                      "\nsequences: ", view.num_sequences(), "\nsplit_sequences: [", range.begin,
+                      ", ", range.end, ")\nsequence_length: ", o.sequence_length,
+                      "\nnum_samples: ", o.num_samples ? absl::StrCat(*o.num_samples) : "None",
+                      "\nseed: ", o.seed,
+                      "\nadd_extra_token_to_sequence: ", o.add_extra_token ? 1 : 0,
+                      "\ndrop_last_partial_sequence: ", o.drop_last_partial_sequence ? 1 : 0, "\n");
 }
 
-std::string CacheKey(const IndexedDatasetView& view, SequenceRange range, const GptIndexOptions& o) {
+std::string CacheKey(const IndexedDatasetView& view, SequenceRange range,
+                     const GptIndexOptions& o) {
   Hasher h;
   h.Add(kCacheVersion);
   auto lengths = view.sequence_lengths();
@@ -371,14 +402,16 @@ bool LoadCached(const std::string& dir, const std::string& key, const Sizes& siz
                            ShuffleIndexType(samples), {samples});
   if (!sample || !shuffle) return false;
   const int64_t rows = samples + 1;
+  // -1 only where Megatron keeps it (BuildSampleIndex): the last row of an int64 sample index. In
+  // an int32 one it is what helpers.py refuses, and a build here would be refused too.
+  const bool wide = sample->type() == IndexArray::Type::kInt64;
   int64_t pos = 0;
   const bool sample_ok = AllValues(*sample, [&](int64_t v, size_t i) {
     if (i % 2 == 0) {
       pos = v;
       return pos >= 0 && pos < docs;
     }
-    // -1 only in the last row, which no sample starts from.
-    const bool last = static_cast<int64_t>(i / 2) + 1 == rows;
+    const bool last = wide && static_cast<int64_t>(i / 2) + 1 == rows;
     // The document index is read again from its mapping: bounded again, not trusted from the
     // pass above (the file may have been rewritten in place since).
     const int64_t d = (*doc)[static_cast<size_t>(pos)];
@@ -410,11 +443,14 @@ bool LoadCached(const std::string& dir, const std::string& key, const Sizes& siz
   return true;
 }
 
-// An array as a .npy file of its own dtype, written atomically.
+// An array as a .npy file of its own dtype, written atomically: the header, then the items from
+// where they lie (a copy of the file in memory first held the array twice at the peak).
 absl::Status StoreArray(const std::string& path, const IndexArray& a,
                         const std::vector<int64_t>& shape) {
-  return internal::WriteFileAtomically(
-      path, internal::EncodeNpyBytes(Descr(a.type()), shape, a.data(), a.size() * a.itemsize()));
+  const std::string header = internal::EncodeNpyHeader(Descr(a.type()), shape);
+  const absl::string_view parts[] = {
+      header, absl::string_view(static_cast<const char*>(a.data()), a.size() * a.itemsize())};
+  return internal::WriteFileAtomically(path, parts);
 }
 
 absl::Status StoreCached(const std::string& dir, const std::string& key,
@@ -527,6 +563,9 @@ IndexArray IndexArray::Owning(std::vector<int16_t> values) {
 IndexArray IndexArray::Owning(std::vector<int32_t> values) {
   return OwnedArray(Type::kInt32, std::move(values));
 }
+IndexArray IndexArray::Owning(std::vector<uint32_t> values) {
+  return OwnedArray(Type::kUint32, std::move(values));
+}
 IndexArray IndexArray::Owning(std::vector<int64_t> values) {
   return OwnedArray(Type::kInt64, std::move(values));
 }
@@ -575,8 +614,9 @@ uint64_t NumpyRandomState::RandomInterval(uint64_t max) {
 
 // ---- Split -------------------------------------------------------------------------------------
 
-absl::StatusOr<std::array<std::optional<SequenceRange>, 3>> ComputeSplit(
-    absl::string_view split, int64_t num_sequences, SplitRounding rounding) {
+absl::StatusOr<std::array<std::optional<SequenceRange>, 3>> ComputeSplit(absl::string_view split,
+                                                                         int64_t num_sequences,
+                                                                         SplitRounding rounding) {
   std::vector<double> w;
   for (size_t i = 0; i < split.size();) {
     auto is_num = [](char c) { return c == '.' || (c >= '0' && c <= '9'); };
@@ -721,12 +761,44 @@ double OutOfRangeAsPython(absl::string_view number) {
   return negative ? -v : v;
 }
 
+// The bytes of the character str.isspace() holds true that `s` (UTF-8) starts with (at_end: ends
+// with), or 0: ASCII \t \n \v \f \r, \x1c-\x1f and space, and U+0085, U+00A0, U+1680,
+// U+2000-U+200A, U+2028, U+2029, U+202F, U+205F and U+3000. UTF-8 synchronizes: a complete
+// encoding at the end of valid text is that character, never the tail of another.
+size_t PythonSpaceBytes(absl::string_view s, bool at_end) {
+  if (s.empty()) return 0;
+  const auto c = static_cast<unsigned char>(at_end ? s.back() : s.front());
+  if ((c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20)) return 1;
+  if (s.size() >= 2) {
+    const absl::string_view two = at_end ? s.substr(s.size() - 2) : s.substr(0, 2);
+    if (two == "\xc2\x85" || two == "\xc2\xa0") return 2;
+  }
+  if (s.size() >= 3) {
+    const absl::string_view three = at_end ? s.substr(s.size() - 3) : s.substr(0, 3);
+    const auto last = static_cast<unsigned char>(three[2]);
+    if (three == "\xe1\x9a\x80" || three == "\xe2\x81\x9f" || three == "\xe3\x80\x80" ||
+        (three.substr(0, 2) == "\xe2\x80" &&
+         ((last >= 0x80 && last <= 0x8a) || last == 0xa8 || last == 0xa9 || last == 0xaf))) {
+      return 3;
+    }
+  }
+  return 0;
+}
+
+// Python's str.strip() with no argument: Megatron's get_blend_from_list strips every prefix so,
+// and float() strips a weight so before reading it.
+absl::string_view PythonStrip(absl::string_view s) {
+  while (size_t n = PythonSpaceBytes(s, false)) s.remove_prefix(n);
+  while (size_t n = PythonSpaceBytes(s, true)) s.remove_suffix(n);
+  return s;
+}
+
 // Python's float() of a --data-path item, for what Megatron's parser accepts: surrounding
 // whitespace, a leading '+', '_' between digits ("1_000"), and from_chars' decimal, exponent,
 // "inf" and "nan" forms; out of range, ±inf or ±0.0 as in Python (and so refused as a weight, not
 // taken for a prefix).
 std::optional<double> PythonFloat(absl::string_view item) {
-  std::string t(absl::StripAsciiWhitespace(item));
+  std::string t(PythonStrip(item));
   if (!t.empty() && t[0] == '+') t.erase(0, 1);
   if (t.empty() || t[0] == '+') return std::nullopt;
   std::string digits;
@@ -760,30 +832,40 @@ std::vector<double> NormalizeWeights(absl::Span<const double> weights) {
 absl::StatusOr<Blend> ParseBlend(const std::vector<std::string>& items) {
   if (items.empty()) return absl::InvalidArgumentError("data path: no prefix given");
   Blend blend;
+  // get_blend_from_list: an even count is weighted when float() reads every even item. Where one
+  // is not a number, the rest must not be either: `assert all(is_none)` runs on what
+  // `any(is_none)` left of one iterator, the items after the first that is not a number.
   bool weighted = items.size() % 2 == 0;
   std::vector<double> weights;
+  std::optional<size_t> not_a_number;
   for (size_t i = 0; weighted && i < items.size(); i += 2) {
     const std::optional<double> v = PythonFloat(items[i]);
-    if (v) {
-      weights.push_back(*v);
+    if (!v) {
+      if (!not_a_number) not_a_number = i;
+    } else if (not_a_number) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "data path: item ", i, " (\"", items[i], "\") is a number after item ", *not_a_number,
+          " (\"", items[*not_a_number],
+          "\"), which is not: give (weight, prefix) pairs or prefixes only (Megatron's "
+          "get_blend_from_list asserts this)"));
     } else {
-      weighted = false;
+      weights.push_back(*v);
     }
   }
-  if (!weighted) {
-    blend.prefixes = items;
+  if (!weighted || not_a_number) {
+    for (const std::string& item : items) blend.prefixes.emplace_back(PythonStrip(item));
     return blend;
   }
   // Megatron's BlendedDataset asserts every weight > 0. A weight of 0 is no way to leave a dataset
   // out: its dataset is still built (for 0 samples: a whole epoch) and build_blending_indices picks
   // it at ties, so it would supply samples.
   for (size_t i = 0; i < weights.size(); ++i) {
+    const absl::string_view prefix = PythonStrip(items[2 * i + 1]);
     if (!IsBlendWeight(weights[i])) {
       return absl::InvalidArgumentError(absl::StrCat("data path: weight \"", items[2 * i], "\" of ",
-                                                     items[2 * i + 1],
-                                                     " is not a finite number > 0"));
+                                                     prefix, " is not a finite number > 0"));
     }
-    blend.prefixes.push_back(items[2 * i + 1]);
+    blend.prefixes.emplace_back(prefix);
   }
   blend.weights = std::move(weights);
   return blend;
@@ -827,6 +909,13 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Open(const Blend& blend,
   }
   if (options.num_samples && *options.num_samples < 0) {
     return absl::InvalidArgumentError(absl::StrCat("num_samples ", *options.num_samples, " < 0"));
+  }
+  // Megatron takes any float; a NaN or an infinity would make every dataset's sample count
+  // ceil(NaN) or ceil(inf), which no int64 holds, and a negative one asks a dataset for fewer
+  // samples than the blend takes from it.
+  if (!(std::isfinite(options.blend_surplus) && options.blend_surplus >= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mid_level_dataset_surplus ", options.blend_surplus, " (expected a finite number >= 0)"));
   }
   const bool weighted = !blend.weights.empty();
   if (weighted && !options.num_samples) {
@@ -872,9 +961,9 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Open(const Blend& blend,
       PILEPREP_ASSIGN_OR_RETURN(auto splits,
                                 ComputeSplit(options.split, n, options.split_rounding));
       if (!splits[options.split_index]) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            blend.prefixes[k], ": split ", options.split_index, " of \"", options.split,
-            "\" is empty (not built)"));
+        return absl::FailedPreconditionError(
+            absl::StrCat(blend.prefixes[k], ": split ", options.split_index, " of \"",
+                         options.split, "\" is empty (not built)"));
       }
       part.range = *splits[options.split_index];
     }
@@ -887,7 +976,14 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Open(const Blend& blend,
         options.split_index != 1 || options.drop_last_partial_validation_sequence;
     if (weighted) {
       const double target = std::ceil(static_cast<double>(*options.num_samples) * sized_by[k]);
-      io.num_samples = static_cast<int64_t>(std::ceil(target * (1.0 + options.blend_surplus)));
+      const double asked = std::ceil(target * (1.0 + options.blend_surplus));
+      // 2^63 is a double exactly: anything below it converts to int64 without overflow.
+      if (!(asked < 9223372036854775808.0)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            blend.prefixes[k], ": ", target, " samples with mid_level_dataset_surplus ",
+            options.blend_surplus, " ask for ", asked, " samples: more than int64 holds"));
+      }
+      io.num_samples = static_cast<int64_t>(asked);
     } else if (!ds->blend_) {
       io.num_samples = options.num_samples;
     }
@@ -925,8 +1021,12 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Open(const Blend& blend,
                                    *plan, &part.indices);
     }
     if (!part.from_cache) {
-      PILEPREP_ASSIGN_OR_RETURN(part.indices,
-                                BuildWithPlan(part.view->sequence_lengths(), ids, io, *plan));
+      auto built = BuildWithPlan(part.view->sequence_lengths(), ids, io, *plan);
+      if (!built.ok()) {
+        return absl::Status(built.status().code(),
+                            absl::StrCat(blend.prefixes[k], ": ", built.status().message()));
+      }
+      part.indices = *std::move(built);
       if (!options.cache_dir.empty()) {
         // An .idx rewritten in place while the indices were built (Megatron's preprocess_data.py
         // writes in place) would leave indices of other lengths under this key for every later
@@ -937,9 +1037,8 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Open(const Blend& blend,
                            ".idx: its sequence lengths changed while the indices were "
                            "built (was it rewritten in place?); nothing was cached"));
         }
-        PILEPREP_RETURN_IF_ERROR(StoreCached(options.cache_dir, key,
-                                             CacheDescription(*part.view, part.range, io),
-                                             part.indices));
+        PILEPREP_RETURN_IF_ERROR(StoreCached(
+            options.cache_dir, key, CacheDescription(*part.view, part.range, io), part.indices));
       }
     }
     ds->parts_.push_back(std::move(part));
@@ -1022,8 +1121,8 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Open(const Blend& blend,
   }
   for (size_t d = 0; d < lengths.size(); ++d) {
     if (asked[d] > lengths[d]) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "blend asks ", blend.prefixes[d], " for ", asked[d], " samples; it has ", lengths[d]));
+      return absl::FailedPreconditionError(absl::StrCat("blend asks ", blend.prefixes[d], " for ",
+                                                        asked[d], " samples; it has ", lengths[d]));
     }
   }
   ds->size_ = static_cast<int64_t>(ds->blending_.dataset_index.size());
@@ -1034,8 +1133,8 @@ absl::Status GptDataset::LocalParts(int k, int64_t j, std::vector<SamplePart>* p
   const Part& p = parts_[static_cast<size_t>(k)];
   const GptIndices& ix = p.indices;
   if (j < 0 || j >= ix.size()) {
-    return absl::OutOfRangeError(absl::StrCat("sample ", j, " of ", p.view->prefix(), " (size ",
-                                              ix.size(), ")"));
+    return absl::OutOfRangeError(
+        absl::StrCat("sample ", j, " of ", p.view->prefix(), " (size ", ix.size(), ")"));
   }
   // Indices loaded from the cache are read where they lie in the mapped files, as the .idx's
   // pointers are: every value is checked again as it is used (a few compares a sample), so that a

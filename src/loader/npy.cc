@@ -36,7 +36,9 @@ absl::Status Errno(int err, const std::string& path, absl::string_view what) {
   return absl::UnknownError(m);
 }
 
-std::string Header(const std::string& descr, const std::vector<int64_t>& shape) {
+}  // namespace
+
+std::string EncodeNpyHeader(const std::string& descr, const std::vector<int64_t>& shape) {
   std::string shape_text = shape.size() == 1 ? absl::StrCat("(", shape[0], ",)")
                                              : absl::StrCat("(", absl::StrJoin(shape, ", "), ")");
   std::string dict =
@@ -53,6 +55,8 @@ std::string Header(const std::string& descr, const std::vector<int64_t>& shape) 
   return out + dict;
 }
 
+namespace {
+
 size_t ItemSize(const std::string& descr) {
   if (descr == "<i2") return 2;
   if (descr == "<i4" || descr == "<u4") return 4;
@@ -63,7 +67,7 @@ size_t ItemSize(const std::string& descr) {
 template <typename T>
 std::string Encode(const std::string& descr, const std::vector<int64_t>& shape, const T* values,
                    size_t count) {
-  std::string out = Header(descr, shape);
+  std::string out = EncodeNpyHeader(descr, shape);
   size_t item = ItemSize(descr);
   size_t base = out.size();
   out.resize(base + item * count);
@@ -242,31 +246,33 @@ absl::StatusOr<MappedNpy> MapNpy(const std::string& path) {
   return out;
 }
 
-std::string EncodeNpyBytes(const std::string& descr, const std::vector<int64_t>& shape,
-                           const void* data, size_t bytes) {
-  std::string out = Header(descr, shape);
-  out.append(static_cast<const char*>(data), bytes);
-  return out;
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view bytes) {
+  return WriteFileAtomically(path, absl::Span<const absl::string_view>(&bytes, 1));
 }
 
-absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
+absl::Status WriteFileAtomically(const std::string& path,
+                                 absl::Span<const absl::string_view> parts) {
   static thread_local std::mt19937_64 rng(
       std::random_device{}() ^
       static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
   std::string tmp = absl::StrCat(path, ".tmp.", getpid(), ".", rng());
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (fd < 0) return Errno(errno, tmp, "open");
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      close(fd);
-      unlink(tmp.c_str());
-      return Errno(err, tmp, absl::StrCat("write at byte ", done));
+  uint64_t written = 0;  // bytes of the file so far, for the error's offset
+  for (absl::string_view part : parts) {
+    size_t done = 0;
+    while (done < part.size()) {
+      ssize_t n = write(fd, part.data() + done, part.size() - done);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        int err = errno;
+        close(fd);
+        unlink(tmp.c_str());
+        return Errno(err, tmp, absl::StrCat("write at byte ", written + done));
+      }
+      done += static_cast<size_t>(n);
     }
-    done += static_cast<size_t>(n);
+    written += part.size();
   }
   if (fsync(fd) != 0 && errno != EINVAL) {
     int err = errno;
@@ -311,7 +317,8 @@ absl::Status MakeDirectories(const std::string& dir) {
   }
   struct stat st;
   if (stat(dir.c_str(), &st) != 0) return Errno(errno, dir, "stat");
-  if (!S_ISDIR(st.st_mode)) return absl::FailedPreconditionError(absl::StrCat(dir, ": not a directory"));
+  if (!S_ISDIR(st.st_mode))
+    return absl::FailedPreconditionError(absl::StrCat(dir, ": not a directory"));
   return absl::OkStatus();
 }
 

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 
 namespace pileprep::internal {
 
@@ -27,10 +28,10 @@ std::string EncodeNpy(const std::string& descr, const std::vector<int64_t>& shap
                       const int64_t* values, size_t count);
 std::string EncodeNpy(const std::string& descr, const std::vector<int64_t>& shape,
                       const int32_t* values, size_t count);
-// The whole file contents of an array with `descr` and `shape` whose items are `bytes` of
-// little-endian values at `data`, as they are.
-std::string EncodeNpyBytes(const std::string& descr, const std::vector<int64_t>& shape,
-                           const void* data, size_t bytes);
+// The header of an array with `descr` and `shape` (magic, version 1.0, the dict padded so that
+// the items start on a 64-byte boundary, as numpy.save writes it): the items' little-endian bytes
+// follow it in the file.
+std::string EncodeNpyHeader(const std::string& descr, const std::vector<int64_t>& shape);
 
 struct NpyHeader {
   std::string descr;
@@ -61,7 +62,11 @@ absl::StatusOr<NpyArray> DecodeNpy(const std::string& bytes, const std::string& 
 
 // Writes `bytes` to a unique temporary beside `path`, fsyncs it and renames it to `path`, so that
 // concurrent writers of identical contents and readers never see a partial file.
-absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes);
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view bytes);
+// The same for a file that is `parts` one after the other, each written from where it lies: an
+// index array of gigabytes goes to its .npy file behind its header with no copy of it made.
+absl::Status WriteFileAtomically(const std::string& path,
+                                 absl::Span<const absl::string_view> parts);
 // mkdir -p.
 absl::Status MakeDirectories(const std::string& dir);
 

@@ -13,6 +13,7 @@ Exit status 77 (skipped) when the module was not built.
 """
 import argparse
 import importlib.util
+import itertools
 import json
 import math
 import os
@@ -71,6 +72,20 @@ class RefIndexedDataset:
         ptr += offset * numpy.dtype(self.dtype).itemsize
         return numpy.frombuffer(self.bin, dtype=self.dtype, count=length, offset=ptr)
 
+    def __getitem__(self, idx):
+        """IndexedDataset.__getitem__ (not multimodal): an int or a contiguous slice."""
+        if isinstance(idx, (int, numpy.integer)):
+            return self.get(idx)
+        start, stop, step = idx.indices(len(self))
+        if step != 1:
+            raise ValueError("Slices into indexed_dataset must be contiguous")
+        sequence_lengths = self.sequence_lengths[idx]
+        sequence_offsets = list(itertools.accumulate(sequence_lengths))
+        return numpy.split(
+            numpy.frombuffer(self.bin, dtype=self.dtype, count=sum(sequence_lengths),
+                             offset=self.sequence_pointers[start]),
+            sequence_offsets[:-1])
+
 
 def ref_split(split, n, legacy=False):
     if not legacy:
@@ -123,7 +138,8 @@ def ref_build_sample_idx(sizes, document_idx, seq_length, num_epochs, tokens_per
         num_samples = int(math.ceil(numpy.float32(num_epochs * tokens_per_epoch - extra)
                                     / numpy.float32(seq_length)))
     sample_idx_max = max(document_idx.shape[0], sizes.max())
-    dtype = numpy.int32 if sample_idx_max <= numpy.iinfo(numpy.int32).max else numpy.int64
+    int32 = sample_idx_max <= numpy.iinfo(numpy.int32).max
+    dtype = numpy.int32 if int32 else numpy.int64
     sample_idx = numpy.zeros((num_samples + 1, 2), dtype=dtype)
     document_idx_index = 0
     doc_offset = 0
@@ -143,6 +159,8 @@ def ref_build_sample_idx(sizes, document_idx, seq_length, num_epochs, tokens_per
                 document_idx_index += 1
                 doc_offset = 0
         sample_idx[s] = (document_idx_index, doc_offset)
+    if int32:  # helpers.py's build_sample_idx, on the int32 path only
+        assert sample_idx.min() >= 0 and sample_idx.max() <= sample_idx_max
     return sample_idx
 
 
@@ -464,6 +482,175 @@ def test_blended_dataset(pileprep, writer, tmp, seed):
     di, dsi = ref_exhaustive_blending_indices(lens)
     same(g4.dataset_index, di, "unweighted blend: exhaustive")
     same(g4.dataset_sample_index, dsi, "unweighted blend: exhaustive")
+
+
+def expect_raises(exc, fn, what, message=None):
+    """fn() raises exc (with `message` in its text when given)."""
+    try:
+        fn()
+    except exc as e:
+        check(message is None or message in str(e), f"{what}: message {e!r} lacks {message!r}")
+        return
+    except Exception as e:  # noqa: BLE001
+        check(False, f"{what}: raised {type(e).__name__}: {e}")
+        return
+    check(False, f"{what}: no {exc.__name__}")
+
+
+def outcome(fn):
+    """fn()'s value, or its exception's type (what Megatron's reference and pileprep must share)."""
+    try:
+        return fn()
+    except Exception as e:  # noqa: BLE001
+        return type(e)
+
+
+def test_blend_list_is_stripped(pileprep, writer, tmp):
+    """Megatron's get_blend_from_list strips every prefix of a --data-path list; "/x/cb\n" failed to
+    open as "/x/cb\n.idx" (FileNotFoundError)."""
+    rnd = random.Random(11)
+    prefix = os.path.join(tmp, "stripped")
+    writer.write(prefix, numpy.uint16, random_docs(rnd, numpy.uint16) * 3)
+    plain = pileprep.GPTDataset(f"1 {prefix} 1 {prefix}", seq_length=6, num_samples=40)
+    for items in (["1", prefix + "\n", "1", prefix], [" 1 ", "\t" + prefix + " \r\n", "1\n", prefix],
+                  ["1", "\u3000" + prefix + "\u00a0", "1", prefix]):
+        try:
+            g = pileprep.GPTDataset(items, seq_length=6, num_samples=40)
+        except Exception as e:  # noqa: BLE001
+            check(False, f"blend list {items!r}: {type(e).__name__}: {e}")
+            continue
+        check(len(g) == len(plain) and all(numpy.array_equal(g[i], plain[i]) for i in range(len(g))),
+              f"blend list {items!r}: the samples of the stripped prefixes")
+    g = pileprep.GPTDataset([prefix + "\n", " " + prefix], seq_length=6)
+    h = pileprep.GPTDataset([prefix, prefix], seq_length=6)
+    same(g.dataset_index, h.dataset_index, "unweighted blend list: stripped")
+    # get_blend_from_list's assert: a weight after an item that is not one.
+    expect_raises(ValueError, lambda: pileprep.GPTDataset([prefix, prefix, "1", prefix], seq_length=6),
+                  "a number after a prefix", "get_blend_from_list")
+
+
+def test_indexed_dataset_slices_and_get(pileprep, writer, tmp, seed):
+    """IndexedDataset's slices and get(idx, offset, length) are Megatron's, values and errors: a
+    transcription of megatron/core/datasets/indexed_dataset.py over the same files."""
+    rnd = random.Random(seed)
+    for t in range(20):
+        dtype = rnd.choice([numpy.uint16, numpy.int32])
+        prefix = os.path.join(tmp, f"slices{t}")
+        docs = random_docs(rnd, dtype)
+        if t % 4 == 0:
+            docs.insert(rnd.randint(0, len(docs)), ([], [0]))  # an empty sequence
+        writer.write(prefix, dtype, docs)
+        ours = pileprep.IndexedDataset(prefix)
+        ref = RefIndexedDataset(prefix)
+        n = len(ref)
+        points = [None, 0, 1, n - 1, n, n + 3, -1, -n, -n - 2, rnd.randint(-n, n)]
+        for _ in range(12):
+            sl = slice(rnd.choice(points), rnd.choice(points), rnd.choice([None, None, 1, 2, -1]))
+            what = f"slices {t}: ds[{sl.start}:{sl.stop}:{sl.step}] of {n}"
+            got, exp = outcome(lambda: ours[sl]), outcome(lambda: ref[sl])
+            if isinstance(exp, type):
+                check(got is exp, f"{what}: {got!r}, expected {exp.__name__}")
+                continue
+            if not isinstance(got, list) or len(got) != len(exp):
+                check(False, f"{what}: {got!r}, expected {len(exp)} arrays")
+                continue
+            for k, (a, b) in enumerate(zip(got, exp)):
+                same(a, b, f"{what}: array {k}")
+                check(not a.flags.writeable, f"{what}: array {k} read-only")
+        for _ in range(30):
+            i = rnd.randint(-n, n - 1)
+            size = int(ref.sequence_lengths[i])
+            offset = rnd.choice([0, 0, 1, size, size + 1, rnd.randint(0, max(size, 1)), -1, -3,
+                                 10**6])
+            length = rnd.choice([None, None, 0, 1, size, size - offset, size + 2, -1, -2,
+                                 rnd.randint(0, 10)])
+            what = f"get {t}: ds.get({i}, offset={offset}, length={length}) (length {size})"
+            got = outcome(lambda: ours.get(i, offset=offset, length=length))
+            exp = outcome(lambda: ref.get(i, offset=offset, length=length))
+            if isinstance(exp, type):
+                check(got is exp, f"{what}: {got!r}, expected {exp.__name__}")
+            else:
+                same(got, exp, what)
+        same(ours.get(0), ours[0], f"get {t}: get(0) is ds[0]")
+        expect_raises(IndexError, lambda: ours.get(n), f"get {t}: idx {n}")
+        expect_raises(ValueError, lambda: ours[0:n:2], f"slices {t}: step 2",
+                      "Slices into indexed_dataset must be contiguous")
+        expect_raises(ValueError, lambda: ours[::0], f"slices {t}: step 0")
+    # Past the .bin: numpy.frombuffer's errors, as ValueError.
+    golden = pileprep.IndexedDataset(os.path.join(ROOT, "tests", "data", "format", "hand_uint16"))
+    expect_raises(ValueError, lambda: golden.get(0, offset=-1), "get before the .bin",
+                  "offset must be non-negative and no greater than buffer length (28)")
+    expect_raises(ValueError, lambda: golden.get(5, length=3), "get past the .bin",
+                  "buffer is smaller than requested size")
+    check(golden.get(4, offset=0, length=3).tolist() == [6, 7, 50256],
+          "get reads on into the next sequence, as Megatron's does")
+    check(golden[1:3][1].tolist() == [1, 2] and len(golden[2:2]) == 1 and len(golden[2:2][0]) == 0,
+          "slices: sequences, and one empty array for an empty slice")
+
+
+def test_mid_level_dataset_surplus(pileprep, writer, tmp):
+    """GPTDataset(mid_level_dataset_surplus=...) is Megatron's config field of that name: the samples
+    each dataset of a weighted blend is built for, kept through pickling; it was fixed at 0.005."""
+    import pickle
+    rnd = random.Random(13)
+    prefixes = []
+    for k in range(2):
+        prefix = os.path.join(tmp, f"surplus{k}")
+        writer.write(prefix, numpy.uint16, random_docs(rnd, numpy.uint16) * 2)
+        prefixes.append(prefix)
+    raw, num_samples, seq, s = [1, 3], 80, 5, 42
+    weights = (numpy.array(raw, dtype=numpy.float64) / sum(raw)).tolist()
+    data_path = " ".join(f"{r} {p}" for r, p in zip(raw, prefixes))
+
+    def reference(surplus):
+        parts = []
+        for w, p in zip(weights, prefixes):
+            ref_ds = RefIndexedDataset(p)
+            asked = int(math.ceil(math.ceil(num_samples * w) * (1 + surplus)))
+            parts.append(RefGPTDataset(ref_ds, numpy.arange(len(ref_ds), dtype=numpy.int32), seq,
+                                       asked, s, 1))
+        size = sum(int(math.ceil(num_samples * w)) for w in weights)
+        again = (numpy.array(weights, dtype=numpy.float64) / numpy.sum(weights)).tolist()
+        di, dsi = ref_blending_indices(again, size)
+        return [parts[di[i]][dsi[i]] for i in range(size)]
+
+    default = reference(0.005)
+    for surplus in (0.0, 0.005, 0.5, 3):
+        exp = reference(surplus)
+        if surplus == 3:
+            check(any(not numpy.array_equal(a, b) for a, b in zip(exp, default)),
+                  "surplus 3 gives other samples than 0.005 (the check below can fail)")
+        g = pileprep.GPTDataset(data_path, seq_length=seq, num_samples=num_samples, seed=s,
+                                mid_level_dataset_surplus=surplus,
+                                cache_dir=os.path.join(tmp, "surplus_cache"))
+        for name, h in (("opened", g), ("unpickled", pickle.loads(pickle.dumps(g)))):
+            check(len(h) == len(exp) and all(numpy.array_equal(h[i], exp[i]) for i in range(len(h))),
+                  f"mid_level_dataset_surplus={surplus}: {name}: Megatron's samples")
+    check(len(pileprep.GPTDataset(data_path, seq_length=seq, num_samples=num_samples, seed=s))
+          == len(default), "mid_level_dataset_surplus: default 0.005")
+    for bad in (-0.1, float("nan"), float("inf"), float("-inf"), 1e300):
+        expect_raises(ValueError, lambda: pileprep.GPTDataset(
+            data_path, seq_length=seq, num_samples=num_samples, mid_level_dataset_surplus=bad),
+            f"mid_level_dataset_surplus={bad}")
+
+
+def test_partial_sample_ending_on_an_empty_sequence(pileprep, writer, tmp):
+    """Lengths [5, 0], 3 tokens a sample, the validation split's partial sample kept: the last row
+    would be (1, -1), which Megatron's helpers.py asserts against (sample_idx.min() >= 0, int32);
+    pileprep built it."""
+    prefix = os.path.join(tmp, "empty_last")
+    writer.write(prefix, numpy.uint16, [([0, 1, 2, 3, 4], [5]), ([], [0])])
+    ref_ds = RefIndexedDataset(prefix)
+    kw = dict(seq_length=3, split="0,1,0", split_index=1)
+    check(outcome(lambda: RefGPTDataset(ref_ds, numpy.arange(2, dtype=numpy.int32), 3, None, 1234,
+                                        1, drop_last=False)) is AssertionError,
+          "empty last sequence: Megatron's reference asserts")
+    expect_raises(RuntimeError, lambda: pileprep.GPTDataset(
+        prefix, drop_last_partial_validation_sequence=False, **kw),
+        "empty last sequence, partial sample kept", "sample_idx.min() >= 0")
+    g = pileprep.GPTDataset(prefix, **kw)
+    ref = RefGPTDataset(ref_ds, numpy.arange(2, dtype=numpy.int32), 3, None, 1234, 1)
+    same(g.sample_index, ref.sample_index, "empty last sequence, partial sample dropped")
 
 
 def test_readers_agree(pileprep, writer, tmp, cli, seed):
@@ -817,6 +1004,10 @@ def main():
         test_blended_dataset(pileprep, writer, tmp, seed)
         test_cache(pileprep, writer, tmp)
         test_pickle(pileprep, writer, tmp)
+        test_blend_list_is_stripped(pileprep, writer, tmp)
+        test_indexed_dataset_slices_and_get(pileprep, writer, tmp, seed)
+        test_mid_level_dataset_surplus(pileprep, writer, tmp)
+        test_partial_sample_ending_on_an_empty_sequence(pileprep, writer, tmp)
         if args.cli:
             test_readers_agree(pileprep, writer, tmp, args.cli, seed)
         test_readme_examples(pileprep)

@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <new>
 #include <optional>
 #include <string>
 #include <thread>
@@ -19,8 +22,46 @@
 #include "pileprep/indexed_dataset_view.h"
 #include "testing/files.h"
 
+// The largest single allocation made through operator new while a probe runs
+// (LargestAllocation): what a build or a cache store holds at once, where the index arrays are the
+// only allocations that grow with the sample count. Replaces the global operator new and delete
+// of this test binary (malloc and free underneath, so sanitizers still see every allocation).
+namespace loader_test_probe {
+std::atomic<bool> on{false};
+std::atomic<size_t> largest{0};
+}  // namespace loader_test_probe
+
+void* operator new(std::size_t n) {
+  if (loader_test_probe::on.load(std::memory_order_relaxed)) {
+    size_t seen = loader_test_probe::largest.load(std::memory_order_relaxed);
+    while (n > seen && !loader_test_probe::largest.compare_exchange_weak(seen, n)) {
+    }
+  }
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+// Not inlined: GCC would see free() of what operator new returned (-Wmismatched-new-delete).
+__attribute__((noinline)) void operator delete(void* p) noexcept { std::free(p); }
+__attribute__((noinline)) void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
 namespace pileprep {
 namespace {
+
+// The largest single allocation `f` makes (bytes).
+size_t LargestAllocation(const std::function<void()>& f) {
+  loader_test_probe::largest = 0;
+  loader_test_probe::on = true;
+  f();
+  loader_test_probe::on = false;
+  return loader_test_probe::largest;
+}
+
+// The bytes of the largest of an index's three arrays.
+size_t LargestArrayBytes(const GptIndices& ix) {
+  return std::max({ix.document_index.size() * ix.document_index.itemsize(),
+                   ix.sample_index.size() * ix.sample_index.itemsize(),
+                   ix.shuffle_index.size() * ix.shuffle_index.itemsize()});
+}
 
 using ::pileprep::testing::ReadFile;
 using ::pileprep::testing::ScopedTempDir;
@@ -127,9 +168,19 @@ TEST(GptIndices, VectorSeparateFinalEpoch) {
   EXPECT_EQ(ix.num_epochs, 2);
   EXPECT_TRUE(ix.separate_final_epoch);
   EXPECT_THAT(ix.document_index.ToVector(), ElementsAre(4, 0, 1, 2, 3, 3, 2, 1, 0, 4));
-  EXPECT_EQ(ix.sample_index.ToVector(),
-            Rows({{0, 0}, {0, 4}, {1, 2}, {2, 1}, {3, 2}, {3, 6}, {4, 3}, {5, 3}, {6, 3}, {7, 0},
-                  {8, 1}, {9, 0}, {9, 4}}));
+  EXPECT_EQ(ix.sample_index.ToVector(), Rows({{0, 0},
+                                              {0, 4},
+                                              {1, 2},
+                                              {2, 1},
+                                              {3, 2},
+                                              {3, 6},
+                                              {4, 3},
+                                              {5, 3},
+                                              {6, 3},
+                                              {7, 0},
+                                              {8, 1},
+                                              {9, 0},
+                                              {9, 4}}));
   EXPECT_THAT(ix.shuffle_index.ToVector(), ElementsAre(0, 4, 3, 2, 5, 1, 7, 6, 9, 8, 11, 10));
 }
 
@@ -138,9 +189,19 @@ TEST(GptIndices, VectorTwoEpochsTogether) {
   EXPECT_EQ(ix.num_epochs, 2);
   EXPECT_FALSE(ix.separate_final_epoch);
   EXPECT_THAT(ix.document_index.ToVector(), ElementsAre(2, 2, 4, 1, 0, 3, 4, 0, 1, 3));
-  EXPECT_EQ(ix.sample_index.ToVector(),
-            Rows({{0, 0}, {0, 4}, {1, 1}, {1, 5}, {2, 2}, {3, 0}, {4, 1}, {5, 0}, {6, 0}, {6, 4},
-                  {7, 2}, {8, 1}, {9, 2}}));
+  EXPECT_EQ(ix.sample_index.ToVector(), Rows({{0, 0},
+                                              {0, 4},
+                                              {1, 1},
+                                              {1, 5},
+                                              {2, 2},
+                                              {3, 0},
+                                              {4, 1},
+                                              {5, 0},
+                                              {6, 0},
+                                              {6, 4},
+                                              {7, 2},
+                                              {8, 1},
+                                              {9, 2}}));
   EXPECT_THAT(ix.shuffle_index.ToVector(), ElementsAre(3, 11, 2, 1, 7, 5, 4, 0, 8, 6, 10, 9));
 }
 
@@ -149,8 +210,7 @@ TEST(GptIndices, RefusesBadOptionsAndEmptySplits) {
   o.sequence_length = 0;
   EXPECT_EQ(BuildGptIndices(kSizes, kAll, o).status().code(), absl::StatusCode::kInvalidArgument);
   o.sequence_length = 4;
-  EXPECT_EQ(BuildGptIndices(kSizes, {}, o).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(BuildGptIndices(kSizes, {}, o).status().code(), absl::StatusCode::kFailedPrecondition);
   std::vector<int32_t> bad = {7};
   EXPECT_EQ(BuildGptIndices(kSizes, bad, o).status().code(), absl::StatusCode::kInvalidArgument);
 }
@@ -491,7 +551,8 @@ TEST(GptDataset, CacheRoundTripsAndSurvivesCorruption) {
 
   // A truncated cache file is a miss: rebuilt, same contents.
   o.seed = 1234;
-  std::string cmd = "for f in " + o.cache_dir + "/*-shuffle_index.npy; do truncate -s 100 \"$f\"; done";
+  std::string cmd =
+      "for f in " + o.cache_dir + "/*-shuffle_index.npy; do truncate -s 100 \"$f\"; done";
   ASSERT_EQ(std::system(cmd.c_str()), 0);
   auto third = GptDataset::Open(prefix, o);
   ASSERT_TRUE(third.ok());
@@ -630,6 +691,134 @@ TEST(GptDataset, OnlyTheValidationSplitKeepsAPartialLastSample) {
   EXPECT_EQ(tokens, 5u + 3u);
 }
 
+// Writes a dataset whose sequences have `lengths` (token value = 100 · sequence + position), one
+// document each, by hand: pileprep's writer makes no sequence of an empty document, Megatron's
+// add_document(tokens, [0]) makes an empty one.
+std::string WriteLengthsDataset(const std::string& dir, const std::vector<int32_t>& lengths) {
+  const std::string prefix = dir + "/lengths";
+  std::string idx(kIdxMagic, sizeof(kIdxMagic)), bin;
+  auto put = [&](const auto& v) { idx.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
+  put(uint64_t{1});
+  put(static_cast<uint8_t>(TokenDType::kUint16));
+  put(static_cast<uint64_t>(lengths.size()));
+  put(static_cast<uint64_t>(lengths.size() + 1));
+  for (int32_t len : lengths) put(len);
+  int64_t pointer = 0;
+  for (size_t s = 0; s < lengths.size(); ++s) {
+    put(pointer);
+    for (int32_t p = 0; p < lengths[s]; ++p) {
+      const uint16_t token = static_cast<uint16_t>(100 * s + p);
+      bin.append(reinterpret_cast<const char*>(&token), 2);
+    }
+    pointer += 2 * lengths[s];
+  }
+  for (int64_t d = 0; d <= static_cast<int64_t>(lengths.size()); ++d) put(d);
+  WriteFile(prefix + ".idx", idx);
+  WriteFile(prefix + ".bin", bin);
+  return prefix;
+}
+
+// A kept partial last sample that runs out on an empty sequence, last in the document index, ends
+// at offset 0 - 1 = -1: helpers.py's build_sample_idx asserts sample_idx.min() >= 0 on its int32
+// sample index, so Megatron refuses this split. It was built, with the -1 in it.
+TEST(GptDataset, PartialSampleEndingOnAnEmptySequenceIsRefusedAsMegatronAsserts) {
+  // Lengths [5, 0], 3 tokens a sample, every sequence in the validation split, the partial sample
+  // kept: rows (0, 0), (0, 3) and then (1, -1).
+  GptIndexOptions io;
+  io.sequence_length = 3;
+  io.drop_last_partial_sequence = false;
+  const std::vector<int32_t> sizes = {5, 0}, ids = {0, 1};
+  absl::Status built = BuildGptIndices(sizes, ids, io).status();
+  EXPECT_EQ(built.code(), absl::StatusCode::kFailedPrecondition) << built;
+  EXPECT_THAT(std::string(built.message()), HasSubstr("sample_idx.min() >= 0"));
+  io.drop_last_partial_sequence = true;  // dropped: rows (0, 0), (0, 3), nothing ends at -1
+  auto dropped = BuildGptIndices(sizes, ids, io);
+  ASSERT_TRUE(dropped.ok()) << dropped.status();
+  EXPECT_EQ(dropped->sample_index.ToVector(), Rows({{0, 0}, {0, 3}}));
+
+  ScopedTempDir tmp("loader_test_empty_last");
+  const std::string prefix = WriteLengthsDataset(tmp.path(), {5, 0});
+  GptDatasetOptions o;
+  o.sequence_length = 3;
+  o.split = "0,1,0";
+  o.split_index = 1;
+  o.drop_last_partial_validation_sequence = false;
+  o.cache_dir = tmp.path() + "/cache";
+  absl::Status s = GptDataset::Open(prefix, o).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr(prefix + ": the kept partial last sample"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("sequence 1, which is empty"));
+  EXPECT_TRUE(FilesEndingIn(o.cache_dir, "-sample_index.npy").empty());  // nothing stored
+  o.drop_last_partial_validation_sequence = true;
+  auto ds = GptDataset::Open(prefix, o);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  std::vector<int64_t> text;
+  ASSERT_TRUE((*ds)->GetSample(0, &text).ok());
+  EXPECT_THAT(text, ElementsAre(0, 1, 2, 3));
+}
+
+// The cache takes what a build gives: an int32 sample index with an offset of -1, even in the last
+// row, is no index Megatron builds (it asserts), so it is a miss and rebuilt. It was loaded.
+TEST(GptDataset, CachedInt32SampleIndexEndingAtMinusOneIsRebuilt) {
+  ScopedTempDir tmp("loader_test_cache_minus_one");
+  const std::string prefix = WriteVectorDataset(tmp.path());
+  const GptDatasetOptions o = CachedVectorOptions(tmp.path() + "/cache");
+  auto first = GptDataset::Open(prefix, o);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ((*first)->indices().sample_index.type(), IndexArray::Type::kInt32);
+  const size_t last_offset = (*first)->indices().sample_index.size() - 1;
+  RewriteCachedValue(o.cache_dir, "-sample_index.npy", last_offset, -1);
+  ExpectRebuiltAsBefore(prefix, o, **first);
+}
+
+// The indices are built in their final dtypes, as Megatron's are: the sample index (int32 here)
+// and the shuffle index (uint32) were built as int64 and narrowed, the building rank holding the
+// wide copy and the narrow one at once.
+TEST(GptIndices, BuildingAllocatesNoArrayLargerThanTheIndicesItGives) {
+  GptIndexOptions o;
+  o.sequence_length = 1;
+  o.num_samples = 200'000;
+  std::optional<GptIndices> ix;
+  const size_t largest = LargestAllocation([&] {
+    auto built = BuildGptIndices(kSizes, kAll, o);
+    ASSERT_TRUE(built.ok()) << built.status();
+    ix = *std::move(built);
+  });
+  ASSERT_TRUE(ix.has_value());
+  ASSERT_EQ(ix->sample_index.type(), IndexArray::Type::kInt32);
+  ASSERT_EQ(ix->shuffle_index.type(), IndexArray::Type::kUint32);
+  EXPECT_EQ(LargestArrayBytes(*ix), ix->sample_index.size() * 4);  // 1.6 MB
+  EXPECT_LE(largest, LargestArrayBytes(*ix));
+}
+
+// The cache's .npy files are written from the arrays where they lie, behind their headers: the
+// whole file was first copied into a string, holding each array twice.
+TEST(GptDataset, CachingIndicesWritesTheArraysWithoutCopyingThem) {
+  ScopedTempDir tmp("loader_test_cache_streamed");
+  const std::string prefix = WriteVectorDataset(tmp.path());
+  GptDatasetOptions o;
+  o.sequence_length = 1;
+  o.num_samples = 200'000;
+  o.cache_dir = tmp.path() + "/cache";
+  absl::StatusOr<std::unique_ptr<GptDataset>> ds;
+  const size_t largest = LargestAllocation([&] { ds = GptDataset::Open(prefix, o); });
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  ASSERT_FALSE((*ds)->loaded_from_cache());
+  EXPECT_LE(largest, LargestArrayBytes((*ds)->indices()));
+  // What was stored is what numpy.save writes of these arrays (the header, then the items).
+  const GptIndices& ix = (*ds)->indices();
+  const std::vector<std::string> files = FilesEndingIn(o.cache_dir, "-sample_index.npy");
+  ASSERT_EQ(files.size(), 1u);
+  const std::vector<int64_t> rows = ix.sample_index.ToVector();
+  EXPECT_EQ(ReadFile(files[0]),
+            internal::EncodeNpy("<i4", {static_cast<int64_t>(rows.size() / 2), 2}, rows.data(),
+                                rows.size()));
+  auto cached = GptDataset::Open(prefix, o);
+  ASSERT_TRUE(cached.ok()) << cached.status();
+  EXPECT_TRUE((*cached)->loaded_from_cache());
+  ExpectSameArray((*cached)->indices().shuffle_index, ix.shuffle_index);
+}
+
 // Numbers that would overflow: more samples than 2^63 tokens, or than 2^31 epochs of the split, and
 // a blend of more datasets than Megatron's int16 dataset index holds.
 TEST(GptIndices, RefusesCountsThatWouldOverflow) {
@@ -687,14 +876,109 @@ TEST(Blending, ParsesDataPaths) {
   auto py = ParseBlend(" +0.5 A 1_0 B 2e1 C");
   ASSERT_TRUE(py.ok());
   EXPECT_THAT(py->weights, ElementsAre(0.5, 10, 20));
-  EXPECT_TRUE(ParseBlend("1__0 A 1 B")->weights.empty());  // not a float: four prefixes
-  EXPECT_TRUE(ParseBlend("_1 A 1 B")->weights.empty());
+  EXPECT_TRUE(ParseBlend("1 A 1__0 B")->weights.empty());  // not a float: four prefixes
+  EXPECT_TRUE(ParseBlend("1 A _1 B")->weights.empty());
   for (const char* bad : {"nan A 1 B", "inf A 1 B", "-1 A 2 B", "0 A 0 B"}) {
     EXPECT_EQ(ParseBlend(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
   }
   EXPECT_THAT(std::string(ParseBlend("nan A 1 B").status().message()),
               HasSubstr("\"nan\" of A is not a finite number > 0"));
   EXPECT_FALSE(ParseBlend("").ok());
+}
+
+// Megatron's get_blend_from_list strips every prefix of a --data-path list (str.strip(): Unicode
+// whitespace too). A list item such as "/x/cb\n" (read from a file, one per line) was taken as it
+// was, and opening failed on "/x/cb\n.idx".
+TEST(Blending, ListPrefixesAreStrippedAsMegatronStripsThem) {
+  auto w = ParseBlend(std::vector<std::string>{"1", "/x/cb\n", " 2\t", "\t/x/cb \r"});
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_THAT(w->prefixes, ElementsAre("/x/cb", "/x/cb"));
+  EXPECT_THAT(w->weights, ElementsAre(1, 2));
+  // Unweighted (odd count, or an even item that is not a number): every item stripped.
+  auto u = ParseBlend(std::vector<std::string>{"\v/a\f", "\x1c/b\x1f", " /c "});
+  ASSERT_TRUE(u.ok()) << u.status();
+  EXPECT_THAT(u->prefixes, ElementsAre("/a", "/b", "/c"));
+  // U+3000, U+00A0, U+2009, U+0085 are str.isspace(); U+200B (zero width space) is not.
+  auto uni = ParseBlend(std::vector<std::string>{"\xe3\x80\x80/d\xc2\xa0", "\xe2\x80\x89/e\xc2\x85",
+                                                 "/f\xe2\x80\x8b"});
+  ASSERT_TRUE(uni.ok()) << uni.status();
+  EXPECT_THAT(uni->prefixes, ElementsAre("/d", "/e", "/f\xe2\x80\x8b"));
+  // Python's float() strips the same whitespace from a weight.
+  auto weight =
+      ParseBlend(std::vector<std::string>{"\xe3\x80\x80"
+                                          "3\n",
+                                          "/g"});
+  ASSERT_TRUE(weight.ok()) << weight.status();
+  EXPECT_THAT(weight->weights, ElementsAre(3));
+  // A dataset named with a trailing newline opens, and gives the samples it gives unnamed so.
+  ScopedTempDir tmp("loader_test_strip");
+  const std::string a = WriteVectorDataset(tmp.path());
+  GptDatasetOptions o;
+  o.sequence_length = 4;
+  o.num_samples = 10;
+  auto listed = ParseBlend(std::vector<std::string>{"1", a + "\n", "1", a});
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  auto ds = GptDataset::Open(*listed, o);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  auto plain = GptDataset::Open("1 " + a + " 1 " + a, o);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_EQ((*ds)->size(), (*plain)->size());
+  std::vector<int64_t> x, y;
+  for (int64_t i = 0; i < (*ds)->size(); ++i) {
+    ASSERT_TRUE((*ds)->GetSample(i, &x).ok());
+    ASSERT_TRUE((*plain)->GetSample(i, &y).ok());
+    EXPECT_EQ(x, y) << "sample " << i;
+  }
+}
+
+// get_blend_from_list checks `assert all(is_none)` on the iterator that `any(is_none)` consumed up
+// to the first even item that is not a number: a number after it is refused, a number before it
+// is not (the list is then all prefixes).
+TEST(Blending, NumberAfterAnItemThatIsNotOneIsRefusedAsMegatronAsserts) {
+  for (const char* mixed : {"A B 1 C", "1__0 A 1 B", "_1 A 1 B", "1 A B C 2 D"}) {
+    absl::Status s = ParseBlend(mixed).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << mixed;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("get_blend_from_list")) << mixed;
+  }
+  EXPECT_THAT(std::string(ParseBlend("A B 1 C").status().message()),
+              HasSubstr("item 2 (\"1\") is a number after item 0 (\"A\")"));
+  auto four = ParseBlend("1 A B C");
+  ASSERT_TRUE(four.ok()) << four.status();
+  EXPECT_THAT(four->prefixes, ElementsAre("1", "A", "B", "C"));
+  EXPECT_TRUE(four->weights.empty());
+}
+
+// Megatron's mid_level_dataset_surplus, GptDatasetOptions::blend_surplus, sizes each dataset of a
+// weighted blend; a value that is not a finite number >= 0 is refused rather than cast from
+// NaN or infinity to a sample count.
+TEST(GptDataset, BlendSurplusSizesTheDatasetsAndMustBeFiniteAndNonNegative) {
+  ScopedTempDir tmp("loader_test_surplus");
+  const std::string a = WriteVectorDataset(tmp.path());
+  GptDatasetOptions o;
+  o.sequence_length = 4;
+  o.num_samples = 10;
+  const std::string blend = "0.3 " + a + " 0.7 " + a;
+  o.blend_surplus = 1.0;
+  auto ds = GptDataset::Open(blend, o);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  // Dataset 1 asked for ceil(7 · 2) = 14 samples: 3 epochs of 25 tokens, (75 - 1) / 4 = 18
+  // (with the default 0.005: ceil(7 · 1.005) = 8, 2 epochs, 12).
+  EXPECT_EQ((*ds)->indices(1).size(), 18);
+  EXPECT_EQ((*ds)->size(), 10);
+  o.blend_surplus = 0;
+  ds = GptDataset::Open(blend, o);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ((*ds)->indices(1).size(), 12);  // 7 samples: 2 epochs
+  for (double bad : {-0.001, -1.0, std::nan(""), HUGE_VAL, -HUGE_VAL}) {
+    o.blend_surplus = bad;
+    absl::Status s = GptDataset::Open(blend, o).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad << ": " << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("mid_level_dataset_surplus")) << bad;
+  }
+  o.blend_surplus = 1e300;  // finite, but no int64 sample count
+  absl::Status s = GptDataset::Open(blend, o).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("more than int64 holds"));
 }
 
 // Megatron's BlendedDataset asserts every weight > 0. A weight of 0 was taken: "0 A 1 B" built A
@@ -1039,8 +1323,7 @@ void WriteBytes(const std::string& path, const std::string& bytes) {
 }
 
 // Copies hand_uint16 to `dir/name`, lets `edit` change the .idx (and .bin) bytes, opens it.
-absl::Status OpenEdited(const std::string& name,
-                        void (*edit)(std::string* idx, std::string* bin)) {
+absl::Status OpenEdited(const std::string& name, void (*edit)(std::string* idx, std::string* bin)) {
   ScopedTempDir tmp("loader_test_bad");
   const std::string& dir = tmp.path();
   std::string src = std::string(PILEPREP_TEST_DATA_DIR) + "/format/hand_uint16";
