@@ -168,6 +168,18 @@ signal_test() {  # SIG want_rc
 }
 signal_test TERM 143
 signal_test INT 130
+signal_test HUP 129  # a dropped ssh session
+grep -q "SIGHUP (the terminal or session went away)" "$work/err" && ok "SIGHUP: says what happened" \
+  || bad "SIGHUP: no message"
+# stderr piped to a reader that goes away (`2>&1 | tee log`, tee killed by the same Ctrl-C; here
+# head, gone after the first byte): the run's later writes to stderr must not end it by SIGPIPE
+# before its outputs and summary.
+rm -rf "$work/pipe"
+"$PILEPREP" --url "$src" --files 0-1 --output-dir "$work/pipe" --threads 2 2>&1 | head -c 1 >/dev/null
+rc=${PIPESTATUS[0]}
+[[ $rc -eq 0 ]] && ok "stderr's reader gone: the run ends normally" || bad "stderr's reader gone: exit $rc"
+[[ -f "$work/pipe/pileprep-summary-rank0.json" && -f "$work/pipe/my-gpt3_01_text_document.idx" ]] \
+  && ok "stderr's reader gone: outputs and summary written" || bad "stderr's reader gone: $(ls "$work/pipe")"
 # preprocess: one input, cancelled mid-run. A run that finished before the signal landed (exit 0: 2
 # cores tokenize these 330 MB in about 0.7 s) is not a failure of the signal handling but of the
 # timing: the input is doubled and the run tried again.

@@ -29,10 +29,13 @@ void OnSignal(int sig) {
     return;
   }
   g_cancel.store(true);
-  WriteStderr(sig == SIGINT ? "\npileprep: SIGINT: stopping; removing temporary files (again to "
-                              "stop at once)\n"
-                            : "\npileprep: SIGTERM: stopping; removing temporary files (again to "
-                              "stop at once)\n");
+  WriteStderr(sig == SIGINT   ? "\npileprep: SIGINT: stopping; removing temporary files (again to "
+                                "stop at once)\n"
+              : sig == SIGHUP ? "\npileprep: SIGHUP (the terminal or session went away): "
+                                "stopping; removing temporary files (run it under nohup, tmux or "
+                                "the batch system to outlive a session)\n"
+                              : "\npileprep: SIGTERM: stopping; removing temporary files (again "
+                                "to stop at once)\n");
 }
 
 void OnBusError(int sig) {
@@ -63,6 +66,16 @@ void InstallCancelHandlers() {
     sa.sa_flags = SA_RESTART;  // reads and writes continue; the flag is polled between batches
     ::sigaction(SIGINT, &sa, nullptr);
     ::sigaction(SIGTERM, &sa, nullptr);
+    // A dropped ssh session (SIGHUP) stops cleanly too, unless SIGHUP is ignored (nohup).
+    struct sigaction hup;
+    if (::sigaction(SIGHUP, nullptr, &hup) == 0 && hup.sa_handler != SIG_IGN) {
+      ::sigaction(SIGHUP, &sa, nullptr);
+    }
+    // Progress and errors go to stderr, often a pipe (`2>&1 | tee log`): when its reader goes
+    // (tee killed by the same Ctrl-C), the next write would end the process by SIGPIPE, before
+    // the summary, with temporaries left. Ignored, such a write fails with EPIPE and the run goes
+    // on to its clean end. (inspect, a filter, keeps SIGPIPE's default: `| head` ends it.)
+    ::signal(SIGPIPE, SIG_IGN);
     return true;
   }();
   (void)installed;

@@ -1,11 +1,13 @@
-// SIGINT/SIGTERM for the commands that write datasets (the shard job, preprocess and merge).
+// SIGINT/SIGTERM/SIGHUP for the commands that write datasets (the shard job, preprocess and merge;
+// SIGHUP only when not ignored, as under nohup). SIGPIPE is ignored there: a write to a stderr pipe
+// whose reader went away fails instead of ending the run before its summary.
 //
 // The first signal sets a flag the pipeline polls (PipelineOptions::cancel; a merge polls it as
 // MergeOptions::cancel, per input and per block): the current input
 // stops at its next batch, its temporaries are removed, nothing is published, no further input is
 // started, the summary is still printed and written, and the process exits 128 + the signal number
-// (130 for SIGINT, 143 for SIGTERM). A second signal ends the process at once with the default
-// action; the temporaries it leaves are removed by the next run (as after SIGKILL).
+// (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP). A second signal ends the process at once with
+// the default action; the temporaries it leaves are removed by the next run (as after SIGKILL).
 #ifndef PILEPREP_TOOLS_PILEPREP_SIGNALS_H_
 #define PILEPREP_TOOLS_PILEPREP_SIGNALS_H_
 
