@@ -114,14 +114,19 @@ $out"
   fi
 }
 
+# sudo's env_reset drops DEBIAN_FRONTEND and the proxy variables apt-get may need: passed through env.
+apt_env=(env DEBIAN_FRONTEND=noninteractive)
+for v in http_proxy https_proxy HTTP_PROXY HTTPS_PROXY no_proxy NO_PROXY; do
+  if [[ -n ${!v:-} ]]; then apt_env+=("$v=${!v}"); fi
+done
 echo "build_tsan_tbb: building libtbb ($srcpkg $version) with -fsanitize=thread into $prefix (once)" >&2
 if ! has_source; then
   add_deb_src
-  step "apt-get update" $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  step "apt-get update" $SUDO "${apt_env[@]}" apt-get update -qq
   has_source || die "apt has no source package $srcpkg $version (the installed libtbb-dev); an archive newer than the installed package? Upgrade libtbb-dev, or set TSAN_TBB_DIR"
 fi
 if ! command -v dpkg-source >/dev/null; then
-  step "installing dpkg-dev" $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends dpkg-dev
+  step "installing dpkg-dev" $SUDO "${apt_env[@]}" apt-get install -y -qq --no-install-recommends dpkg-dev
 fi
 
 # Download as root into a directory _apt cannot enter: apt falls back to an unsandboxed download

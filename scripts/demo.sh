@@ -4,11 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
-out=build/demo
+build=${PILEPREP_BUILD_DIR:-build}  # where scripts/build.sh built
+out=$build/demo
 files=$(ls data/samples/*.jsonl.zst | sed -E 's#.*/0*([0-9]+)\.jsonl\.zst#\1#' | paste -sd, -)
 echo
-echo "+ build/bin/pileprep --url data/samples --files $files --output-dir $out"
-build/bin/pileprep --url data/samples --files "$files" --output-dir "$out"
+echo "+ $build/bin/pileprep --url data/samples --files $files --output-dir $out"
+"$build/bin/pileprep" --url data/samples --files "$files" --output-dir "$out"
 echo
 echo "Outputs (Megatron indexed datasets; point data_prefix at the names without extension):"
 ls -l "$out"/*.bin "$out"/*.idx

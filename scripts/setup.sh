@@ -31,6 +31,14 @@ fi
 echo "setup: installing ${missing[*]}" >&2
 SUDO=""
 if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
-# Through env: sudo's default env_reset would drop an exported DEBIAN_FRONTEND.
-$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# Through env: sudo's default env_reset would drop an exported DEBIAN_FRONTEND, and the proxy
+# variables a network that needs one sets (apt-get reads http_proxy).
+apt_env=(env DEBIAN_FRONTEND=noninteractive)
+for v in http_proxy https_proxy HTTP_PROXY HTTPS_PROXY no_proxy NO_PROXY; do
+  if [[ -n ${!v:-} ]]; then apt_env+=("$v=${!v}"); fi
+done
+# A package run interrupted earlier (Ctrl-C during an install) leaves dpkg half done, and apt-get
+# refuses to install until it is finished.
+if [[ -n $(dpkg --audit 2>/dev/null) ]]; then $SUDO "${apt_env[@]}" dpkg --configure -a; fi
+$SUDO "${apt_env[@]}" apt-get update -qq
+$SUDO "${apt_env[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -28,10 +28,23 @@ case "${1:-}" in
   --all) mode=all; shift ;;
 esac
 
+# The tests start their own loopback servers and choose ranks themselves: the caller's proxies
+# (libcurl would send their 127.0.0.1 requests to the proxy) and rank variables (a CI job under srun,
+# torchrun or MPI would give each test only part of its shards) must not reach them. Set-up and
+# builds keep them: apt-get may need the proxy.
+clean_env=(env)
+for v in http_proxy HTTP_PROXY https_proxy HTTPS_PROXY all_proxy ALL_PROXY no_proxy NO_PROXY \
+         NGC_ARRAY_INDEX NGC_ARRAY_SIZE RANK WORLD_SIZE LOCAL_WORLD_SIZE TORCHELASTIC_RUN_ID \
+         OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE PMI_RANK PMI_SIZE SLURM_JOB_ID SLURM_PROCID \
+         SLURM_NTASKS SLURM_STEP_NUM_TASKS SLURM_ARRAY_TASK_ID SLURM_ARRAY_TASK_MIN \
+         SLURM_ARRAY_TASK_MAX; do
+  clean_env+=(-u "$v")
+done
+
 run_plain() {
   scripts/build.sh
   local build_dir=${PILEPREP_BUILD_DIR:-build}
-  ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" "$@"
+  "${clean_env[@]}" ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" "$@"
 }
 
 # Sanitizer builds: -O1 with frame pointers keeps them about 2-3x slower than Release, not 10x.
@@ -54,7 +67,7 @@ run_asan() {
   UBSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1:log_path=$reports/ubsan${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
   LSAN_OPTIONS="suppressions=$root/tests/sanitizers/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}" \
   PILEPREP_SANITIZER=asan \
-    ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -LE 'install|python|fuzz' "$@" || rc=$?
+    "${clean_env[@]}" ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -LE 'install|python|fuzz' "$@" || rc=$?
   if compgen -G "$reports/*" >/dev/null; then
     echo "test.sh: AddressSanitizer / UndefinedBehaviorSanitizer reports ($reports):" >&2
     cat "$reports"/* >&2
@@ -108,7 +121,7 @@ run_tsan() {
   if setarch "$(uname -m)" -R true 2>/dev/null; then no_aslr=(setarch "$(uname -m)" -R); fi
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/sanitizers/tsan.supp:log_path=$reports/report${TSAN_OPTIONS:+:$TSAN_OPTIONS}" \
   PILEPREP_SANITIZER=tsan \
-    "${no_aslr[@]}" ctest --test-dir build-tsan --output-on-failure -j "$(nproc)" \
+    "${no_aslr[@]}" "${clean_env[@]}" ctest --test-dir build-tsan --output-on-failure -j "$(nproc)" \
       -R "$tsan_tests" "$@" || rc=$?
   if compgen -G "$reports/report*" >/dev/null; then
     echo "test.sh: ThreadSanitizer reports ($reports):" >&2
@@ -127,7 +140,7 @@ run_scalar() {
   cmake --build build-scalar -j "$(nproc)" --target pileprep pretokenizer_test \
     pretokenizer_differential_test bpe_differential_test gpt2_cases_test gpt2_tokenizer_test \
     fuzz_corpus_replay_test pipeline_test synthetic_vocab_test jsonl_test
-  ctest --test-dir build-scalar --output-on-failure -j "$(nproc)" \
+  "${clean_env[@]}" ctest --test-dir build-scalar --output-on-failure -j "$(nproc)" \
     -R '^(Pretokenizer|PretokenizerDifferential|BpeDifferential|Gpt2Cases|Gpt2Tokenizer|SyntheticVocab|TokenizerFuzzCorpus|JsonlFuzzCorpus|FastJsonExtractor|JsonRecordParser|SurrogateRewrite|Utf8Repair|ForEachLine|JsonlReader|JsonlFiles|BadInputs/JsonlFiles|SimdjsonQuirks|Pipeline|golden\.)' "$@"
 }
 
