@@ -415,6 +415,12 @@ class HttpSourceImpl final : public HttpSource {
     curl_easy_reset(easy_);
     curl_easy_setopt(easy_, CURLOPT_URL, url_.c_str());
     curl_easy_setopt(easy_, CURLOPT_NOSIGNAL, 1L);
+#if LIBCURL_VERSION_NUM >= 0x075700  // 7.87
+    // Removing the handle otherwise joins a name lookup still running in libcurl's resolver
+    // thread, which no timeout bounds: a signal or a failed shard during a slow DNS lookup kept
+    // the process (and a Slurm job's grace period) waiting for getaddrinfo to give up.
+    curl_easy_setopt(easy_, CURLOPT_QUICK_EXIT, 1L);
+#endif
     error_buffer_[0] = '\0';
     curl_easy_setopt(easy_, CURLOPT_ERRORBUFFER, error_buffer_);
     curl_easy_setopt(easy_, CURLOPT_FOLLOWLOCATION, 1L);

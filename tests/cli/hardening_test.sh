@@ -171,6 +171,19 @@ signal_test INT 130
 signal_test HUP 129  # a dropped ssh session
 grep -q "SIGHUP (the terminal or session went away)" "$work/err" && ok "SIGHUP: says what happened" \
   || bad "SIGHUP: no message"
+# A signal during a name lookup that does not answer (the shim's getaddrinfo sleeps 30 s): the run
+# stops within seconds, as it does anywhere else; libcurl once joined the lookup's thread first.
+rm -rf "$work/dns"
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" LD_PRELOAD=$SHIM \
+  PILEPREP_FAULT_SLOW_DNS=30 "$PILEPREP" --url http://pileprep-test.invalid/ --files 0 \
+  --output-dir "$work/dns" >"$work/out" 2>"$work/err" &
+pid=$!
+sleep 1
+started=$SECONDS
+kill -TERM $pid; wait $pid; rc=$?
+[[ $rc -eq 143 ]] && ok "SIGTERM during a slow name lookup exits 143" || bad "slow name lookup: exit $rc"
+(( SECONDS - started < 10 )) && ok "SIGTERM during a slow name lookup: stopped in $((SECONDS - started)) s" \
+  || bad "SIGTERM during a slow name lookup: took $((SECONDS - started)) s"
 # stderr piped to a reader that goes away (`2>&1 | tee log`, tee killed by the same Ctrl-C; here
 # head, gone after the first byte): the run's later writes to stderr must not end it by SIGPIPE
 # before its outputs and summary.

@@ -18,11 +18,14 @@
 //   PILEPREP_FAULT_MISSING=PATH         PATH is not there: open() and fopen() of exactly PATH
 //                                       fail with ENOENT (a machine without the package that
 //                                       installs it, such as ca-certificates for libcurl).
+//   PILEPREP_FAULT_SLOW_DNS=S           getaddrinfo() of any name sleeps S seconds, then fails
+//                                       (EAI_AGAIN): a resolver that does not answer.
 //
 // Everything else goes to the C library unchanged. Test-only: never linked into pileprep.
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/file.h>
@@ -110,6 +113,19 @@ extern "C" FILE* fopen64(const char* path, const char* mode) {
   }
   static const auto real = Next<FILE* (*)(const char*, const char*)>("fopen64");
   return real(path, mode);
+}
+
+extern "C" int getaddrinfo(const char* node, const char* service, const struct addrinfo* hints,
+                           struct addrinfo** res) {
+  const char* slow = std::getenv("PILEPREP_FAULT_SLOW_DNS");
+  if (slow != nullptr && *slow != '\0') {
+    sleep(static_cast<unsigned>(std::atoi(slow)));
+    return EAI_AGAIN;
+  }
+  static const auto real =
+      Next<int (*)(const char*, const char*, const struct addrinfo*, struct addrinfo**)>(
+          "getaddrinfo");
+  return real(node, service, hints, res);
 }
 
 extern "C" int flock(int fd, int operation) {
