@@ -65,6 +65,11 @@ class ByteSource {
   virtual std::optional<std::string_view> View() { return std::nullopt; }
   virtual absl::Status Fetch(size_t /*from*/, size_t /*to*/) { return absl::OkStatus(); }
   virtual void Release(size_t /*offset*/) {}
+
+  // The reader has failed and will not read again: a Read() blocked waiting for bytes (a stalled
+  // download) returns soon (Cancelled), and later ones at once, instead of holding the failed input
+  // until the source's own timeouts give up. May be called from any thread, during a Read too.
+  virtual void Interrupt() {}
 };
 
 struct FileSourceOptions {

@@ -180,16 +180,19 @@ class HttpSourceImpl final : public HttpSource {
 
   absl::StatusOr<size_t> Read(char* buffer, size_t capacity) override {
     std::unique_lock<std::mutex> lock(mu_);
+    const auto ready = [&] { return !chunks_.empty() || finished_ || interrupted_; };
     if (options_.cancel == nullptr) {
-      cv_.wait(lock, [&] { return !chunks_.empty() || finished_; });
+      cv_.wait(lock, ready);
     } else {
       // Poll the external flag: a signal handler cannot notify a condition variable.
-      while (!cv_.wait_for(lock, std::chrono::milliseconds(100),
-                           [&] { return !chunks_.empty() || finished_; })) {
+      while (!cv_.wait_for(lock, std::chrono::milliseconds(100), ready)) {
         if (options_.cancel->load(std::memory_order_relaxed)) {
           return absl::CancelledError(absl::StrCat(name_, ": cancelled"));
         }
       }
+    }
+    if (interrupted_) {
+      return absl::CancelledError(absl::StrCat(name_, ": interrupted (the input failed)"));
     }
     if (!error_.ok() && (chunks_.empty() || IsRestartRequired(error_))) return error_;
     if (chunks_.empty()) return size_t{0};
@@ -213,6 +216,14 @@ class HttpSourceImpl final : public HttpSource {
     lock.unlock();
     if (wake) curl_multi_wakeup(multi_);
     return copied;
+  }
+
+  void Interrupt() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      interrupted_ = true;
+    }
+    cv_.notify_all();
   }
 
   int64_t size_hint() const override { return total_.load(std::memory_order_relaxed); }
@@ -712,6 +723,7 @@ class HttpSourceImpl final : public HttpSource {
   bool paused_ = false;
   bool cancel_ = false;
   bool finished_ = false;
+  bool interrupted_ = false;  // Interrupt(): Read returns at once (the download itself goes on)
   absl::Status error_;
   FetchStats stats_;
 };

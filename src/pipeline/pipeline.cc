@@ -506,9 +506,14 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
   absl::Status error;
   std::atomic<bool> failed{false};
   auto fail = [&](absl::Status s) {
-    std::lock_guard<std::mutex> lock(error_mu);
-    if (error.ok()) error = std::move(s);
-    failed.store(true, std::memory_order_relaxed);
+    {
+      std::lock_guard<std::mutex> lock(error_mu);
+      if (error.ok()) error = std::move(s);
+      failed.store(true, std::memory_order_relaxed);
+    }
+    // A read blocked on a stalled download would hold the failed input (and the stages waiting for
+    // it) until the download's timeouts and retries give up: minutes.
+    source.Interrupt();
   };
 
   auto cancelled = [&] {

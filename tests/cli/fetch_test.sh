@@ -219,5 +219,17 @@ wait $pid; rc=$?
 [[ -f "$work/t/pileprep-summary-rank0.json" ]] || bad "SIGTERM in a retry wait: no summary"
 stop_server
 
+# 8. A shard that fails at its first line (--max-bad-records 0) while its download stalls for 40 s:
+# the failure ends it at once, not once the stalled read gives up.
+{ printf 'not json\n'; zstd -q -d -c "$work/src/01.jsonl.zst"; } | zstd -q -c >"$work/src/03.jsonl.zst"
+start_server --plan 03.jsonl.zst=stall:300000:40
+started=$SECONDS
+"$PILEPREP" --url "$url" --files 3 --output-dir "$work/st" --max-bad-records 0 >"$work/out" 2>"$work/err"
+rc=$?
+[[ $rc -eq 1 ]] || { bad "failed shard, stalled download: exit $rc, want 1"; cat "$work/err"; }
+grep -q "more than 0 bad records" "$work/err" || bad "failed shard, stalled download: $(cat "$work/err")"
+(( SECONDS - started < 20 )) || bad "failed shard, stalled download: took $((SECONDS - started)) s"
+stop_server
+
 [[ $fail -eq 0 ]] && echo "ok: fetch"
 exit $fail
