@@ -16,6 +16,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <system_error>
 #include <thread>
 
 #include "absl/status/status.h"
@@ -174,7 +175,13 @@ class HttpSourceImpl final : public HttpSource {
       if (cache_fd_ < 0)
         DropCache(absl::StrCat(CacheTemp(), ": cannot create: ", std::strerror(errno)));
     }
-    thread_ = std::thread([this] { Run(); });
+    try {
+      thread_ = std::thread([this] { Run(); });
+    } catch (const std::system_error& e) {
+      // EAGAIN under a cgroup's pids.max or ulimit -u: this download fails, the process goes on.
+      return absl::ResourceExhaustedError(
+          absl::StrCat(name_, ": cannot start the download's thread: ", e.what()));
+    }
     return absl::OkStatus();
   }
 

@@ -184,6 +184,22 @@ kill -TERM $pid; wait $pid; rc=$?
 [[ $rc -eq 143 ]] && ok "SIGTERM during a slow name lookup exits 143" || bad "slow name lookup: exit $rc"
 (( SECONDS - started < 10 )) && ok "SIGTERM during a slow name lookup: stopped in $((SECONDS - started)) s" \
   || bad "SIGTERM during a slow name lookup: took $((SECONDS - started)) s"
+# No thread to be had for a second shard at once (the first or the second runner's pthread_create
+# fails: ulimit -u, a cgroup's pids.max): fewer shards at once, every shard made, the summary written;
+# the runners' thread once went unchecked and std::terminate ended the run. (Not in sanitizer builds:
+# their runtimes create threads of their own, which would take the count.)
+if ! nm "$PILEPREP" 2>/dev/null | grep -q '__[at]san_init'; then
+  for n in 1 2; do
+    rm -rf "$work/thr$n"
+    LD_PRELOAD=$SHIM PILEPREP_FAULT_THREAD_N=$n "$PILEPREP" --url "$src" --files 0-1 --shards-at-once 2 \
+      --threads 2 --output-dir "$work/thr$n" >"$work/out" 2>"$work/err"
+    rc=$?
+    if [[ $rc -eq 0 && -f "$work/thr$n/my-gpt3_01_text_document.idx" ]] \
+       && [[ -f "$work/thr$n/pileprep-summary-rank0.json" ]] && grep -q "1 of 2 shards at once (cannot start another thread" "$work/err"; then
+      ok "thread $n refused: fewer shards at once, all made"
+    else bad "thread $n refused: exit $rc: $(cat "$work/err")"; fi
+  done
+fi
 # stderr piped to a reader that goes away (`2>&1 | tee log`, tee killed by the same Ctrl-C; here
 # head, gone after the first byte): the run's later writes to stderr must not end it by SIGPIPE
 # before its outputs and summary.

@@ -18,6 +18,8 @@
 //   PILEPREP_FAULT_MISSING=PATH         PATH is not there: open() and fopen() of exactly PATH
 //                                       fail with ENOENT (a machine without the package that
 //                                       installs it, such as ca-certificates for libcurl).
+//   PILEPREP_FAULT_THREAD_N=N           the Nth pthread_create() of the process fails with EAGAIN
+//                                       (a cgroup's pids.max or ulimit -u reached).
 //   PILEPREP_FAULT_SLOW_DNS=S           getaddrinfo() of any name sleeps S seconds, then fails
 //                                       (EAI_AGAIN): a resolver that does not answer.
 //
@@ -26,6 +28,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/file.h>
@@ -113,6 +116,16 @@ extern "C" FILE* fopen64(const char* path, const char* mode) {
   }
   static const auto real = Next<FILE* (*)(const char*, const char*)>("fopen64");
   return real(path, mode);
+}
+
+extern "C" int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (*start)(void*),
+                              void* arg) {
+  static std::atomic<int> created{0};
+  const char* nth = std::getenv("PILEPREP_FAULT_THREAD_N");
+  if (nth != nullptr && *nth != '\0' && created.fetch_add(1) + 1 == std::atoi(nth)) return EAGAIN;
+  static const auto real =
+      Next<int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*)>("pthread_create");
+  return real(thread, attr, start, arg);
 }
 
 extern "C" int getaddrinfo(const char* node, const char* service, const struct addrinfo* hints,

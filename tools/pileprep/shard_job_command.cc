@@ -29,6 +29,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -1176,13 +1177,25 @@ int RunShardJob(int argc, char** argv, int first) {
     // Each runner takes the next shard not yet started; a shard's messages are whole lines.
     std::atomic<size_t> next_todo{0};
     std::vector<std::thread> runners;
+    auto run = [&](int threads) {
+      std::vector<std::unique_ptr<Gpt2Tokenizer::Cache>> caches;
+      for (size_t t; (t = next_todo.fetch_add(1)) < todo.size();) {
+        process(t, {}, nullptr, threads, &caches);
+      }
+    };
     for (int r = 0; r < shards_at_once; ++r) {
-      runners.emplace_back([&, threads = runner_threads(r)] {
-        std::vector<std::unique_ptr<Gpt2Tokenizer::Cache>> caches;
-        for (size_t t; (t = next_todo.fetch_add(1)) < todo.size();) {
-          process(t, {}, nullptr, threads, &caches);
-        }
-      });
+      try {
+        runners.emplace_back(run, runner_threads(r));
+      } catch (const std::system_error& e) {
+        // No thread to be had (a cgroup's pids.max, ulimit -u): fewer shards at once, not an
+        // abort that leaves every shard unmade and no summary. With none started, this one runs
+        // them all.
+        std::fprintf(stderr,
+                     "pileprep: %d of %d shards at once (cannot start another thread: %s)\n",
+                     std::max(r, 1), shards_at_once, e.what());
+        if (r == 0) run(runner_threads(0));
+        break;
+      }
     }
     for (std::thread& runner : runners) runner.join();
   }
