@@ -63,9 +63,9 @@ run_asan() {
   local reports=$root/build-asan/asan-reports
   rm -rf "$reports" && mkdir -p "$reports"
   local rc=0
-  ASAN_OPTIONS="halt_on_error=1:abort_on_error=1:detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1:log_path=$reports/asan${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
-  UBSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1:log_path=$reports/ubsan${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
-  LSAN_OPTIONS="suppressions=$root/tests/sanitizers/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}" \
+  ASAN_OPTIONS="halt_on_error=1:abort_on_error=1:detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1:log_path='$reports/asan'${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
+  UBSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1:log_path='$reports/ubsan'${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
+  LSAN_OPTIONS="suppressions='$root/tests/sanitizers/lsan.supp'${LSAN_OPTIONS:+:$LSAN_OPTIONS}" \
   PILEPREP_SANITIZER=asan \
     "${clean_env[@]}" ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -LE 'install|python|fuzz' "$@" || rc=$?
   if compgen -G "$reports/*" >/dev/null; then
@@ -119,7 +119,7 @@ run_tsan() {
   # the tests with address randomisation off (setarch -R, inherited by every child) avoids it.
   local no_aslr=()
   if setarch "$(uname -m)" -R true 2>/dev/null; then no_aslr=(setarch "$(uname -m)" -R); fi
-  TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/sanitizers/tsan.supp:log_path=$reports/report${TSAN_OPTIONS:+:$TSAN_OPTIONS}" \
+  TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions='$root/tests/sanitizers/tsan.supp':log_path='$reports/report'${TSAN_OPTIONS:+:$TSAN_OPTIONS}" \
   PILEPREP_SANITIZER=tsan \
     "${no_aslr[@]}" "${clean_env[@]}" ctest --test-dir build-tsan --output-on-failure -j "$(nproc)" \
       -R "$tsan_tests" "$@" || rc=$?

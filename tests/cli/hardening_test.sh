@@ -6,6 +6,9 @@ set -uo pipefail
 PILEPREP=$1
 SHIM=$2
 work=$(mktemp -d)
+# ld.so splits LD_PRELOAD at spaces and colons: the shim is preloaded from a copy in $work, so a
+# clone whose path has a space still gets it.
+cp "$SHIM" "$work/fault_shim.so" && SHIM=$work/fault_shim.so
 mnt=""
 cleanup() {
   [[ -n "$mnt" ]] && umount "$mnt" 2>/dev/null

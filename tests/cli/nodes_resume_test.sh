@@ -8,6 +8,9 @@ PILEPREP=$1
 SHIM=$2  # tests/shim/fs_fault_shim.cc, built
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
+# ld.so splits LD_PRELOAD at spaces and colons: the shim is preloaded from a copy in $work, so a
+# clone whose path has a space still gets it.
+cp "$SHIM" "$work/fault_shim.so" && SHIM=$work/fault_shim.so
 server_pid=
 # The server dies with this script even when it is SIGKILLed (--parent-pid: PR_SET_PDEATHSIG), and its
 # output goes to a file: an orphan holding CTest's pipe would keep CTest waiting after a failure.

@@ -10,6 +10,9 @@ PILEPREP=$1
 SHIM=$2
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
+# ld.so splits LD_PRELOAD at spaces and colons: the shim is preloaded from a copy in $work, so a
+# clone whose path has a space still gets it.
+cp "$SHIM" "$work/fault_shim.so" && SHIM=$work/fault_shim.so
 pids=()
 # Helpers die with this script even when it is SIGKILLed (--parent-pid: PR_SET_PDEATHSIG), and their
 # output goes to files: an orphan holding CTest's pipe would keep CTest waiting after a failure.

@@ -760,8 +760,9 @@ TEST(JsonRecordParserDifferential, AgreesWithPythonOnMutatedLines) {
   for (const std::string& l : lines) all += l + "\n";
   ASSERT_EQ(write(fd, all.data(), all.size()), static_cast<ssize_t>(all.size()));
   close(fd);
-  const std::string command = std::string(python) + " " + PILEPREP_TEST_DATA_DIR +
-                              "/jsonl/make_expected.py --classify " + path;
+  // Quoted: the clone's path may hold spaces.
+  const std::string command = std::string(python) + " '" + PILEPREP_TEST_DATA_DIR +
+                              "/jsonl/make_expected.py' --classify " + path;
   FILE* pipe = popen(command.c_str(), "r");
   ASSERT_NE(pipe, nullptr);
   std::string out;
