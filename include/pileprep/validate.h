@@ -44,6 +44,7 @@
 #ifndef PILEPREP_VALIDATE_H_
 #define PILEPREP_VALIDATE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -60,6 +61,10 @@ struct ValidateOptions {
   uint32_t eod_id = 50256;
   bool check_tokens = true;     // false: index-only checks (fast; skips reading the .bin)
   int threads = 0;              // 0: all cores
+  // When it becomes true the token checks stop (within a task of 1M tokens) and ValidateDataset
+  // returns Cancelled (ValidateBuffers' report is then incomplete). The shard job passes its
+  // SIGINT/SIGTERM flag: a signal need not wait for a many-GB .bin to be read. Null: never.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct Violation {

@@ -420,6 +420,10 @@ class Checker {
     return found;
   }
 
+  bool Cancelled() const {
+    return options_.cancel != nullptr && options_.cancel->load(std::memory_order_relaxed);
+  }
+
   void CheckTokens() {
     report_.tokens_checked = true;
     const uint64_t num_tokens = bin_.size() / itemsize_;
@@ -434,6 +438,7 @@ class Checker {
       bad = tbb::parallel_reduce(
           tbb::blocked_range<uint64_t>(0, num_tokens, kGrain), Found{},
           [&](const tbb::blocked_range<uint64_t>& r, Found acc) {
+            if (Cancelled()) return acc;
             Found f = itemsize_ == 2 ? ScanTokens<uint16_t>(bin_.data(), r.begin(), r.end())
                                      : ScanTokens<int32_t>(bin_.data(), r.begin(), r.end());
             return Found::Join(acc, f);
@@ -448,6 +453,7 @@ class Checker {
         no_eod = tbb::parallel_reduce(
             tbb::blocked_range<uint64_t>(0, units, 1 << 16), Found{},
             [&](const tbb::blocked_range<uint64_t>& r, Found acc) {
+              if (Cancelled()) return acc;
               for (uint64_t u = r.begin(); u < r.end(); ++u) {
                 uint64_t i = u;
                 if (docs_ok) {
@@ -549,7 +555,11 @@ absl::StatusOr<ValidationReport> ValidateDataset(const std::string& prefix,
     // Only the size of the .bin matters then; never touch its pages.
     effective.expect_eod = false;
   }
-  return ValidateBuffers(idx.view(), bin_view, prefix, effective);
+  ValidationReport report = ValidateBuffers(idx.view(), bin_view, prefix, effective);
+  if (options.cancel != nullptr && options.cancel->load()) {
+    return absl::CancelledError(absl::StrCat(prefix, ": validation cancelled"));
+  }
+  return report;
 }
 
 std::string FormatValidationReport(const ValidationReport& r) {

@@ -435,6 +435,26 @@ TEST_F(ValidateTest, ExpectEodWithBrokenDocumentIndicesNamesSequences) {
               HasSubstr("1 sequence lacks a final EOD (the document indices are broken"));
 }
 
+// A set cancel flag stops the token checks: ValidateDataset says Cancelled rather than a verdict
+// on tokens it did not read (a damaged token is there and would otherwise be found).
+TEST_F(ValidateTest, CancelFlagStopsTheTokenChecks) {
+  std::string bin = bin_;
+  Put<uint16_t>(bin, 2 * 777, 65535);
+  std::atomic<bool> cancel{true};
+  ValidateOptions options;
+  options.cancel = &cancel;
+  const std::string prefix = (*dir_ / "cancelled").string();
+  WriteFile(prefix + ".idx", idx_);
+  WriteFile(prefix + ".bin", bin);
+  auto report = ValidateDataset(prefix, options);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kCancelled);
+  cancel = false;
+  report = ValidateDataset(prefix, options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_NE(report->Find("token_range"), nullptr);
+}
+
 TEST_F(ValidateTest, IndexOnlySkipsTokensButStillChecksBinSize) {
   std::string bin = bin_;
   Put<uint16_t>(bin, 0, 65535);

@@ -219,6 +219,7 @@ bool AlreadyComplete(const JobConfig& job, const Common& c, const Gpt2Tokenizer&
   v.eod_id = tokenizer.eod_id();
   v.check_tokens = true;
   v.threads = c.pipeline.threads;
+  v.cancel = &CancelFlag();  // a signal need not wait for a many-GB .bin's token check
   uint64_t documents = 0, tokens = 0, bytes = 0;
   for (const std::string& p : PrefixesFor(job, c, n)) {
     // The error_code forms: one that cannot be checked (EACCES, EIO) is made again, and that run
@@ -229,6 +230,7 @@ bool AlreadyComplete(const JobConfig& job, const Common& c, const Gpt2Tokenizer&
       return false;
     }
     auto report = ValidateDataset(p, v);
+    if (!report.ok() && absl::IsCancelled(report.status())) return false;  // the run stops
     if (!report.ok() || !report->ok()) {
       if (!c.console.quiet) {
         std::fprintf(stderr, "%s: existing outputs do not validate (%s); making them again\n",
