@@ -116,9 +116,10 @@ class ZstdDecoder {
 bool IsDamagedZstdInput(const absl::Status& status);
 
 // The compressed format the first bytes of an input (`head`, up to 4 are looked at) start with:
-// "zstd" (a zstd or skippable frame), "gzip", "bzip2", "xz", "lz4", "zip", or "" for anything
-// else (plain text, or too few bytes to tell). For an input named as plain JSON lines: each of
-// these would be read as lines of binary, every one a bad record, where a word can say what it is.
+// "zstd" (a zstd or skippable frame), "legacy zstd" (a v0.1-v0.7 frame, which the decoder refuses),
+// "gzip", "bzip2", "xz", "lz4", "zip", or "" for anything else (plain text, or too few bytes to
+// tell). For an input named as plain JSON lines: each of these would be read as lines of binary,
+// every one a bad record, where a word can say what it is.
 std::string CompressedFormatOf(std::string_view head);
 
 }  // namespace pileprep

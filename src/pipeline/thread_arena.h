@@ -15,11 +15,15 @@ namespace pileprep::internal {
 // `threads` > 0 threads, or all cores (0). More threads than cores are asked for as Megatron users
 // give --workers 16 on smaller nodes: TBB's default limit (the core count) would cut the arena's
 // workers and print a warning on stderr, from a library that prints nothing. While this object
-// lives the process's limit is raised to `threads` (the results never depend on the thread count).
+// lives the process's limit is raised to `threads` (the results never depend on the thread count)
+// when it is below that. Only raised: of several limits the smallest applies, so a caller running
+// pipelines side by side (the shard job's runners) raises it once for their sum.
 class ThreadArena {
  public:
   explicit ThreadArena(int threads)
-      : allow_(threads > tbb::info::default_concurrency()
+      : allow_(threads > 0 && static_cast<size_t>(threads) >
+                                  tbb::global_control::active_value(
+                                      tbb::global_control::max_allowed_parallelism)
                    ? std::make_optional<tbb::global_control>(
                          tbb::global_control::max_allowed_parallelism, static_cast<size_t>(threads))
                    : std::nullopt),

@@ -588,7 +588,7 @@ std::string CompressedFormatOf(std::string_view head) {
   const size_t n = std::min<size_t>(head.size(), 4);
   if (n == 4 && internal::IsValidMagic(internal::ReadLe32(p))) return "zstd";
   std::string format = internal::SniffFormat(p, n);
-  if (absl::StartsWith(format, "a legacy zstd")) return "zstd";
+  if (absl::StartsWith(format, "a legacy zstd")) return "legacy zstd";
   for (const char* compressed : {"gzip", "bzip2", "xz", "lz4", "zip"}) {
     if (format == compressed) return format;
   }

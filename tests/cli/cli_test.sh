@@ -109,6 +109,11 @@ expect "preprocess: a gzip file is named as such" 1 "gzip-compressed (it starts 
 expect "preprocess: more workers than cores: no TBB warning" 0 "" -- \
   "$PILEPREP" preprocess --input "$work/t.jsonl" --output-prefix "$work/many" --workers $(( $(nproc) + 2 )) -q
 grep -q "TBB" "$work/err" && { echo "FAIL: TBB printed: $(cat "$work/err")"; fail=1; }
+# The same split between shards at once (pipelines side by side, unequal shares).
+expect "shard job: more threads than cores, two shards at once: no TBB warning" 0 "" -- \
+  "$PILEPREP" --url "$root/data/samples" --files 0-1 --output-dir "$work/many2" \
+  --threads $(( 2 * $(nproc) + 1 )) --shards-at-once 2 -q
+grep -q "TBB" "$work/err" && { echo "FAIL: TBB printed: $(cat "$work/err")"; fail=1; }
 # A failed input lists its bad records as found, not skipped: nothing was made to skip them from.
 printf '{"text": "a"}\nnot json\n{"text": "b"}\n' >"$work/onebad.jsonl"
 expect "preprocess: a failed input's bad records are not called skipped" 1 \
@@ -121,6 +126,10 @@ want="zst-named-plain.jsonl: zstd-compressed (it starts with a zstd frame), unde
 want+="pileprep reads a file as zstd when its name ends in .zst; rename it (NAME.jsonl.zst)"
 expect "preprocess: zstd under a plain name is named, with the name to give it" 1 "$want" -- \
   "$PILEPREP" preprocess --input "$work/zst-named-plain.jsonl" --output-prefix "$work/zn"
+printf '\x27\xb5\x2f\xfd\x00\x00' >"$work/legacy.jsonl"  # a zstd v0.7 frame's magic
+expect "preprocess: a legacy zstd frame is named, not sent to a rename" 1 \
+  "legacy.jsonl: a legacy zstd frame (v0.1-v0.7), which pileprep does not read" -- \
+  "$PILEPREP" preprocess --input "$work/legacy.jsonl" --output-prefix "$work/lg"
 printf 'BZh91AY&SY' >"$work/t.jsonl.bz2"
 expect "preprocess: a bzip2 file is named as such" 1 "t.jsonl.bz2: bzip2-compressed; pileprep reads" -- \
   "$PILEPREP" preprocess --input "$work/t.jsonl.bz2" --output-prefix "$work/bz"

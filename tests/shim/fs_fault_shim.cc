@@ -18,10 +18,13 @@
 //   PILEPREP_FAULT_MISSING=PATH         PATH is not there: open() and fopen() of exactly PATH
 //                                       fail with ENOENT (a machine without the package that
 //                                       installs it, such as ca-certificates for libcurl).
-//   PILEPREP_FAULT_THREAD_N=N           the Nth pthread_create() of the process fails with EAGAIN
-//                                       (a cgroup's pids.max or ulimit -u reached).
-//   PILEPREP_FAULT_SLOW_DNS=S           getaddrinfo() of any name sleeps S seconds, then fails
-//                                       (EAI_AGAIN): a resolver that does not answer.
+//   PILEPREP_FAULT_THREAD_N=N           the Nth pthread_create() made by the main thread fails
+//                                       with EAGAIN (a cgroup's pids.max or ulimit -u reached);
+//                                       threads others create are not counted, so N names the
+//                                       same thread whatever the scheduling.
+//   PILEPREP_FAULT_SLOW_DNS=S           getaddrinfo() of any name writes "fault shim: resolving"
+//                                       to stderr, sleeps S seconds, then fails (EAI_AGAIN): a
+//                                       resolver that does not answer.
 //
 // Everything else goes to the C library unchanged. Test-only: never linked into pileprep.
 #include <dlfcn.h>
@@ -122,7 +125,10 @@ extern "C" int pthread_create(pthread_t* thread, const pthread_attr_t* attr, voi
                               void* arg) {
   static std::atomic<int> created{0};
   const char* nth = std::getenv("PILEPREP_FAULT_THREAD_N");
-  if (nth != nullptr && *nth != '\0' && created.fetch_add(1) + 1 == std::atoi(nth)) return EAGAIN;
+  if (nth != nullptr && *nth != '\0' && gettid() == getpid() &&
+      created.fetch_add(1) + 1 == std::atoi(nth)) {
+    return EAGAIN;
+  }
   static const auto real =
       Next<int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*)>("pthread_create");
   return real(thread, attr, start, arg);
@@ -132,6 +138,9 @@ extern "C" int getaddrinfo(const char* node, const char* service, const struct a
                            struct addrinfo** res) {
   const char* slow = std::getenv("PILEPREP_FAULT_SLOW_DNS");
   if (slow != nullptr && *slow != '\0') {
+    static const char kResolving[] = "fault shim: resolving\n";
+    ssize_t ignored = write(STDERR_FILENO, kResolving, sizeof(kResolving) - 1);
+    (void)ignored;
     sleep(static_cast<unsigned>(std::atoi(slow)));
     return EAI_AGAIN;
   }

@@ -100,6 +100,12 @@ int RunPreprocess(int argc, char** argv, int first) {
                                 "rename it (NAME.jsonl.zst)"));
         return kExitFailed;
       }
+      if (format == "legacy zstd") {
+        PrintError(absl::StrCat(input,
+                                ": a legacy zstd frame (v0.1-v0.7), which pileprep does not read: "
+                                "recompress it with a current zstd (NAME.jsonl.zst)"));
+        return kExitFailed;
+      }
       if (!format.empty()) {
         PrintError(absl::StrCat(input, ": ", format, "-compressed",
                                 format == "gzip" ? " (it starts with 1f 8b)" : "",
