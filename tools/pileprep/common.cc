@@ -104,9 +104,10 @@ std::string ExitCodeHelp() {
          "  2  usage or set-up error (bad flag, vocabulary not found, output directory unusable;\n"
          "     the shard job: outputs there whose records say other settings made them,\n"
          "     unless --remake-other-settings or --force)\n"
-         "  130, 143  stopped by SIGINT / SIGTERM: the input in progress was abandoned (its\n"
-         "     temporary files removed, nothing published), later inputs not started; completed\n"
-         "     outputs stay. A second signal stops at once; the next run removes what is left.\n";
+         "  129, 130, 143  stopped by SIGHUP / SIGINT / SIGTERM: the input in progress was\n"
+         "     abandoned (its temporary files removed, nothing published), later inputs not\n"
+         "     started; completed outputs stay. A second signal stops at once; the next run\n"
+         "     removes what is left.\n";
 }
 
 void AddCommonFlags(Args& args) {

@@ -43,8 +43,8 @@ int RunMerge(int argc, char** argv, int first) {
       "  0  merged and published\n"
       "  1  an input is unusable or the merge failed (nothing is published)\n"
       "  2  usage error\n"
-      "  130, 143  stopped by SIGINT or SIGTERM (its temporary files removed; nothing "
-      "published)\n");
+      "  129, 130, 143  stopped by SIGHUP, SIGINT or SIGTERM (its temporary files removed; "
+      "nothing published)\n");
   if (done) return *done;
   const std::string output = args.Get("output-prefix");
   if (output.empty()) {
