@@ -7,7 +7,6 @@
 #include <utility>
 
 #include "oneapi/tbb/global_control.h"
-#include "oneapi/tbb/info.h"
 #include "oneapi/tbb/task_arena.h"
 
 namespace pileprep::internal {
@@ -18,16 +17,22 @@ namespace pileprep::internal {
 // lives the process's limit is raised to `threads` (the results never depend on the thread count)
 // when it is below that. Only raised: of several limits the smallest applies, so a caller running
 // pipelines side by side (the shard job's runners) raises it once for their sum.
+// TBB's process-wide thread limit raised to `threads` while the result lives, when it is below
+// that; nullopt otherwise. Only raised: of several limits the smallest applies.
+inline std::optional<tbb::global_control> AllowThreads(int threads) {
+  if (threads <= 0 ||
+      static_cast<size_t>(threads) <=
+          tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism)) {
+    return std::nullopt;
+  }
+  return std::make_optional<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
+                                                 static_cast<size_t>(threads));
+}
+
 class ThreadArena {
  public:
   explicit ThreadArena(int threads)
-      : allow_(threads > 0 && static_cast<size_t>(threads) >
-                                  tbb::global_control::active_value(
-                                      tbb::global_control::max_allowed_parallelism)
-                   ? std::make_optional<tbb::global_control>(
-                         tbb::global_control::max_allowed_parallelism, static_cast<size_t>(threads))
-                   : std::nullopt),
-        arena_(threads > 0 ? threads : tbb::task_arena::automatic) {}
+      : allow_(AllowThreads(threads)), arena_(threads > 0 ? threads : tbb::task_arena::automatic) {}
 
   template <typename F>
   void execute(F&& f) {

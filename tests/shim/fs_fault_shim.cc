@@ -103,22 +103,23 @@ extern "C" int open(const char* path, int flags, ...) {
 }
 
 // OpenSSL reads a CA bundle through fopen (or fopen64), which does not go through open() above.
-extern "C" FILE* fopen(const char* path, const char* mode) {
+using FopenFn = FILE* (*)(const char*, const char*);
+static FILE* FopenUnlessMissing(FopenFn real, const char* path, const char* mode) {
   if (Named(path, "PILEPREP_FAULT_MISSING", false)) {
     errno = ENOENT;
     return nullptr;
   }
-  static const auto real = Next<FILE* (*)(const char*, const char*)>("fopen");
   return real(path, mode);
 }
 
+extern "C" FILE* fopen(const char* path, const char* mode) {
+  static const auto real = Next<FopenFn>("fopen");
+  return FopenUnlessMissing(real, path, mode);
+}
+
 extern "C" FILE* fopen64(const char* path, const char* mode) {
-  if (Named(path, "PILEPREP_FAULT_MISSING", false)) {
-    errno = ENOENT;
-    return nullptr;
-  }
-  static const auto real = Next<FILE* (*)(const char*, const char*)>("fopen64");
-  return real(path, mode);
+  static const auto real = Next<FopenFn>("fopen64");
+  return FopenUnlessMissing(real, path, mode);
 }
 
 extern "C" int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (*start)(void*),

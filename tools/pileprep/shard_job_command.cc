@@ -41,7 +41,6 @@
 #include "absl/strings/str_join.h"
 #include "common.h"
 #include "format/file_util.h"
-#include "oneapi/tbb/global_control.h"
 #include "oneapi/tbb/info.h"
 #include "path_lock.h"
 #include "pileprep/fetch.h"
@@ -51,6 +50,7 @@
 #include "pileprep/shard_plan.h"
 #include "pileprep/validate.h"
 #include "pileprep/zstd_stream.h"
+#include "pipeline/thread_arena.h"
 #include "shard_record.h"
 #include "signals.h"
 
@@ -1179,11 +1179,7 @@ int RunShardJob(int argc, char** argv, int first) {
   } else {
     // More threads than cores, split between runners: TBB's limit is raised once for them all
     // (the smallest of several raises would win, and cap the others' arenas).
-    std::optional<tbb::global_control> allow_threads;
-    if (used_threads > tbb::info::default_concurrency()) {
-      allow_threads.emplace(tbb::global_control::max_allowed_parallelism,
-                            static_cast<size_t>(used_threads));
-    }
+    const std::optional<tbb::global_control> allow_threads = internal::AllowThreads(used_threads);
     // Each runner takes the next shard not yet started; a shard's messages are whole lines.
     std::atomic<size_t> next_todo{0};
     std::vector<std::thread> runners;
