@@ -121,9 +121,11 @@ class IndexedDatasetView {
   // GetSample and the Python module check before reading a sequence (a few compares); the
   // accessors below do not.
   bool SequenceInBounds(int64_t i) const { return CheckedSequenceData(i) != nullptr; }
-  // Sequence `i`'s bytes if its pointer and length, each read once, pass that check; else nullptr.
-  // `length`, when given, receives the length checked (tokens).
+  // Sequence `i`'s bytes if `i` is a sequence (0 <= i < num_sequences()) and its pointer and
+  // length, each read once, pass that check; else nullptr. `length`, when given, receives the
+  // length checked (tokens).
   const uint8_t* CheckedSequenceData(int64_t i, int64_t* length = nullptr) const {
+    if (i < 0 || i >= num_sequences_) return nullptr;  // the pointer array ends there
     const int64_t ptr = sequence_pointer(i);
     const int64_t len = sequence_length(i);
     const bool in =
@@ -155,7 +157,7 @@ class IndexedDatasetView {
                                static_cast<size_t>(sequence_length(i)));
   }
   // Copies `count` tokens of sequence `i` starting at token `offset` into `out`, widened to int64
-  // (what Megatron's GPTDataset returns). Checked (CheckedSequenceData, and 0 <= offset,
+  // (what Megatron's GPTDataset returns). Checked (CheckedSequenceData, i included; 0 <= offset,
   // 0 <= count, offset + count <= the length read there): false, nothing copied, when it fails.
   bool CopyTokens(int64_t i, int64_t offset, int64_t count, int64_t* out) const;
 

@@ -1278,6 +1278,25 @@ TEST(IndexedDatasetView, ReadsGoldenMegatronFiles) {
   EXPECT_THAT(out, ElementsAre(7, 8));
 }
 
+// The checked accessors check the sequence number too: the pointer array ends at num_sequences(),
+// and a number past it (or negative) read whatever lies there (a crash far past the mapping).
+TEST(IndexedDatasetView, CheckedAccessorsRefuseSequenceNumbersOutsideTheIndex) {
+  auto ds = IndexedDatasetView::Open(std::string(PILEPREP_TEST_DATA_DIR) + "/format/hand_uint16");
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  const int64_t n = (*ds)->num_sequences();
+  ASSERT_EQ(n, 6);
+  int64_t out[1] = {-7};
+  for (int64_t i : {n, n + 1, int64_t{100000000}, int64_t{-1}, INT64_MIN, INT64_MAX}) {
+    EXPECT_FALSE((*ds)->SequenceInBounds(i)) << i;
+    EXPECT_EQ((*ds)->CheckedSequenceData(i), nullptr) << i;
+    EXPECT_FALSE((*ds)->CopyTokens(i, 0, 0, out)) << i;
+    EXPECT_FALSE((*ds)->CopyTokens(i, 0, 1, out)) << i;
+  }
+  EXPECT_EQ(out[0], -7);  // nothing copied
+  EXPECT_TRUE((*ds)->CopyTokens(n - 1, 0, 1, out));
+  EXPECT_EQ(out[0], (*ds)->Sequence<uint16_t>(n - 1)[0]);
+}
+
 TEST(IndexedDatasetView, ReadsWhatPilePrepWrites) {
   ScopedTempDir tmp("loader_test_roundtrip");
   const std::string& dir = tmp.path();
