@@ -18,8 +18,9 @@
 // any number of threads at once.
 // Errors: InvalidArgument for bad options, split or blend strings (with the offending text),
 // FailedPrecondition for an empty split, a dataset with too few tokens, or a kept partial last
-// sample that Megatron refuses (BuildGptIndices), OutOfRange for a sample index out of range, and
-// the view's open errors (file and cause).
+// sample that Megatron refuses (BuildGptIndices), ResourceExhausted when the indices that
+// num_samples and sequence_length ask for do not fit in memory, OutOfRange for a sample index out
+// of range, and the view's open errors (file and cause). Nothing is thrown.
 #ifndef PILEPREP_LOADER_H_
 #define PILEPREP_LOADER_H_
 
@@ -80,7 +81,8 @@ struct SequenceRange {
 // Megatron's train/valid/test split of `num_sequences` sequences from a split string such as
 // "969,30,1" (every `[.0-9]+` substring is a weight; padded to three with 0; normalized). A split
 // of zero weight (kCurrent) or zero width (kLegacy) is not built: nullopt. Errors: InvalidArgument
-// for no weights, more than three, a token that is not a number, or a zero sum.
+// for no weights, more than three, a token that is not a number, a zero sum, or num_sequences
+// outside 0 to 2^53 (the bookends are float64, as Megatron's).
 absl::StatusOr<std::array<std::optional<SequenceRange>, 3>> ComputeSplit(
     absl::string_view split, int64_t num_sequences,
     SplitRounding rounding = SplitRounding::kCurrent);
@@ -198,7 +200,8 @@ struct GptIndices {
 // `sizes` = all sequence lengths of the dataset, `sequence_ids` = the split's sequences
 // (ascending). O(epochs · sequences + samples); each array is built in its final dtype, as
 // Megatron's are (no wider copy). Errors: InvalidArgument (sequence_length < 1, num_samples < 0,
-// an id out of range, counts that overflow: more than 2^63 tokens or 2^31 epochs),
+// an id out of range, a negative size, counts that overflow: more than 2^63 tokens or 2^31
+// epochs), ResourceExhausted (the arrays do not fit in memory),
 // FailedPrecondition (the split's tokens are no more than the extra token: not even a partial
 // sample; or a kept partial last sample that ends on an empty sequence last in the document
 // index, whose end offset would be -1: Megatron's helpers.py asserts sample_idx.min() >= 0 on its
@@ -360,6 +363,9 @@ class GptDataset {
     bool from_cache = false;
   };
   GptDataset() = default;
+  // Open's body; Open turns an allocation failure in it into ResourceExhausted.
+  static absl::StatusOr<std::unique_ptr<GptDataset>> OpenUnguarded(
+      const Blend& blend, const GptDatasetOptions& options);
   absl::Status LocalParts(int k, int64_t j, std::vector<SamplePart>* parts) const;
 
   std::vector<Part> parts_;

@@ -60,6 +60,23 @@ std::optional<double> ParseFloat(absl::string_view s) {
 // Python's round() to an integer: half to even (nearbyint in the default rounding mode).
 int64_t RoundHalfEven(double x) { return static_cast<int64_t>(std::nearbyint(x)); }
 
+// The index arrays are sized by the caller's num_samples and sequence_length, so a typo in a
+// training config (2^38 samples) asks for terabytes: std::bad_alloc must not cross the API (it
+// would end the training job in std::terminate), it is a status naming the request.
+template <typename F>
+auto StatusOnAllocationFailure(F&& build, int64_t sequence_length,
+                               const std::optional<int64_t>& num_samples) -> decltype(build()) {
+  try {
+    return build();
+  } catch (const std::bad_alloc&) {
+  } catch (const std::length_error&) {
+  }
+  return absl::ResourceExhaustedError(
+      absl::StrCat("out of memory building the sample indices for ",
+                   num_samples ? absl::StrCat(*num_samples, " samples") : std::string("one epoch"),
+                   " of ", sequence_length, " tokens (num_samples and sequence_length size them)"));
+}
+
 // Epochs, tokens per epoch and whether the final epoch is shuffled apart
 // (GPTDataset._get_num_epochs and the separate_final_epoch rule).
 struct EpochPlan {
@@ -86,7 +103,11 @@ absl::StatusOr<EpochPlan> PlanEpochs(const Sizes& sizes, absl::Span<const int32_
       return absl::InvalidArgumentError(
           absl::StrCat("sequence id ", id, " out of range (", sizes.size(), " sequences)"));
     }
-    plan.tokens_per_epoch += sizes[static_cast<size_t>(id)];
+    const int64_t size = sizes[static_cast<size_t>(id)];
+    if (size < 0) {  // an .idx's lengths are >= 0 (IndexedDatasetView::Open checks them)
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", id, " has length ", size));
+    }
+    plan.tokens_per_epoch += size;
   }
   if (plan.tokens_per_epoch <= extra) {
     return absl::FailedPreconditionError(absl::StrCat("the split's ", ids.size(),
@@ -104,7 +125,9 @@ absl::StatusOr<EpochPlan> PlanEpochs(const Sizes& sizes, absl::Span<const int32_
   // time; the same e in one division, whatever the ratio).
   const int64_t epochs = std::max<int64_t>(
       1, requested / plan.tokens_per_epoch + (requested % plan.tokens_per_epoch != 0));
-  if (epochs > std::numeric_limits<int32_t>::max()) {
+  int64_t epoch_tokens = 0;
+  if (epochs > std::numeric_limits<int32_t>::max() ||
+      __builtin_mul_overflow(epochs, plan.tokens_per_epoch, &epoch_tokens)) {
     return absl::InvalidArgumentError(absl::StrCat(*o.num_samples, " samples need ", epochs,
                                                    " epochs of the split's ", plan.tokens_per_epoch,
                                                    " tokens: too many"));
@@ -617,6 +640,12 @@ uint64_t NumpyRandomState::RandomInterval(uint64_t max) {
 absl::StatusOr<std::array<std::optional<SequenceRange>, 3>> ComputeSplit(absl::string_view split,
                                                                          int64_t num_sequences,
                                                                          SplitRounding rounding) {
+  // The split's bookends are computed in float64, as Megatron's are: beyond 2^53 sequences they
+  // are not exact, and a negative count is no dataset.
+  if (num_sequences < 0 || num_sequences > (int64_t{1} << 53)) {
+    return absl::InvalidArgumentError(absl::StrCat("split \"", split, "\" of ", num_sequences,
+                                                   " sequences (expected 0 to 2^53)"));
+  }
   std::vector<double> w;
   for (size_t i = 0; i < split.size();) {
     auto is_num = [](char c) { return c == '.' || (c >= '0' && c <= '9'); };
@@ -671,7 +700,9 @@ absl::StatusOr<GptIndices> BuildGptIndices(absl::Span<const int32_t> sizes,
                                            absl::Span<const int32_t> sequence_ids,
                                            const GptIndexOptions& options) {
   PILEPREP_ASSIGN_OR_RETURN(EpochPlan plan, PlanEpochs(sizes, sequence_ids, options));
-  return BuildWithPlan(sizes, sequence_ids, options, plan);
+  return StatusOnAllocationFailure(
+      [&] { return BuildWithPlan(sizes, sequence_ids, options, plan); }, options.sequence_length,
+      options.num_samples);
 }
 
 BlendingIndices BuildBlendingIndices(absl::Span<const double> weights, int64_t size) {
@@ -887,6 +918,12 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Open(absl::string_view d
 
 absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Open(const Blend& blend,
                                                              const GptDatasetOptions& options) {
+  return StatusOnAllocationFailure([&] { return OpenUnguarded(blend, options); },
+                                   options.sequence_length, options.num_samples);
+}
+
+absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::OpenUnguarded(
+    const Blend& blend, const GptDatasetOptions& options) {
   if (blend.prefixes.empty()) return absl::InvalidArgumentError("data path: no prefix given");
   if (!blend.weights.empty() && blend.weights.size() != blend.prefixes.size()) {
     return absl::InvalidArgumentError("blend: one weight per prefix expected");
@@ -909,6 +946,12 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Open(const Blend& blend,
   }
   if (options.num_samples && *options.num_samples < 0) {
     return absl::InvalidArgumentError(absl::StrCat("num_samples ", *options.num_samples, " < 0"));
+  }
+  // A sample holds sequence_length + 1 tokens (add_extra_token), which must be an int64.
+  if (options.sequence_length < 1 ||
+      options.sequence_length == std::numeric_limits<int64_t>::max()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sequence_length ", options.sequence_length, " (expected >= 1)"));
   }
   // Megatron takes any float; a NaN or an infinity would make every dataset's sample count
   // ceil(NaN) or ceil(inf), which no int64 holds, and a negative one asks a dataset for fewer

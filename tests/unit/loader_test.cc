@@ -26,12 +26,16 @@
 // (LargestAllocation): what a build or a cache store holds at once, where the index arrays are the
 // only allocations that grow with the sample count. Replaces the global operator new and delete
 // of this test binary (malloc and free underneath, so sanitizers still see every allocation).
+// `fail_above` makes every larger request fail as an exhausted heap would (std::bad_alloc), the
+// same under sanitizers, whose malloc aborts on a request too large instead of returning null.
 namespace loader_test_probe {
 std::atomic<bool> on{false};
 std::atomic<size_t> largest{0};
+std::atomic<size_t> fail_above{SIZE_MAX};
 }  // namespace loader_test_probe
 
 void* operator new(std::size_t n) {
+  if (n > loader_test_probe::fail_above.load(std::memory_order_relaxed)) throw std::bad_alloc();
   if (loader_test_probe::on.load(std::memory_order_relaxed)) {
     size_t seen = loader_test_probe::largest.load(std::memory_order_relaxed);
     while (n > seen && !loader_test_probe::largest.compare_exchange_weak(seen, n)) {
@@ -835,6 +839,69 @@ TEST(GptIndices, RefusesCountsThatWouldOverflow) {
   d.sequence_length = 4;
   auto ds = GptDataset::Open(many, d);
   EXPECT_EQ(ds.status().code(), absl::StatusCode::kInvalidArgument) << ds.status();
+}
+
+// Indices too large for memory (a typo of num_samples in a training config) are a status the job
+// can report, not std::bad_alloc thrown through the API (std::terminate in a training job).
+TEST(GptIndices, IndicesThatDoNotFitInMemoryAreResourceExhaustedNotThrown) {
+  struct Limit {  // no single allocation above 64 MB while it lives
+    Limit() { loader_test_probe::fail_above = size_t{64} << 20; }
+    ~Limit() { loader_test_probe::fail_above = SIZE_MAX; }
+  };
+  GptIndexOptions o;
+  o.sequence_length = 1;
+  o.num_samples = int64_t{1} << 27;  // 2^27 samples of 1 token: a 1 GB sample index, or more
+  {
+    Limit limit;
+    auto ix = BuildGptIndices(kSizes, kAll, o);
+    EXPECT_EQ(ix.status().code(), absl::StatusCode::kResourceExhausted) << ix.status();
+    EXPECT_THAT(ix.status().message(), HasSubstr("134217728 samples of 1 tokens"));
+  }
+  ScopedTempDir tmp("loader_test_no_memory");
+  const std::string prefix = WriteVectorDataset(tmp.path());
+  GptDatasetOptions d;
+  d.sequence_length = 1;
+  d.num_samples = int64_t{1} << 27;
+  {
+    Limit limit;
+    auto ds = GptDataset::Open(prefix, d);
+    EXPECT_EQ(ds.status().code(), absl::StatusCode::kResourceExhausted) << ds.status();
+  }
+  d.num_samples = 1000;  // the same options with room: built
+  auto ds = GptDataset::Open(prefix, d);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_GE((*ds)->size(), 1000);  // whole epochs, as Megatron
+}
+
+// Values no dataset has are refused rather than computed with: a negative sequence length, a
+// sequence_length whose sample (+ the extra token) overflows, a split of a negative or
+// float64-inexact sequence count.
+TEST(GptIndices, RefusesNegativeSizesAndOverflowingLengths) {
+  const std::vector<int32_t> sizes = {5, -3, 7};
+  const std::vector<int32_t> ids = {0, 1, 2};
+  GptIndexOptions o;
+  o.sequence_length = 2;
+  auto ix = BuildGptIndices(sizes, ids, o);
+  EXPECT_EQ(ix.status().code(), absl::StatusCode::kInvalidArgument) << ix.status();
+  EXPECT_THAT(ix.status().message(), HasSubstr("sequence 1 has length -3"));
+
+  ScopedTempDir tmp("loader_test_overflow");
+  const std::string prefix = WriteVectorDataset(tmp.path());
+  GptDatasetOptions d;
+  d.sequence_length = std::numeric_limits<int64_t>::max();
+  auto ds = GptDataset::Open(prefix, d);
+  EXPECT_EQ(ds.status().code(), absl::StatusCode::kInvalidArgument) << ds.status();
+  d.sequence_length = std::numeric_limits<int64_t>::max() - 1;  // fits: one epoch, no sample
+  ds = GptDataset::Open(prefix, d);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ((*ds)->size(), 0);
+
+  EXPECT_EQ(ComputeSplit("1,1", -1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ComputeSplit("1,1", std::numeric_limits<int64_t>::max()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto big = ComputeSplit("1,1", int64_t{1} << 53);
+  ASSERT_TRUE(big.ok()) << big.status();
+  EXPECT_EQ((*big)[1]->end, int64_t{1} << 53);
 }
 
 // A hostile .npy shape whose element count overflows is refused, not taken for a small file.
