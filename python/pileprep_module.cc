@@ -1,6 +1,7 @@
 // pileprep._pileprep: Python bindings of the loader (include/pileprep/loader.h). Errors become
 // Python exceptions here, at the edge: OutOfRange -> IndexError, NotFound -> FileNotFoundError,
-// InvalidArgument -> ValueError, anything else -> RuntimeError.
+// PermissionDenied -> PermissionError (what numpy.memmap or open raise in Megatron's loader),
+// InvalidArgument -> ValueError, ResourceExhausted -> MemoryError, anything else -> RuntimeError.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -31,8 +32,14 @@ namespace {
     case absl::StatusCode::kNotFound:
       PyErr_SetString(PyExc_FileNotFoundError, m.c_str());
       throw py::error_already_set();
+    case absl::StatusCode::kPermissionDenied:
+      PyErr_SetString(PyExc_PermissionError, m.c_str());
+      throw py::error_already_set();
     case absl::StatusCode::kInvalidArgument:
       throw py::value_error(m);
+    case absl::StatusCode::kResourceExhausted:
+      PyErr_SetString(PyExc_MemoryError, m.c_str());
+      throw py::error_already_set();
     default:
       throw std::runtime_error(m);
   }

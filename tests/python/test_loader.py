@@ -734,6 +734,21 @@ def test_view_and_errors(pileprep, tmp):
     # Megatron's BlendedDataset asserts every weight > 0: a weight of 0 is refused, not built.
     raises(ValueError, lambda: pileprep.GPTDataset(f"0 {golden} 1 {golden}", seq_length=4,
                                                    num_samples=3), "blend weight 0")
+    # Indices that do not fit in memory are a MemoryError, as numpy's would be (not RuntimeError,
+    # not a crash): 2^34 samples of 1 token over 6 sequences, in a child whose address space is
+    # limited to 4 GB (the same whatever the machine's overcommit policy).
+    child = subprocess.run(
+        [sys.executable, "-c", "import resource, sys, pileprep\n"
+         "resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))\n"
+         "try:\n"
+         f"    pileprep.GPTDataset({golden!r}, seq_length=1, num_samples=2**34)\n"
+         "except MemoryError as e:\n"
+         "    print('MemoryError:', e); sys.exit(0)\n"
+         "sys.exit(3)\n"],
+        capture_output=True, text=True, timeout=120)
+    check(child.returncode == 0 and "out of memory building the sample indices" in child.stdout,
+          f"indices too large: MemoryError expected, got rc {child.returncode}: "
+          f"{child.stdout}{child.stderr[-500:]}")
     bad = os.path.join(tmp, "bad")
     with open(golden + ".idx", "rb") as f:
         idx = bytearray(f.read())
