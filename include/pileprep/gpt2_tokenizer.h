@@ -28,6 +28,9 @@ namespace pileprep {
 
 class Gpt2Tokenizer {
  public:
+  // The largest Options::cache_entries: 2^26 short entries, about 3.5 GiB per cache.
+  static constexpr size_t kMaxCacheEntries = size_t{1} << 26;
+
   struct Options {
     // Literal "<|endoftext|>" in text becomes the single EOD id (current Megatron, NeMo, Hugging Face).
     // false: it is ordinary text (legacy Megatron, tiktoken's encode_ordinary).
@@ -41,6 +44,7 @@ class Gpt2Tokenizer {
     // --ids16, alternating runs): a second pass over the sample corpus 309 -> 320 MB/s (0.31% ->
     // 0.13% of pieces re-merged: two-way sets lose pieces to conflicts long before they are full),
     // the Debian corpus 221 -> 232 and on unseen text 208 -> 211; first passes within 2%.
+    // At most kMaxCacheEntries (FromFiles/FromBuffers: InvalidArgument above it).
     size_t cache_entries = size_t{1} << 20;
     // A cache bound to this tokenizer starts out holding the vocabulary's entries whose bytes are
     // one pre-token of up to 15 bytes (about 48,000 of GPT-2's), with their ids, as if it had seen
@@ -88,9 +92,11 @@ class Gpt2Tokenizer {
   class Cache {
    public:
     explicit Cache(const Gpt2Tokenizer& tokenizer);
-    // A cache sized by `options` (cache_entries), made before its tokenizer exists: its 56 MiB
-    // can be faulted in on other cores while the vocabulary loads (the CLI does), and it can be
-    // kept for the next input.
+    // A cache sized by `options` (cache_entries, at most kMaxCacheEntries), made before its
+    // tokenizer exists: its 56 MiB can be faulted in on other cores while the vocabulary loads
+    // (the CLI does), and it can be kept for the next input. Like std::vector, the constructors
+    // throw std::bad_alloc when the memory cannot be mapped (the one exception the tokenizer
+    // lets out: a constructor has no status to return).
     explicit Cache(const Options& options);
     ~Cache();
     Cache(const Cache&) = delete;

@@ -542,8 +542,8 @@ struct Gpt2Tokenizer::Cache::Impl {
 };
 
 Gpt2Tokenizer::Cache::Cache(const Options& options) : impl_(std::make_unique<Impl>()) {
-  size_t n = 4;  // at least two short sets; at most 2^40 entries (the loop must end)
-  while (n < options.cache_entries && n < (size_t{1} << 40)) n <<= 1;
+  size_t n = 4;  // at least two short sets
+  while (n < options.cache_entries && n < kMaxCacheEntries) n <<= 1;
   impl_->entries = n;
   impl_->Allocate();
 }
@@ -652,6 +652,11 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromDefaultFiles(O
 
 absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromBuffers(
     std::string_view vocab_json, std::string_view merges_txt, Options options) {
+  if (options.cache_entries > kMaxCacheEntries) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cache_entries ", options.cache_entries, " (at most ", kMaxCacheEntries,
+                     ", about 3.5 GiB per cache; the default 2^20 takes 56 MiB)"));
+  }
   auto tok = std::unique_ptr<Gpt2Tokenizer>(new Gpt2Tokenizer());
   static std::atomic<uint64_t> instances{0};
   tok->instance_ = instances.fetch_add(1, std::memory_order_relaxed) + 1;

@@ -475,6 +475,18 @@ TEST(Gpt2Tokenizer, RejectsMalformedMerges) {
   EXPECT_FALSE(bad.ok());
 }
 
+// A cache size no machine can map is refused when the tokenizer is made, with a status, rather
+// than std::bad_alloc from the first Cache (2^40 entries: tens of terabytes).
+TEST(Gpt2Tokenizer, RefusesCacheSizesAboveTheLimit) {
+  for (size_t entries : {Gpt2Tokenizer::kMaxCacheEntries + 1, size_t{1} << 40, SIZE_MAX}) {
+    auto tok = Gpt2Tokenizer::FromFiles(kDir + "encoder.json", kDir + "vocab.bpe",
+                                        {.cache_entries = entries});
+    EXPECT_EQ(tok.status().code(), absl::StatusCode::kInvalidArgument) << entries;
+    EXPECT_THAT(std::string(tok.status().message()), ::testing::HasSubstr("cache_entries"))
+        << entries;
+  }
+}
+
 TEST(Gpt2Tokenizer, FindsShippedFilesWithoutFlags) {
   auto tok = Gpt2Tokenizer::FromDefaultFiles({});
   ASSERT_TRUE(tok.ok()) << tok.status();
