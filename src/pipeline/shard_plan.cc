@@ -147,6 +147,25 @@ const std::string* Lookup(const Environment& env, const char* name) {
   return &it->second;
 }
 
+// MPICH's or Intel MPI's mpiexec (Hydra) started this process inside a Slurm allocation: PMI_SIZE
+// counts more processes than Slurm's step has tasks (none, in a batch script; one per node, where
+// Hydra launched its proxies with srun). Then PMI_* are the only variables that tell the processes
+// apart: by Slurm's, every process of a node took the node's share (all but one found it locked:
+// FAILED), or in a batch script every process took every file. srun's own pmi2 plugin sets them
+// to what Slurm's say (0 of 1 in each array task).
+absl::StatusOr<int> EnvInt(const Environment& env, const char* name);
+
+bool HydraUnderSlurm(const Environment& env) {
+  if (Lookup(env, "SLURM_JOB_ID") == nullptr || Lookup(env, "PMI_RANK") == nullptr ||
+      Lookup(env, "PMI_SIZE") == nullptr) {
+    return false;
+  }
+  const absl::StatusOr<int> size = EnvInt(env, "PMI_SIZE");
+  if (!size.ok() || *size < 2) return false;
+  const std::string* step = Lookup(env, "SLURM_STEP_NUM_TASKS");
+  return step == nullptr || *step != std::to_string(*size);
+}
+
 // The families in the order they are looked at. A process torchrun started (its agent sets
 // TORCHELASTIC_RUN_ID and LOCAL_WORLD_SIZE in every worker) takes RANK / WORLD_SIZE first: they
 // count torchrun's processes, which is what runs; NGC_ARRAY_* beside them count the BCP replicas
@@ -158,11 +177,12 @@ std::vector<const Family*> FamiliesInOrder(const Environment& env) {
       Lookup(env, "TORCHELASTIC_RUN_ID") != nullptr || Lookup(env, "LOCAL_WORLD_SIZE") != nullptr;
   if (torchrun) order.push_back(kTorchrunFamily);
   // Under Slurm its own variables decide: srun's pmi2 plugin sets PMI_RANK / PMI_SIZE beside them
-  // (0 of 1 in each array task, which would have taken every file in every task).
-  const bool slurm = Lookup(env, "SLURM_JOB_ID") != nullptr;
+  // (0 of 1 in each array task, which would have taken every file in every task); unless mpiexec
+  // started the processes (HydraUnderSlurm).
+  const bool slurm_pmi = Lookup(env, "SLURM_JOB_ID") != nullptr && !HydraUnderSlurm(env);
   for (const Family& f : kFamilies) {
     if (torchrun && &f == kTorchrunFamily) continue;
-    if (slurm && std::string_view(f.rank) == "PMI_RANK") continue;
+    if (slurm_pmi && std::string_view(f.rank) == "PMI_RANK") continue;
     order.push_back(&f);
   }
   return order;
@@ -276,12 +296,14 @@ absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environ
       return absl::InvalidArgumentError(absl::StrCat(
           "--nodes ", flags.nodes,
           " needs --rank R, or one of NGC_ARRAY_INDEX, RANK, OMPI_COMM_WORLD_RANK, PMI_RANK "
-          "(outside Slurm), or SLURM_PROCID in an srun step, in the environment"));
+          "(under Slurm only for mpiexec's processes), or SLURM_PROCID in an srun step, in the "
+          "environment"));
     }
     return absl::InvalidArgumentError(
         absl::StrCat("--rank ", flags.rank,
                      " needs --nodes N, or one of NGC_ARRAY_SIZE, WORLD_SIZE, "
-                     "OMPI_COMM_WORLD_SIZE, PMI_SIZE (outside Slurm), SLURM_STEP_NUM_TASKS in the "
+                     "OMPI_COMM_WORLD_SIZE, PMI_SIZE (under Slurm only for mpiexec's processes), "
+                     "SLURM_STEP_NUM_TASKS in the "
                      "environment"));
   }
   const std::vector<const Family*> families = FamiliesInOrder(env);
@@ -302,6 +324,15 @@ absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environ
     if (Lookup(env, f.rank) == nullptr || Lookup(env, f.size) == nullptr) continue;
     PILEPREP_ASSIGN_OR_RETURN(a.rank, EnvInt(env, f.rank));
     PILEPREP_ASSIGN_OR_RETURN(a.size, EnvInt(env, f.size));
+    if (const std::string* task = Lookup(env, "SLURM_ARRAY_TASK_ID");
+        task != nullptr && HydraUnderSlurm(env) && std::string_view(f.rank) == "PMI_RANK") {
+      // As an array of srun steps (ArrayOfSteps): which split is meant cannot be told.
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a Slurm array task (SLURM_ARRAY_TASK_ID=", *task, ") running ", a.size,
+          " MPI processes (PMI_SIZE=", a.size,
+          "): run one process per array task (each makes the file of its number), or mpiexec "
+          "without --array (its processes split --files), or give both --nodes and --rank"));
+    }
     a.decided_by = absl::StrCat(f.rank, "=", a.rank, " ", f.size, "=", a.size);
     if (&f == kTorchrunFamily && families.front() == kTorchrunFamily &&
         Lookup(env, "NGC_ARRAY_INDEX") != nullptr) {

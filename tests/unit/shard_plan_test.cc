@@ -209,6 +209,56 @@ TEST(ResolveRank, PmiVariablesUnderSlurmDoNotSplit) {
   EXPECT_EQ(b->size, 2);
 }
 
+// MPICH's or Intel MPI's mpiexec inside a Slurm allocation: in a batch script (no srun step), or
+// with Hydra's proxies launched by srun (a step of one task per node), PMI_* count the processes
+// and Slurm's variables do not tell them apart: by Slurm's, every process took every file (batch
+// script) or its node's share (all but one found it locked). PMI_* decide, Slurm's are named.
+TEST(ResolveRank, MpiexecInsideASlurmAllocationSplitsByPmi) {
+  auto batch = ResolveRank({}, {{"SLURM_JOB_ID", "9"},
+                                {"SLURM_PROCID", "0"},
+                                {"SLURM_NTASKS", "4"},
+                                {"PMI_RANK", "2"},
+                                {"PMI_SIZE", "4"}});
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  EXPECT_EQ(batch->rank, 2);
+  EXPECT_EQ(batch->size, 4);
+  EXPECT_EQ(batch->decided_by, "PMI_RANK=2 PMI_SIZE=4");
+  auto proxies = ResolveRank({}, {{"SLURM_JOB_ID", "9"},
+                                  {"SLURM_PROCID", "1"},
+                                  {"SLURM_STEP_NUM_TASKS", "2"},
+                                  {"PMI_RANK", "5"},
+                                  {"PMI_SIZE", "8"}});
+  ASSERT_TRUE(proxies.ok()) << proxies.status();
+  EXPECT_EQ(proxies->rank, 5);
+  EXPECT_EQ(proxies->size, 8);
+  EXPECT_THAT(proxies->decided_by, HasSubstr("SLURM_PROCID=1 SLURM_STEP_NUM_TASKS=2 also set"));
+  // `--nodes 8` alone takes the rank from PMI_RANK there too.
+  auto nodes = ResolveRank({.nodes = 8}, {{"SLURM_JOB_ID", "9"},
+                                          {"SLURM_PROCID", "1"},
+                                          {"SLURM_STEP_NUM_TASKS", "2"},
+                                          {"PMI_RANK", "5"},
+                                          {"PMI_SIZE", "8"}});
+  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  EXPECT_EQ(nodes->rank, 5);
+  // srun's pmi2 plugin, agreeing with the step: Slurm's variables, as before.
+  auto srun = ResolveRank({}, {{"SLURM_JOB_ID", "9"},
+                               {"SLURM_PROCID", "3"},
+                               {"SLURM_STEP_NUM_TASKS", "4"},
+                               {"PMI_RANK", "3"},
+                               {"PMI_SIZE", "4"}});
+  ASSERT_TRUE(srun.ok()) << srun.status();
+  EXPECT_EQ(srun->rank, 3);
+  EXPECT_EQ(srun->size, 4);
+  // mpiexec of several processes in an array task: which split is meant cannot be told.
+  auto array = ResolveRank({}, {{"SLURM_JOB_ID", "9"},
+                                {"SLURM_ARRAY_TASK_ID", "3"},
+                                {"SLURM_PROCID", "0"},
+                                {"PMI_RANK", "1"},
+                                {"PMI_SIZE", "2"}});
+  EXPECT_EQ(array.status().code(), absl::StatusCode::kInvalidArgument) << array.status();
+  EXPECT_THAT(std::string(array.status().message()), HasSubstr("PMI_SIZE=2"));
+}
+
 // Each array task running a 2-task srun step: split by SLURM_PROCID, every array task made the same
 // halves of --files; by the array task's number, both step tasks made one file. Refused, unless the
 // flags decide.

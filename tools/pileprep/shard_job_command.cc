@@ -601,12 +601,14 @@ int RunShardJob(int argc, char** argv, int first) {
            "one per 4 threads; at most the threads and the shards to make");
   args.Add("nodes", Args::Kind::kValue, "N",
            "number of ranks sharing --files (default: from NGC_ARRAY_SIZE, WORLD_SIZE, "
-           "OMPI_COMM_WORLD_SIZE, PMI_SIZE (MPICH, outside Slurm) or SLURM_STEP_NUM_TASKS (an srun "
+           "OMPI_COMM_WORLD_SIZE, PMI_SIZE (MPICH; under Slurm only for mpiexec's processes) or "
+           "SLURM_STEP_NUM_TASKS (an srun "
            "step); else 1)");
   args.Add(
       "rank", Args::Kind::kValue, "R",
       "this process's rank, 0..N-1 (default: from NGC_ARRAY_INDEX, RANK, OMPI_COMM_WORLD_RANK, "
-      "PMI_RANK (MPICH, outside Slurm) or SLURM_PROCID; SLURM_ARRAY_TASK_ID alone processes "
+      "PMI_RANK (MPICH; under Slurm only for mpiexec's processes) or SLURM_PROCID (an srun step); "
+      "SLURM_ARRAY_TASK_ID alone processes "
       "just that file)");
   args.Add(
       "dry-run", Args::Kind::kSwitch, "",
