@@ -477,10 +477,16 @@ struct Gpt2Tokenizer::Cache::Impl {
                     : 2048 + (((size_t{b[0]} & 0x0F) << 12) | ((size_t{b[1]} & 0x3F) << 6) |
                               (b[2] & 0x3F));
   }
-  // Scratch for merges, reused across calls.
+  // Scratch for merges, reused across calls, up to a piece of kScratchKept bytes.
   std::vector<uint32_t> ids, ranks, prev, next;
   std::vector<uint32_t> wide;  // a merge's ids on their way into the output
   std::vector<uint64_t> heap;
+  static constexpr size_t kScratchKept = size_t{1} << 18;
+  // (Not `wide`: it may be the merge's output; EncodeOrdinary gives it back after copying it.)
+  void ReleaseScratch() {
+    for (auto* v : {&ids, &ranks, &prev, &next}) std::vector<uint32_t>().swap(*v);
+    std::vector<uint64_t>().swap(heap);
+  }
 
   // Packs a piece of 1..15 bytes with its length (in byte 15), without a branch on the length: the
   // length is random from piece to piece, so a branch on it mispredicts. Reads 16 bytes at once when
@@ -985,6 +991,11 @@ void Gpt2Tokenizer::MergePiece(const Tables& t, std::string_view piece, Cache::I
     if (prev[pos] != kNone) update(prev[pos]);
   }
   for (uint32_t i = 0; i != kNone; i = next[i]) out->push_back(ids[i]);
+  // A piece of megabytes (a run of one letter; a binary blob, every byte of it U+FFFD) sized the
+  // scratch to about 30 bytes per byte of it; kept, each worker held its largest piece's scratch
+  // for the rest of the run (GBs on a 16-core node). Given back: freeing is cheap beside merging
+  // such a piece.
+  if (n > Cache::Impl::kScratchKept) s.ReleaseScratch();
 }
 
 void Gpt2Tokenizer::EncodePiece(std::string_view piece, std::vector<uint32_t>* ids) const {
@@ -1033,6 +1044,7 @@ Id* Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c, Id* out
     MergePiece(t, piece, c, &c.wide);
     std::copy(c.wide.begin(), c.wide.end(), out + out_n);
     out_n += c.wide.size();
+    if (piece.size() > Impl::kScratchKept) std::vector<uint32_t>().swap(c.wide);  // as MergePiece
   };
   // Copies a short entry's ids (way w's 8, and `more`'s 8 for a piece of more than 8) to
   // out[pos...], 8 or 16 slots (no loop over a variable count, so no mispredicted branch), and
