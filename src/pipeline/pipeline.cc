@@ -201,9 +201,7 @@ class LineBuffer {
   std::string_view view() const { return std::string_view(bytes_.data(), size_); }
   void Reserve(size_t n) {
     if (n <= capacity()) return;
-    internal::HugePageArray<char> bigger(n + JsonRecordParser::kPadding);
-    if (size_ > 0) std::memcpy(bigger.data(), bytes_.data(), size_);
-    bytes_ = std::move(bigger);
+    bytes_.Grow(n + JsonRecordParser::kPadding);  // keeps the bytes (moved, from 1 MB on)
   }
   // Makes n more bytes, not yet written, and returns them. Growth doubles, but not past
   // growth_limit (unless n needs it): a batch with a line near max_line_bytes (4 GiB by default)
@@ -246,9 +244,7 @@ class IdBuffer {
   // Room for n more ids after size(); returns where they go.
   Id* Room(size_t n) {
     if (size_ + n > ids_.capacity()) {
-      internal::HugePageArray<Id> grown(std::max(size_ + n, 2 * ids_.capacity()));
-      if (size_ > 0) std::memcpy(grown.data(), ids_.data(), size_ * sizeof(Id));
-      ids_ = std::move(grown);
+      ids_.Grow(std::max(size_ + n, 2 * ids_.capacity()));  // keeps the ids (moved, from 1 MB on)
     }
     return ids_.data() + size_;
   }

@@ -13,6 +13,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -67,6 +68,46 @@ class HugePageArray {
     // time: 56 MiB per pre-token cache.
     for (size_t off = 0; off < bytes_; off += 4096) static_cast<volatile char*>(aligned)[off] = 0;
     data_ = reinterpret_cast<T*>(aligned);
+    size_ = n;
+  }
+
+  // Grows to n elements, keeping the contents, all of the old capacity() (the first n elements'
+  // worth were n below it); the elements past the old capacity() are zero. From 1 MB
+  // on (2 MB pages) the pages are moved, not copied (mremap into an aligned spot): growing a
+  // buffer of G bytes needs no second G alongside it, which a line near the parser's 4 GiB ceiling
+  // doubled to 8 GiB. Below that, a new array and a copy. Throws std::bad_alloc, as Reset.
+  void Grow(size_t n) {
+    constexpr size_t kHuge = size_t{2} << 20;
+    if (data_ == nullptr || bytes_ < kHuge || n * sizeof(T) < kHuge / 2) {
+      HugePageArray bigger(n);
+      // All of the old mapping: callers use capacity(), not only size().
+      if (data_ != nullptr)
+        std::memcpy(static_cast<void*>(bigger.data_), data_, std::min(bytes_, bigger.bytes_));
+      *this = std::move(bigger);
+      return;
+    }
+    const size_t bytes = (n * sizeof(T) + kHuge - 1) / kHuge * kHuge;
+    if (bytes > bytes_) {
+      // Reserve a spot with room to align it, move the pages there, give back what is left over.
+      void* spot = mmap(nullptr, bytes + kHuge, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (spot == MAP_FAILED) throw std::bad_alloc();
+      char* base = static_cast<char*>(spot);
+      char* aligned =
+          reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(base) + kHuge - 1) & ~(kHuge - 1));
+      void* moved = mremap(data_, bytes_, bytes, MREMAP_MAYMOVE | MREMAP_FIXED, aligned);
+      if (moved == MAP_FAILED) {
+        munmap(spot, bytes + kHuge);
+        throw std::bad_alloc();
+      }
+      if (aligned > base) munmap(base, aligned - base);
+      const size_t tail = (base + bytes + kHuge) - (aligned + bytes);
+      if (tail > 0) munmap(aligned + bytes, tail);
+      madvise(aligned, bytes, MADV_HUGEPAGE);
+      for (size_t off = bytes_; off < bytes; off += 4096)
+        static_cast<volatile char*>(moved)[off] = 0;
+      data_ = reinterpret_cast<T*>(aligned);
+      bytes_ = bytes;
+    }
     size_ = n;
   }
 

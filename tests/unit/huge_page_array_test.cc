@@ -1,7 +1,11 @@
 #include "tokenizer/huge_page_array.h"
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -45,6 +49,64 @@ TEST(HugePageArray, CapacityIsTheWholePagesAndAllOfItIsWritable) {
   }
   EXPECT_EQ(HugePageArray<Line>(3).capacity(), size_t{4096} / sizeof(Line));
   EXPECT_EQ(HugePageArray<char>().capacity(), 0u);
+}
+
+// Grow keeps the contents and zero-fills the rest, below and above the 1 MB where pages are 2 MB
+// and moved rather than copied; the array stays aligned to its page size.
+TEST(HugePageArray, GrowKeepsTheContentsAndZeroFillsTheRest) {
+  const std::vector<std::pair<size_t, size_t>> steps = {
+      {100, 5000},                               // 4 KB pages, copied
+      {5000, size_t{3} << 20},                   // 4 KB pages to 2 MB pages
+      {size_t{3} << 20, size_t{9} << 20},        // 2 MB pages, moved
+      {size_t{9} << 20, (size_t{9} << 20) + 7},  // inside the last page: no move
+  };
+  for (const auto& [from, to] : steps) {
+    HugePageArray<char> a(from);
+    // The whole capacity, not just size(): buffers write up to capacity().
+    const size_t old_capacity = a.capacity();
+    for (size_t i = 0; i < old_capacity; ++i) a[i] = static_cast<char>('a' + i % 23);
+    a.Grow(to);
+    ASSERT_EQ(a.size(), to);
+    ASSERT_GE(a.capacity(), to);
+    const size_t page = to < (size_t{1} << 20) ? 4096 : (size_t{2} << 20);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(a.data()) % page, 0u) << from << " -> " << to;
+    size_t wrong = 0;
+    for (size_t i = 0; i < old_capacity; ++i) wrong += a[i] != static_cast<char>('a' + i % 23);
+    for (size_t i = old_capacity; i < a.capacity(); ++i) wrong += a[i] != 0;
+    EXPECT_EQ(wrong, 0u) << from << " -> " << to;
+    a[a.capacity() - 1] = 'z';  // all of it writable
+  }
+}
+
+// Growing a large array moves its pages: the process never holds the old and the new at once
+// (a buffer near the parser's 4 GiB line ceiling peaked at 8 GiB while it was copied). Checked by
+// the peak RSS (VmHWM) reset before, as the largest allocation is otherwise not visible.
+TEST(HugePageArray, GrowingALargeArrayDoesNotHoldTwoCopies) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the sanitizers' shadow memory makes RSS meaningless here";
+#endif
+  auto status_kb = [](const char* key) -> long {
+    FILE* f = std::fopen("/proc/self/status", "r");
+    if (f == nullptr) return -1;
+    char line[256];
+    long kb = -1;
+    while (std::fgets(line, sizeof(line), f) != nullptr) {
+      if (std::strncmp(line, key, std::strlen(key)) == 0) kb = std::atol(line + std::strlen(key));
+    }
+    std::fclose(f);
+    return kb;
+  };
+  HugePageArray<char> a(size_t{256} << 20);  // 256 MB, every page faulted in
+  FILE* reset = std::fopen("/proc/self/clear_refs", "w");
+  if (reset == nullptr || std::fputs("5", reset) < 0 || std::fclose(reset) != 0) {
+    GTEST_SKIP() << "no /proc/self/clear_refs: the peak cannot be reset";
+  }
+  const long base = status_kb("VmHWM:");
+  ASSERT_GT(base, 200L << 10);
+  a.Grow(size_t{384} << 20);
+  const long peak = status_kb("VmHWM:");
+  // Moved: the peak is the new 384 MB (+128 MB). Copied, it was 256 + 384 MB (+384 MB).
+  EXPECT_LT(peak - base, 200L << 10) << "peak grew by " << (peak - base) / 1024 << " MB";
 }
 
 TEST(HugePageArray, MoveTransfersAndResetReplaces) {
