@@ -10,6 +10,13 @@ BAD=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail=0
+# The error of each error outcome, exactly: the file and the byte offset (the file's name alone is
+# also in the summary table).
+declare -A want_error=(
+  [truncated.jsonl.zst]="truncated.jsonl.zst: byte 7411: zstd: truncated stream: input ends inside the frame starting at byte 0 (in the block starting at byte 7)"
+  [bitflip.jsonl.zst]="bitflip.jsonl.zst: byte 7: zstd: corrupted block in the frame starting at byte 0"
+  [not-zstd-plain.jsonl.zst]="not-zstd-plain.jsonl.zst: byte 0: not a zstd stream: looks like plain JSON lines (starts with 7b 22 74 65)"
+)
 
 # file outcome docs tokens bin_sha16 idx_sha16 bad_records
 while read -r file outcome docs tokens bin idx bad; do
@@ -22,7 +29,9 @@ while read -r file outcome docs tokens bin idx bad; do
   what="$file ($outcome)"
   if [[ $outcome == error ]]; then
     if [[ $rc -ne 1 ]]; then echo "FAIL: $what: exit $rc, want 1"; fail=1; fi
-    if ! grep -q "$file" "$out.stderr"; then echo "FAIL: $what: message does not name the file"; cat "$out.stderr"; fail=1; fi
+    if ! grep -qxF "pileprep: error: $BAD/${want_error[$file]}" "$out.stderr"; then
+      echo "FAIL: $what: want the error 'pileprep: error: $BAD/${want_error[$file]}'"; cat "$out.stderr"; fail=1
+    fi
     if [[ -n "$(ls -A "$out")" ]]; then echo "FAIL: $what: left files: $(ls "$out")"; fail=1; fi
     echo "ok: $what: $(grep -m1 error: "$out.stderr")"
     continue
@@ -69,6 +78,27 @@ long-lines.jsonl.zst            ok      3    8672631 3160c691134e2e2d edf4b4f22a
 TABLE
 # The U+FFFD repairs are counted in the summary: Python's counts (tests/data/bad/*.expected), and none
 # where nothing was repaired.
+# Without -v the first 5 bad records are listed and the rest counted; with -v (--verbose) every
+# one, in line order, and the outputs are the same.
+listed() { grep -c "^  line [0-9]*: invalid JSON: " "$1"; }
+[[ $(listed "$work/invalid-json.stderr") -eq 5 ]] &&
+  grep -qx "  \.\.\. 19 more (--verbose lists the first 100)" "$work/invalid-json.stderr" ||
+  { echo "FAIL: invalid-json without -v: want 5 bad records listed and 19 more counted"; cat "$work/invalid-json.stderr"; fail=1; }
+mkdir -p "$work/verbose"
+"$PILEPREP" preprocess --input "$BAD/invalid-json.jsonl.zst" --output-prefix "$work/verbose/x" --append-eod \
+  --workers 2 -v >"$work/verbose.stdout" 2>"$work/verbose.stderr" || { echo "FAIL: invalid-json -v: exit $?"; fail=1; }
+lines=$(grep "^  line [0-9]*: invalid JSON: " "$work/verbose.stderr" | sed 's/^  line \([0-9]*\):.*/\1/' | tr '\n' ' ')
+if [[ $(listed "$work/verbose.stderr") -ne 24 ]] || grep -q "more (--verbose" "$work/verbose.stderr" ||
+   [[ $lines != "2 3 5 6 7 8 10 11 12 13 14 15 16 18 19 20 21 22 23 24 25 26 27 28 " ]]; then
+  echo "FAIL: invalid-json -v: want all 24 bad records listed in line order, got lines: $lines"
+  cat "$work/verbose.stderr"; fail=1
+fi
+grep -q "^invalid-json.jsonl.zst: 24 bad records skipped:$" "$work/verbose.stderr" ||
+  { echo "FAIL: invalid-json -v: no count of 24"; fail=1; }
+for ext in bin idx; do
+  cmp -s "$work/verbose/x_text_document.$ext" "$work/invalid-json/x_text_document.$ext" ||
+    { echo "FAIL: invalid-json: -v changes the .$ext"; fail=1; }
+done
 want_repairs() {  # name invalid_utf8 lone_surrogates
   grep -qx "$1.jsonl.zst: replaced with U+FFFD: $2 invalid UTF-8 sequences, $3 lone surrogate escapes" \
     "$work/$1.stderr" || { echo "FAIL: $1: want $2 and $3 repairs counted"; cat "$work/$1.stderr"; fail=1; }

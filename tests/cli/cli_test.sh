@@ -154,10 +154,22 @@ grep -q "1 of 3 shard(s) FAILED" "$work/err" || { echo "FAIL: no failure count";
 mkdir -p "$work/src"
 cp "$root/data/samples/00.jsonl.zst" "$work/src/00.jsonl.zst"
 head -c 5000 "$root/data/samples/01.jsonl.zst" > "$work/src/01.jsonl.zst"
-expect "truncated shard fails by name" 1 "01.jsonl.zst" -- \
+expect "truncated shard fails naming the file and the byte" 1 \
+  "pileprep: error: $work/src/01.jsonl.zst: byte 5000: zstd: truncated stream: input ends inside the frame starting at byte 0" -- \
   "$PILEPREP" --url "$work/src" --files 0-1 --output-dir "$work/c" -q
 [[ -s "$work/c/my-gpt3_00_text_document.bin" ]] || { echo "FAIL: good shard not published"; fail=1; }
 if ls "$work/c" | grep -q -e _01_ -e pileprep-tmp; then echo "FAIL: stray: $(ls "$work/c")"; fail=1; fi
+
+# An output directory that cannot be created (a path through a file) is a set-up error: exit 2,
+# naming it and why, for the shard job, preprocess and merge.
+expect "an --output-dir that cannot be created" 2 "pileprep: error: --output-dir /dev/null/x: cannot create: Not a directory" -- \
+  "$PILEPREP" --url "$root/data/samples" --files 0 --output-dir /dev/null/x -q
+expect "preprocess: an output directory that cannot be created" 2 \
+  "pileprep: error: --output-prefix /dev/null/x: cannot create: Not a directory" -- \
+  "$PILEPREP" preprocess --input "$work/t.jsonl" --output-prefix /dev/null/x/p -q
+expect "merge: an output directory that cannot be created" 2 \
+  "pileprep: error: --output-prefix /dev/null/x: cannot create: Not a directory" -- \
+  "$PILEPREP" merge --output-prefix /dev/null/x/m "$work/c/my-gpt3_00_text_document" -q
 
 # Plain JSON lines read (the default) or mapped (--mmap-input): the same files.
 zstd -q -d -c "$root/data/samples/01.jsonl.zst" > "$work/plain.jsonl"

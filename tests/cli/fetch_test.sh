@@ -52,8 +52,8 @@ grep -q '"range": "bytes=150000-"' "$work/log" || bad "no Range resume from byte
 [[ $(grep -c '"path": "00.jsonl.zst".*"status": 200' "$work/log") -eq 1 ]] || bad "00 downloaded whole more than once"
 grep -q "HTTP 503 Service Unavailable; retry 1" "$work/err" || bad "503 retry not logged"
 grep -q "from byte 100000 (Range)" "$work/err" || bad "resume not logged"
-python3 - "$work/a/pileprep-summary-rank0.json" <<'PY' || bad "summary JSON"
-import json, sys
+python3 - "$work/a/pileprep-summary-rank0.json" "$work/src" "$work/ref" <<'PY' || bad "summary JSON"
+import json, os, subprocess, sys
 s = json.load(open(sys.argv[1]))
 sh = {x["shard"]: x for x in s["shards"]}
 assert s["exit_status"] == 0 and s["rank"] == 0 and s["nodes"] == 1, s
@@ -63,7 +63,47 @@ for x in s["shards"]:
     assert x["status"] == "done" and x["documents"] > 0 and x["tokens"] > 0 and x["bytes_in"] > 0
     for k in ("bad_records", "bad_record_samples", "replaced_invalid_utf8", "replaced_lone_surrogates", "seconds"):
         assert k in x, k
+# Exact counts, whatever the faults: documents and tokens of a clean run (shard 02: tests/data/bad's
+# README, Megatron's), each .bin two bytes a token; bytes_in and bytes_downloaded the file's size,
+# bytes_decompressed its JSON lines' size.
+want = {"00.jsonl.zst": (2575, 3489275), "01.jsonl.zst": (2575, 1531066), "02.jsonl.zst": (60, 10697)}
+assert sorted(sh) == sorted(want), sorted(sh)
+for name, (docs, tokens) in want.items():
+    x, src = sh[name], os.path.join(sys.argv[2], name)
+    got = (x["documents"], x["tokens"], x["bad_records"], x["bytes_in"], x["bytes_downloaded"], x["bytes_decompressed"])
+    size = os.path.getsize(src)
+    json_bytes = len(subprocess.run(["zstd", "-q", "-d", "-c", src], check=True, capture_output=True).stdout)
+    assert got == (docs, tokens, 0, size, size, json_bytes), (name, got, (docs, tokens, 0, size, size, json_bytes))
+    bin_size = os.path.getsize(os.path.join(sys.argv[3], "my-gpt3_" + name[:2] + "_text_document.bin"))
+    assert bin_size == 2 * tokens, (name, bin_size, tokens)
 PY
+# The summary table: each shard's row and the total row (1.5 MB + 750.7 kB + 19.8 kB; 3 + 1 retries).
+grep -Eq '^00\.jsonl\.zst +done +1\.5 MB +2575 +3489275 +0 +3 +[0-9.]+ +[0-9.]+$' "$work/err" &&
+  grep -Eq '^01\.jsonl\.zst +done +750\.7 kB +2575 +1531066 +0 +1 +[0-9.]+ +[0-9.]+$' "$work/err" &&
+  grep -Eq '^02\.jsonl\.zst +done +19\.8 kB +60 +10697 +0 +0 +[0-9.]+ +[0-9.]+$' "$work/err" &&
+  grep -Eq '^total +2\.2 MB +5210 +5031038 +0 +4 +[0-9.]+ +[0-9.]+$' "$work/err" ||
+  { bad "summary table: rows or total"; cat "$work/err"; }
+stop_server
+
+# Progress lines: with stderr not a terminal, a plain line every --progress-interval seconds. A
+# download at 400 kB/s (00: 1.5 MB, about 3.7 s) prints at least two at 1 s, and none at the
+# default 30 s.
+start_server --rate 400000
+"$PILEPREP" --url "$url" --files 0 --output-dir "$work/p1" --progress-interval 1 >"$work/out" 2>"$work/err" ||
+  { bad "progress: run failed"; cat "$work/err"; }
+line_re='^00\.jsonl\.zst: downloaded [0-9.]+ (B|kB|MB) / 1\.5 MB \([0-9]+%\)(, ETA [0-9]+(s|m[0-9]{2}s))?, [0-9.]+ (B|kB|MB)/s in, [0-9.]+ (B|kB|MB|GB)/s of JSON, [0-9.]+k? docs, [0-9.]+[kM]? tokens$'
+n_progress=$(grep -c ': downloaded ' "$work/err")
+n_matching=$(grep -Ec "$line_re" "$work/err")
+[[ $n_progress -ge 2 && $n_matching -eq $n_progress ]] && ! grep -q $'[\r\033]' "$work/err" ||
+  { bad "progress: want 2 or more plain lines of the documented form, got $n_matching of $n_progress"; cat "$work/err"; }
+# ...each later than the one before (the downloaded bytes only grow).
+{ grep -E "$line_re" "$work/err" || true; } | sed -E 's/^[^:]*: downloaded ([0-9.]+) (B|kB|MB) .*/\1 \2/' |
+  awk '{ b = $1 * ($2 == "MB" ? 1e6 : $2 == "kB" ? 1e3 : 1); if (b <= last) exit 1; last = b }' ||
+  bad "progress: the downloaded bytes do not grow from line to line"
+"$PILEPREP" --url "$url" --files 0 --output-dir "$work/p30" >"$work/out" 2>"$work/err" ||
+  { bad "progress: run at the default interval failed"; cat "$work/err"; }
+grep -q ': downloaded ' "$work/err" && { bad "progress: a line within the default 30 s"; cat "$work/err"; }
+same_outputs "progress" "$work/p1" 00
 stop_server
 
 # 2. 404 on one shard: named, nothing published for it, the others complete, exit 1.

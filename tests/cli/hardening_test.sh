@@ -40,10 +40,10 @@ printf '{"text": "utf-16"}\n{"text": "x"}\n' | iconv -f UTF-8 -t UTF-16 >"$in/ut
 expect "UTF-16 input: every line a bad record, the input fails" 1 "bad records" -- \
   "$PILEPREP" preprocess --input "$in/utf16.jsonl" --output-prefix "$work/o/utf16" --max-bad-records 0
 gzip -c "$work/one.jsonl" >"$in/gzip.jsonl.zst"
-expect "gzip under a .zst name is named" 1 "gzip" -- \
+expect "gzip under a .zst name is named" 1 "gzip.jsonl.zst: byte 0: not a zstd stream: looks like gzip (starts with 1f 8b" -- \
   "$PILEPREP" preprocess --input "$in/gzip.jsonl.zst" --output-prefix "$work/o/gz"
 : >"$in/empty.jsonl.zst"
-expect "empty .zst file fails" 1 "empty.jsonl.zst" -- \
+expect "empty .zst file fails" 1 "empty.jsonl.zst: byte 0: not a zstd stream: the input is empty (0 bytes)" -- \
   "$PILEPREP" preprocess --input "$in/empty.jsonl.zst" --output-prefix "$work/o/empty"
 printf '' | zstd -q -c >"$in/empty-frame.jsonl.zst"
 expect "a lone empty frame: no tokens, nothing published" 1 "no tokens" -- \
@@ -160,7 +160,8 @@ signal_test() {  # SIG want_rc
   wait "$pid"; local rc=$?
   [[ $rc -eq $want ]] && ok "SIG$sig exits $want" || bad "SIG$sig: exit $rc, want $want"
   no_temporaries "SIG$sig removes the temporary files" "$out"
-  [[ ! -e "$out/my-gpt3_01_text_document.idx" ]] && ok "SIG$sig publishes nothing of the interrupted shard" \
+  [[ ! -e "$out/my-gpt3_01_text_document.idx" && ! -e "$out/my-gpt3_01_text_document.bin" ]] \
+    && ok "SIG$sig publishes nothing of the interrupted shard" \
     || bad "SIG$sig: interrupted shard published"
   "$PILEPREP" validate --expect-eod "$out/my-gpt3_00_text_document" >/dev/null 2>&1 \
     && ok "SIG$sig leaves the completed shard intact" || bad "SIG$sig: completed shard damaged"
@@ -230,6 +231,8 @@ for attempt in 1 2 3; do
 done
 [[ $rc -eq 143 ]] && ok "preprocess: SIGTERM exits 143" || bad "preprocess SIGTERM: exit $rc"
 no_temporaries "preprocess: SIGTERM removes the temporary files" "$work/pp"
+[[ ! -e "$work/pp/big_text_document.bin" && ! -e "$work/pp/big_text_document.idx" ]] \
+  && ok "preprocess: SIGTERM publishes nothing" || bad "preprocess SIGTERM published: $(ls "$work/pp")"
 rm -f "$work/big.jsonl"
 # merge: a signal once its temporary .bin is being made (the shim holds the merge in that open until
 # the signal has come, so no timing is involved) stops it: its temporaries removed, nothing published.

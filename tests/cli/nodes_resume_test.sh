@@ -177,6 +177,43 @@ cmp -s "$work/ref/my-gpt3_03_text_document.bin" "$work/r/my-gpt3_03_text_documen
 if ls "$work/r" | grep -q pileprep-tmp; then bad "resume left temporaries"; fi
 "$PILEPREP" --url "$work/src" --files 0-6 --output-dir "$work/r" --threads 2 --force 2>"$work/err" || bad "--force failed"
 grep -q skipped "$work/err" && bad "--force skipped something"
+# A shard is skipped only if it passes the full validator, tokens included: damage that keeps every
+# size (and so the record's sizes) is found too. Shard 05: one token overwritten with 65535, outside
+# GPT-2's 50257 ids; shard 06: its final EOD (50256) replaced with 0. Both are made again, exactly.
+cp -r "$work/ref" "$work/r2"
+rm -f "$work/r2"/pileprep-summary-rank0.json
+b5=$work/r2/my-gpt3_05_text_document.bin b6=$work/r2/my-gpt3_06_text_document.bin
+size5=$(stat -c %s "$b5") size6=$(stat -c %s "$b6")
+[[ $(od -An -tu2 -j $((size6 - 2)) -N 2 "$b6" | tr -d ' ') == 50256 ]] ||
+  bad "resume: shard 06's .bin does not end with EOD 50256 (this check needs it)"
+printf '\xff\xff' | dd of="$b5" bs=1 seek=20 conv=notrunc status=none
+printf '\x00\x00' | dd of="$b6" bs=1 seek=$((size6 - 2)) conv=notrunc status=none
+[[ $(stat -c %s "$b5") -eq $size5 && $(stat -c %s "$b6") -eq $size6 ]] || bad "resume: the damage changed a size"
+cmp -s "$b5" "$work/ref/my-gpt3_05_text_document.bin" && bad "resume: shard 05 was not damaged"
+cmp -s "$b6" "$work/ref/my-gpt3_06_text_document.bin" && bad "resume: shard 06 was not damaged"
+"$PILEPREP" --url "$work/src" --files 0-6 --output-dir "$work/r2" --threads 2 >"$work/out" 2>"$work/err" ||
+  bad "resume over same-size damage failed"
+[[ $(grep -c "already complete and valid; skipped" "$work/err") -eq 5 ]] || { bad "resume over same-size damage: want 5 skipped"; cat "$work/err"; }
+grep -q "^$work/r2/my-gpt3_05_text_document: existing outputs do not validate ($b5: byte 20: token 65535 at token 10 .*is outside the vocabulary (50257 ids).*); making them again$" "$work/err" ||
+  { bad "resume: a token outside the vocabulary is not found"; cat "$work/err"; }
+grep -q "^$work/r2/my-gpt3_06_text_document: existing outputs do not validate ($b6: byte $((size6 - 2)): sequence [0-9]* (the last of its document) ends with token 0, not EOD 50256.*); making them again$" "$work/err" ||
+  { bad "resume: a missing final EOD is not found"; cat "$work/err"; }
+for n in 00 01 02 03 04 05 06; do
+  for ext in bin idx; do
+    cmp -s "$work/ref/my-gpt3_${n}_text_document.$ext" "$work/r2/my-gpt3_${n}_text_document.$ext" ||
+      bad "resume over same-size damage: shard $n .$ext differs from the reference"
+  done
+done
+# The two made again have records of their new files (the others, copied, have new inodes).
+/usr/bin/python3 - "$work/r2" <<'PY' || bad "resume over same-size damage: 05's or 06's record does not name its new files"
+import json, os, sys
+for n in ("05", "06"):
+    prefix = os.path.join(sys.argv[1], f"my-gpt3_{n}_text_document")
+    r = json.load(open(prefix + ".pileprep.json"))
+    for ext in ("bin", "idx"):
+        st = os.stat(f"{prefix}.{ext}")
+        assert (r[ext + "_inode"], r[ext + "_bytes"]) == (st.st_ino, st.st_size), (n, ext, r)
+PY
 
 # What made each dataset is recorded beside it ({prefix}.pileprep.json): a rerun with another
 # end-of-text rule or another merges file (outputs made with either validate all the same) makes
@@ -542,11 +579,12 @@ if ls "$work/l" | grep -q -E 'pileprep-(lock|tmp)'; then bad "lock files or temp
 
 # Every record describes the dataset beside it (which exists, with the sizes it lists), and every
 # shard the last run made ("done" in its summary) has one.
-# After an interruption: whatever is under a final name is complete (its .idx is the reference's).
+# After an interruption: whatever is under a final name is complete: its .idx and its .bin are the
+# reference's (a .bin is published before its .idx, so a .bin may be there alone, whole).
 check_final_names() {  # dir what
-  for idx in "$1"/*.idx; do
-    [[ -e "$idx" ]] || continue
-    cmp -s "$idx" "$work/kref/$(basename "$idx")" || bad "$2: $(basename "$idx") under its final name differs"
+  for f in "$1"/*.idx "$1"/*.bin; do
+    [[ -e "$f" ]] || continue
+    cmp -s "$f" "$work/kref/$(basename "$f")" || bad "$2: $(basename "$f") under its final name differs"
   done
   check_records "$1" "$2"
 }
@@ -593,6 +631,73 @@ for delay in 0.5 2.4 0.4 1.3 0.9 1.95 2.05; do
 done
 "$PILEPREP" --url "$url" --files 0-2 --output-dir "$work/k" --threads 2 2>"$work/err" || { bad "rerun after kills failed"; cat "$work/err"; }
 check_rerun "$work/k" "after kills"
+
+# SIGKILL at fixed points of the publish, not at moments: the shim holds the run at one open() or
+# rename() (tests/shim/fs_fault_shim.cc) until it is killed there, and each state the kill leaves
+# is checked to be the one intended. Each run skips or completes what the run before it left.
+kp=$work/kp
+kill_held_at() {  # what variable path: a run held by the shim at `path`, SIGKILLed there
+  rm -f "$work/kp-err"
+  env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" LD_PRELOAD="$SHIM" "$2=$3" \
+    "$PILEPREP" --url "$work/ksrc" --files 0-2 --output-dir "$kp" --threads 2 >/dev/null 2>"$work/kp-err" &
+  pid=$!
+  for _ in $(seq 1200); do
+    grep -q "fault shim: paused" "$work/kp-err" && break
+    kill -0 $pid 2>/dev/null || break
+    sleep 0.05
+  done
+  grep -q "fault shim: paused" "$work/kp-err" && kill -0 $pid 2>/dev/null ||
+    { bad "$1: the run was never held at $3"; cat "$work/kp-err"; }
+  kill -9 $pid 2>/dev/null
+  wait $pid 2>/dev/null
+  pid=
+  echo "held and $1: $(ls "$kp" | tr '\n' ' ')"
+}
+kp_same() {  # what name [reference name]: $kp/name is the reference's file
+  cmp -s "$work/kref/${3:-$2}" "$kp/$2" || bad "$1: $2 missing or not the reference's ${3:-$2}"
+}
+kp_there() { local w=$1; shift; for f in "$@"; do [[ -e $kp/$f ]] || bad "$w: $f is missing"; done; }
+kp_absent() { local w=$1; shift; for f in "$@"; do [[ -e $kp/$f ]] && bad "$w: $f is there"; done; }
+d0=my-gpt3_00_text_document d1=my-gpt3_01_text_document d2=my-gpt3_02_text_document
+# 1. Shard 01's outputs finished as temporaries, its pending record not yet written: 00 complete
+# with its record; nothing of 01 under a final name and no pending record; nothing of 02.
+w="killed before 01's pending record"
+kill_held_at "$w" PILEPREP_FAULT_PAUSE_OPEN "$kp/$d1.pileprep.json.pending.pileprep-tmp"
+kp_same "$w" $d0.bin; kp_same "$w" $d0.idx; kp_there "$w" $d0.pileprep.json
+kp_absent "$w" $d0.pileprep.json.pending $d1.bin $d1.idx $d1.pileprep.json $d1.pileprep.json.pending
+kp_same "$w" $d1.bin.pileprep-tmp $d1.bin; kp_same "$w" $d1.idx.pileprep-tmp $d1.idx
+[[ -z $(ls "$kp" | grep "^$d2\." | grep -v '\.pileprep-lock$') ]] || bad "$w: something of 02: $(ls "$kp")"
+check_final_names "$kp" "$w"
+# 2. Shard 01 published (.bin and .idx under their final names), its pending record not yet renamed
+# over the record: the pending record, naming the files, is their only record.
+w="killed between 01's publish and its record's rename"
+kill_held_at "$w" PILEPREP_FAULT_PAUSE_RENAME_TO "$kp/$d1.pileprep.json"
+grep -q "^00.jsonl.zst: outputs already complete and valid; skipped" "$work/kp-err" || bad "$w: 00 not skipped"
+kp_same "$w" $d0.bin; kp_same "$w" $d0.idx; kp_same "$w" $d1.bin; kp_same "$w" $d1.idx
+kp_there "$w" $d1.pileprep.json.pending
+kp_absent "$w" $d1.pileprep.json $d1.bin.pileprep-tmp $d1.idx.pileprep-tmp
+[[ -z $(ls "$kp" | grep "^$d2\." | grep -v '\.pileprep-lock$') ]] || bad "$w: something of 02: $(ls "$kp")"
+check_final_names "$kp" "$w"
+# 3. Shard 02's .bin published, its .idx not yet (the old .idx goes first, the .bin next, the .idx
+# last): its .bin alone under its final name, whole; 01's pending record completed by this run.
+w="killed between 02's .bin and .idx renames"
+kill_held_at "$w" PILEPREP_FAULT_PAUSE_RENAME_TO "$kp/$d2.idx"
+grep -q "^01.jsonl.zst: an interrupted run's pending record $kp/$d1.pileprep.json.pending: its outputs were published; it is their record now$" "$work/kp-err" &&
+  grep -q "^01.jsonl.zst: outputs already complete and valid; skipped" "$work/kp-err" ||
+  { bad "$w: 01's pending record not taken as its record"; cat "$work/kp-err"; }
+kp_same "$w" $d1.bin; kp_same "$w" $d1.idx; kp_there "$w" $d1.pileprep.json
+kp_absent "$w" $d1.pileprep.json.pending
+kp_same "$w" $d2.bin; kp_same "$w" $d2.idx.pileprep-tmp $d2.idx
+kp_there "$w" $d2.pileprep.json.pending
+kp_absent "$w" $d2.idx $d2.pileprep.json $d2.bin.pileprep-tmp
+check_final_names "$kp" "$w"
+# The rerun removes 02's pending record (it names an .idx that never came) and makes 02 again.
+"$PILEPREP" --url "$work/ksrc" --files 0-2 --output-dir "$kp" --threads 2 2>"$work/err" ||
+  { bad "rerun after the held kills failed"; cat "$work/err"; }
+grep -q "^02.jsonl.zst: an interrupted run's pending record $kp/$d2.pileprep.json.pending: its outputs were not published; removed$" "$work/err" &&
+  [[ $(grep -c "already complete and valid; skipped" "$work/err") -eq 2 ]] ||
+  { bad "rerun after the held kills: 02's pending record not removed, or 00 and 01 not skipped"; cat "$work/err"; }
+check_rerun "$kp" "after the held kills"
 
 # A run killed while writing its summary leaves the summary's temporary (HOST.PID in its name); the next
 # run removes this host's (it holds the summary lock, so none is live) and another host's once old,

@@ -15,6 +15,10 @@
 //                                       to stderr and waits for a signal (pause(): until a handler
 //                                       has run), then opens: a run held at a known point, for a
 //                                       signal test that must not depend on timing.
+//   PILEPREP_FAULT_PAUSE_RENAME_TO=PATH rename() onto exactly PATH first writes "fault shim: paused"
+//                                       to stderr and waits for a signal, as PILEPREP_FAULT_PAUSE_OPEN
+//                                       does, then renames: a run held just before that rename (a
+//                                       SIGKILL there leaves what comes before it done, not it).
 //   PILEPREP_FAULT_MISSING=PATH         PATH is not there: open() and fopen() of exactly PATH
 //                                       fail with ENOENT (a machine without the package that
 //                                       installs it, such as ca-certificates for libcurl).
@@ -70,6 +74,12 @@ extern "C" int rename(const char* from, const char* to) {
     rename_failed = true;
     errno = EIO;
     return -1;
+  }
+  if (Named(to, "PILEPREP_FAULT_PAUSE_RENAME_TO", false)) {
+    static const char kPaused[] = "fault shim: paused\n";
+    ssize_t ignored = write(STDERR_FILENO, kPaused, sizeof(kPaused) - 1);
+    (void)ignored;
+    pause();
   }
   static const auto real = Next<int (*)(const char*, const char*)>("rename");
   return real(from, to);
