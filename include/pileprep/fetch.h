@@ -29,7 +29,8 @@
 //     itself and no restart is needed.)
 //   - HTTP 404 and other 4xx: NotFound / PermissionDenied / FailedPrecondition at once, naming
 //     the URL and the status line, with a body or without; no retry.
-//   - more or fewer bytes than Content-Length (or Content-Range's total): DataLoss.
+//   - fewer bytes than Content-Length, or more than Content-Range's total: DataLoss. Bytes past a
+//     200's Content-Length are not read (HTTP/1.1 framing; libcurl drops them).
 //   - TLS verification failures: Unavailable naming the cause (no retry).
 //   - retries exhausted: Unavailable with the last cause.
 // TLS certificates are verified unless `insecure`; proxies come from the usual environment

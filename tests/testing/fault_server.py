@@ -6,10 +6,14 @@ Supports Range (single "bytes=N-" / "bytes=N-M"), strong ETags, Last-Modified an
 fault plans: each request for FILE takes the next action of its plan (then behaves normally):
 
   --plan 00.jsonl.zst=503,drop:100000,drop:50000
-      503[:S]   answer 503 with Retry-After: S (default 1)     429[:S]  the same with 429
+      503[:S]   answer 503 with Retry-After: S (default 1; S = none: no Retry-After header)
+      429[:S]   the same with 429
       500       answer 500                                      404      answer 404
-      403       answer 403
+      403       answer 403                                      408      answer 408
       drop:N    send the headers (full Content-Length) and N body bytes, then close the connection
+      overlong:N  send the headers (the answer's true Content-Length or Content-Range), the body and
+                N bytes more than they announce ("x"), then close the connection; with --chunked
+                the N bytes go in the chunks, after the body, before the last chunk
       stall:N:S send N body bytes, then sleep S seconds, then close
       ok        answer normally
   --no-range          ignore Range (always 200 with the whole file), as some servers do
@@ -20,7 +24,7 @@ fault plans: each request for FILE takes the next action of its plan (then behav
                       mirrors behind one name may serve the same bytes with other file times
   --chunked           send bodies with Transfer-Encoding: chunked, no Content-Length (a drop sends
                       its N bytes, then closes without the last chunk)
-  --empty-error-bodies  answer 503, 429, 500, 404 and 403 with no body (Content-Length: 0)
+  --empty-error-bodies  answer 503, 429, 500, 408, 404 and 403 with no body (Content-Length: 0)
   --change FILE=K:ALT from the K-th request for FILE on (1-based), serve the bytes of ALT instead
                       (a new ETag and Last-Modified), as if the file changed on the server
   --rate BYTES        send bodies at about this many bytes per second (for kill-at-a-moment tests)
@@ -133,9 +137,11 @@ def main():
             if kind in ("503", "429"):
                 entry["status"] = int(kind)
                 log(entry)
-                return self.simple(int(kind), params[0] if params else "1", b"busy\n")
-            if kind in ("500", "404", "403") or not os.path.isfile(path):
-                status = int(kind) if kind in ("500", "403") else 404
+                retry_after = params[0] if params else "1"
+                return self.simple(int(kind), None if retry_after == "none" else retry_after,
+                                   b"busy\n")
+            if kind in ("500", "408", "404", "403") or not os.path.isfile(path):
+                status = int(kind) if kind in ("500", "408", "403") else 404
                 entry["status"] = status
                 log(entry)
                 return self.simple(status, body=b"no\n")
@@ -166,11 +172,14 @@ def main():
                         return
                     status = 206
             body = data[start:end + 1]
+            announced = len(body)  # what Content-Length (or the chunks' end) says
+            if kind == "overlong":
+                body += b"x" * int(params[0])
             self.send_response(status)
             if args.chunked:
                 self.send_header("Transfer-Encoding", "chunked")
             else:
-                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Content-Length", str(announced))
             self.send_header("Accept-Ranges", "none" if args.no_range else "bytes")
             if not args.no_etag:
                 if not (status == 206 and args.no_etag_on_206):
@@ -210,10 +219,11 @@ def main():
             except (BrokenPipeError, ConnectionResetError):
                 pass
             entry["sent"] = sent
-            if kind in ("drop", "stall"):
+            if kind in ("drop", "stall", "overlong"):
                 entry["fault"] = action
             log(entry)
-            if limit < len(body) or (args.chunked and kind in ("drop", "stall")):
+            if (limit < len(body) or kind == "overlong"
+                    or (args.chunked and kind in ("drop", "stall"))):
                 if sleep:
                     time.sleep(sleep)
                 self.close_connection = True

@@ -3,9 +3,11 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -501,7 +503,7 @@ TEST(HttpSource, CacheFileAppearsOnlyWhenComplete) {
   EXPECT_FALSE(std::filesystem::exists(o.cache_path + ".pileprep-tmp"));
 }
 
-TEST(HttpSource, ConnectionRefusedIsRetriedThenReported) {
+TEST(HttpSource, ConnectionRefusedIsRetriedThenReportedNamingTheCause) {
   FetchOptions o = FastOptions();
   o.max_retries = 1;
   auto source = OpenHttpSource("http://127.0.0.1:1/00.jsonl.zst", o);
@@ -510,6 +512,193 @@ TEST(HttpSource, ConnectionRefusedIsRetriedThenReported) {
   ASSERT_FALSE(bytes.ok());
   EXPECT_EQ(bytes.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ((*source)->stats().requests, 2);
+  // The message names the URL, the cause (libcurl's detail: which host and port refused) and that
+  // it gave up, not merely that the download failed.
+  const std::string message(bytes.status().message());
+  EXPECT_THAT(message, HasSubstr("http://127.0.0.1:1/00.jsonl.zst: curl: "));
+  EXPECT_THAT(message, HasSubstr("127.0.0.1 port 1"));
+  EXPECT_THAT(message, ::testing::AnyOf(HasSubstr("Couldn't connect"), HasSubstr("refused")));
+  EXPECT_THAT(message, HasSubstr("gave up after 1 retries without progress, at byte 0"));
+  EXPECT_THAT(message, HasSubstr((*source)->stats().last_error));
+}
+
+// Records each OnRetry with the time it came.
+struct RetryRecorder : FetchObserver {
+  void OnRetry(const std::string& url, int attempt, double delay_s, uint64_t resume_from,
+               const std::string& cause) override {
+    std::lock_guard<std::mutex> lock(mu);
+    at.push_back(std::chrono::steady_clock::now());
+    attempts.push_back(attempt);
+    delays.push_back(delay_s);
+  }
+  std::mutex mu;
+  std::vector<std::chrono::steady_clock::time_point> at;
+  std::vector<int> attempts;
+  std::vector<double> delays;
+};
+
+// HTTP 429 (Too Many Requests) is retried as 5xx are; its Retry-After is honoured.
+TEST(HttpSource, A429IsRetriedAfterItsRetryAfter) {
+  for (const bool empty_body : {false, true}) {
+    std::vector<std::string> args = {"--plan", "01.jsonl.zst=429:1"};
+    if (empty_body) args.push_back("--empty-error-bodies");
+    const auto start = std::chrono::steady_clock::now();
+    Download d;
+    ASSERT_NO_FATAL_FAILURE(Fetch(args, &d));
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ASSERT_TRUE(d.bytes.ok()) << d.bytes.status() << " (empty body: " << empty_body << ")";
+    EXPECT_EQ(*d.bytes, ReadFile(kSamples + "/01.jsonl.zst"));
+    // Retry-After: 1 rather than the 20 ms backoff (at most 0.1 s: FastOptions).
+    EXPECT_GE(took, 0.9) << "empty body: " << empty_body;
+    EXPECT_EQ(d.source->stats().requests, 2);
+    EXPECT_EQ(d.source->stats().retries, 1);
+    const std::vector<std::string> log = d.server->Log(2);
+    ASSERT_EQ(log.size(), 2u);
+    EXPECT_THAT(log[0], HasSubstr("\"status\": 429"));
+    EXPECT_THAT(log[1], HasSubstr("\"status\": 200"));
+  }
+}
+
+// Without Retry-After a 429 is retried all the same, after the exponential backoff.
+TEST(HttpSource, A429WithoutRetryAfterIsRetriedAfterTheBackoff) {
+  for (const bool empty_body : {false, true}) {
+    std::vector<std::string> args = {"--plan", "01.jsonl.zst=429:none,429:none"};
+    if (empty_body) args.push_back("--empty-error-bodies");
+    auto server = FaultServer::Start(kSamples, args);
+    ASSERT_TRUE(server.ok()) << server.status();
+    RetryRecorder recorder;
+    auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), FastOptions(), &recorder);
+    ASSERT_TRUE(source.ok());
+    auto bytes = Drain(**source);
+    ASSERT_TRUE(bytes.ok()) << bytes.status() << " (empty body: " << empty_body << ")";
+    EXPECT_EQ(*bytes, ReadFile(kSamples + "/01.jsonl.zst"));
+    EXPECT_EQ((*source)->stats().requests, 3);
+    EXPECT_EQ((*source)->stats().retries, 2);
+    EXPECT_THAT((*source)->stats().last_error, HasSubstr("HTTP 429"));
+    {
+      std::lock_guard<std::mutex> lock(recorder.mu);  // the download thread has finished
+      ASSERT_EQ(recorder.delays.size(), 2u);
+      for (double delay : recorder.delays) {
+        // The backoff of FastOptions (at most backoff_max_s = 0.1 s), not some default wait.
+        EXPECT_GT(delay, 0);
+        EXPECT_LE(delay, 0.1);
+      }
+    }
+    const std::vector<std::string> log = (*server)->Log(3);
+    ASSERT_EQ(log.size(), 3u);
+    EXPECT_EQ(CountIn(log, "\"status\": 429"), 2);
+  }
+}
+
+// HTTP 408 (Request Timeout) is retried as 5xx are, not failed as other 4xx.
+TEST(HttpSource, A408IsRetried) {
+  for (const bool empty_body : {false, true}) {
+    std::vector<std::string> args = {"--plan", "01.jsonl.zst=408"};
+    if (empty_body) args.push_back("--empty-error-bodies");
+    Download d;
+    ASSERT_NO_FATAL_FAILURE(Fetch(args, &d));
+    ASSERT_TRUE(d.bytes.ok()) << d.bytes.status() << " (empty body: " << empty_body << ")";
+    EXPECT_EQ(*d.bytes, ReadFile(kSamples + "/01.jsonl.zst"));
+    EXPECT_EQ(d.source->stats().requests, 2);
+    EXPECT_THAT(d.source->stats().last_error, HasSubstr("HTTP 408"));
+    const std::vector<std::string> log = d.server->Log(2);
+    ASSERT_EQ(log.size(), 2u);
+    EXPECT_THAT(log[0], HasSubstr("\"status\": 408"));
+  }
+}
+
+// A resumed answer (206) that goes on past the total its Content-Range gave: an error naming it,
+// never a shard with bytes of something else appended. (Chunked answers: nothing but the total
+// bounds the body, so the client sees every byte the server sends.)
+TEST(HttpSource, MoreBytesThanTheRangesTotalIsAnError) {
+  const std::string file = ReadFile(kSamples + "/01.jsonl.zst");
+  Download d;
+  ASSERT_NO_FATAL_FAILURE(
+      Fetch({"--chunked", "--plan", "01.jsonl.zst=drop:100000,overlong:1000"}, &d));
+  ASSERT_FALSE(d.bytes.ok()) << "the bytes past the end were taken as the shard's";
+  EXPECT_EQ(d.bytes.status().code(), absl::StatusCode::kDataLoss) << d.bytes.status();
+  EXPECT_FALSE(IsRestartRequired(d.bytes.status()));
+  EXPECT_THAT(d.message(), HasSubstr("/01.jsonl.zst: the server sent more than the " +
+                                     std::to_string(file.size()) + " bytes"));
+  const std::vector<std::string> log = d.server->Log(2);
+  ASSERT_GE(log.size(), 2u);
+  EXPECT_THAT(log[1], HasSubstr("\"status\": 206"));
+  EXPECT_THAT(log[1], HasSubstr("overlong:1000"));
+}
+
+// A 200 whose body goes on past its Content-Length: the file is the announced bytes and what follows
+// is not read (libcurl stops at Content-Length, as HTTP/1.1 framing says, and drops the rest with
+// "Excess found"), never appended to the shard. (A Content-Length too small shows as a truncated
+// zstd stream; a resumed 206 past its Content-Range total is an error: the test above.)
+TEST(HttpSource, BytesPastContentLengthAreNotRead) {
+  const std::string file = ReadFile(kSamples + "/01.jsonl.zst");
+  Download d;
+  ASSERT_NO_FATAL_FAILURE(Fetch({"--plan", "01.jsonl.zst=overlong:1000"}, &d));
+  ASSERT_TRUE(d.bytes.ok()) << d.bytes.status();
+  EXPECT_TRUE(*d.bytes == file) << d.bytes->size() << " bytes, want " << file.size();
+  const std::vector<std::string> log = d.server->Log(1);
+  ASSERT_GE(log.size(), 1u);
+  EXPECT_THAT(log[0], HasSubstr("overlong:1000"));  // the server did send more
+}
+
+// "--retry-wait, doubling, up to 60 s, with jitter": the k-th retry in a row waits about
+// initial * 2^(k-1) (jitter may shorten it), and the waits really happen, so the times between
+// attempts grow.
+TEST(HttpSource, BackoffDoublesFromOneFailureToTheNext) {
+  FetchOptions o = FastOptions();
+  o.backoff_initial_s = 0.1;
+  o.backoff_max_s = 60;
+  o.max_retries = 10;
+  auto server = FaultServer::Start(kSamples, {"--plan", "01.jsonl.zst=500,500,500,500"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  RetryRecorder recorder;
+  auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), o, &recorder);
+  ASSERT_TRUE(source.ok());
+  auto bytes = Drain(**source);
+  const auto end = std::chrono::steady_clock::now();
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  std::lock_guard<std::mutex> lock(recorder.mu);  // the download thread has finished
+  ASSERT_EQ(recorder.delays.size(), 4u);
+  for (size_t k = 0; k < 4; ++k) {
+    const double base = 0.1 * (1 << k);
+    EXPECT_EQ(recorder.attempts[k], static_cast<int>(k + 1));
+    // Generous: jitter within [base/4, 1.5 base]; a backoff that did not double leaves the fourth
+    // wait at most 0.15 s, below 0.2.
+    EXPECT_GE(recorder.delays[k], base / 4) << "retry " << k + 1;
+    EXPECT_LE(recorder.delays[k], base * 1.5) << "retry " << k + 1;
+  }
+  // The time from one retry's announcement to the next (or to the end) is its wait plus a request.
+  std::vector<double> gaps;
+  for (size_t k = 0; k < 4; ++k) {
+    const auto next = k + 1 < 4 ? recorder.at[k + 1] : end;
+    gaps.push_back(std::chrono::duration<double>(next - recorder.at[k]).count());
+    EXPECT_GE(gaps[k], recorder.delays[k] - 0.002) << "retry " << k + 1 << " did not wait";
+  }
+  // The attempts come further apart. With the backoff as built (jitter in [base/2, base]) the
+  // fourth wait is at least 0.4 s, the first two at most 0.1 and 0.2 s: a margin of 0.2 s or more
+  // for what a loaded machine adds to a request.
+  EXPECT_GT(gaps[3], gaps[0]);
+  EXPECT_GT(gaps[3], gaps[1]);
+}
+
+// The doubling stops at backoff_max_s.
+TEST(HttpSource, BackoffStopsGrowingAtItsCap) {
+  FetchOptions o = FastOptions();
+  o.backoff_initial_s = 0.05;
+  o.backoff_max_s = 0.1;
+  o.max_retries = 10;
+  RetryRecorder recorder;
+  auto server = FaultServer::Start(kSamples, {"--plan", "01.jsonl.zst=500,500,500,500,500,500"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), o, &recorder);
+  ASSERT_TRUE(source.ok());
+  auto bytes = Drain(**source);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  std::lock_guard<std::mutex> lock(recorder.mu);
+  ASSERT_EQ(recorder.delays.size(), 6u);
+  // Uncapped, the sixth would be 0.05 * 32 = 1.6 s before jitter.
+  for (size_t k = 0; k < 6; ++k) EXPECT_LE(recorder.delays[k], 0.1) << "retry " << k + 1;
 }
 
 TEST(RedactUrl, DropsCredentialsAndQuery) {

@@ -2,12 +2,19 @@
 // memory over many inputs; refusals named clearly; nothing published on failure.
 #include "pileprep/merge.h"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -89,6 +96,79 @@ class MergeTest : public ::testing::Test {
     }
     auto result = (*writer)->Finish();
     ASSERT_TRUE(result.ok()) << result.status();
+  }
+
+  // A dataset of 600 documents of 1000 tokens: a 1.2 MB .bin, far more than a pipe holds.
+  void WriteLarge(const std::string& prefix) {
+    IndexedDatasetWriterOptions options;
+    options.sync = false;
+    auto writer = IndexedDatasetWriter::Create(prefix, options);
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    std::vector<uint32_t> ids(1000);
+    for (int d = 0; d < 600; ++d) {
+      for (int t = 0; t < 999; ++t) ids[t] = static_cast<uint32_t>((d * 1009 + t) % 50000);
+      ids[999] = 50256;
+      ASSERT_TRUE((*writer)->AddDocument(ids).ok());
+    }
+    ASSERT_TRUE((*writer)->Finish().ok());
+  }
+
+  // Merges `inputs` into dir_/out and calls `change` between the merge's first pass (which counts
+  // the inputs and records each one's device, inode, size and modification time) and its later
+  // passes, deterministically: the .bin temporary is made a FIFO that this test reads. The merge
+  // writes to it only once pass 1 is over (the first bytes are the first input's), and it cannot
+  // copy more of the first input than the pipe and its buffers hold until the test reads on, so
+  // `change`, called when the first bytes arrive, comes before any later pass looks at another
+  // input. Then the FIFO is drained to its end (the merge closed it) and the merge's result
+  // returned. The first input must be far larger than the pipe and the merge's buffers.
+  absl::StatusOr<MergeResult> MergeChangingAnInputBetweenPasses(
+      const std::vector<std::string>& inputs, const std::function<void()>& change) {
+    const std::string out = (dir_ / "out").string();
+    const std::string fifo = out + ".bin.pileprep-tmp";
+    if (::mkfifo(fifo.c_str(), 0600) != 0) return absl::InternalError("mkfifo failed");
+    // Opened before the merge (non-blocking: no writer yet), so that its open for writing does not
+    // wait, and the pipe has a reader for as long as the merge may write.
+    const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (reader < 0) return absl::InternalError("cannot open the FIFO");
+    const long pipe_bytes = ::fcntl(reader, F_GETPIPE_SZ);
+    MergeOptions options;
+    options.sync = false;  // no fsync of a FIFO
+    options.buffer_bytes = 1 << 16;
+    // The merge holds at most the pipe, its 64 KiB .bin write buffer and one block of the first
+    // input before it must wait for this test to read.
+    EXPECT_LT(pipe_bytes + 2 * (1 << 16), static_cast<long>(fs::file_size(inputs[0] + ".bin")))
+        << "the first input is too small for the merge to wait on the pipe within it";
+    // Should the merge write after this test stopped reading: EPIPE, not the process killed.
+    struct sigaction ignore = {}, old = {};
+    ignore.sa_handler = SIG_IGN;
+    ::sigaction(SIGPIPE, &ignore, &old);
+    absl::StatusOr<MergeResult> result = absl::UnknownError("the merge did not return");
+    std::thread merge([&] { result = MergeDatasets(inputs, out, options); });
+    bool changed = false;
+    std::vector<char> buffer(1 << 16);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (std::chrono::steady_clock::now() < deadline) {
+      pollfd p = {reader, POLLIN, 0};
+      if (::poll(&p, 1, 1000) <= 0) continue;
+      const ssize_t n = ::read(reader, buffer.data(), buffer.size());
+      if (n > 0 && !changed) {
+        change();
+        changed = true;
+      }
+      if (n == 0) break;  // the merge closed its end (POLLHUP): it returned, or moved past the .bin
+    }
+    merge.join();
+    ::close(reader);
+    ::sigaction(SIGPIPE, &old, nullptr);
+    EXPECT_TRUE(changed) << "the merge wrote nothing to its .bin temporary: " << result.status();
+    return result;
+  }
+
+  // Nothing published, no temporary (the FIFO included) left.
+  void ExpectNothingPublished() {
+    for (const char* name : {"out.bin", "out.idx", "out.bin.pileprep-tmp", "out.idx.pileprep-tmp"}) {
+      EXPECT_FALSE(fs::exists(fs::symlink_status(dir_ / name))) << name;
+    }
   }
 
   fs::path dir_;
@@ -299,6 +379,87 @@ TEST_F(MergeTest, OutputThatIsAnInputUnderAnotherNameIsRefused) {
   EXPECT_TRUE(ReadFile((dir_ / "b.bin").string()) == b_bin);  // c.bin is the same file
   EXPECT_TRUE(ReadFile((dir_ / "b.idx").string()) == b_idx);
   EXPECT_FALSE(fs::exists(dir_ / "c.bin.pileprep-tmp"));
+}
+
+// An input whose .bin grows between pass 1 and the copy: refused, naming it and both sizes.
+TEST_F(MergeTest, InputBinThatChangesSizeBetweenPassesIsRefusedAndNothingPublished) {
+  WriteLarge((dir_ / "a").string());
+  WriteTiny((dir_ / "b").string(), 2);
+  const std::string b_bin = (dir_ / "b.bin").string();
+  const uint64_t size = fs::file_size(b_bin);
+  auto result = MergeChangingAnInputBetweenPasses(
+      {(dir_ / "a").string(), (dir_ / "b").string()}, [&] {
+        std::ofstream out(b_bin, std::ios::binary | std::ios::app);
+        out << "xx";
+      });
+  ASSERT_FALSE(result.ok()) << "a merge of an input that grew meanwhile was published";
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition) << result.status();
+  EXPECT_THAT(std::string(result.status().message()),
+              HasSubstr(b_bin + ": changed while it was being merged (" + std::to_string(size) +
+                        " bytes, now " + std::to_string(size + 2) + "); nothing was published"));
+  ExpectNothingPublished();
+}
+
+// The same .bin bytes under a new inode (replaced by a copy renamed over it).
+TEST_F(MergeTest, InputBinReplacedByAnotherFileBetweenPassesIsRefusedAndNothingPublished) {
+  WriteLarge((dir_ / "a").string());
+  WriteTiny((dir_ / "b").string(), 2);
+  const std::string b_bin = (dir_ / "b.bin").string();
+  auto result = MergeChangingAnInputBetweenPasses(
+      {(dir_ / "a").string(), (dir_ / "b").string()}, [&] {
+        fs::copy_file(b_bin, b_bin + ".copy");
+        fs::rename(b_bin + ".copy", b_bin);
+      });
+  ASSERT_FALSE(result.ok()) << "a merge of an input replaced meanwhile was published";
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition) << result.status();
+  EXPECT_THAT(std::string(result.status().message()),
+              HasSubstr(b_bin + ": changed while it was being merged (another file now)"));
+  ExpectNothingPublished();
+}
+
+// Written to in place: same inode, same size, another modification time.
+TEST_F(MergeTest, InputBinWrittenToBetweenPassesIsRefusedAndNothingPublished) {
+  WriteLarge((dir_ / "a").string());
+  WriteTiny((dir_ / "b").string(), 2);
+  const std::string b_bin = (dir_ / "b.bin").string();
+  auto result = MergeChangingAnInputBetweenPasses(
+      {(dir_ / "a").string(), (dir_ / "b").string()}, [&] {
+        fs::last_write_time(b_bin, fs::last_write_time(b_bin) + std::chrono::seconds(10));
+      });
+  ASSERT_FALSE(result.ok()) << "a merge of an input written to meanwhile was published";
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition) << result.status();
+  EXPECT_THAT(std::string(result.status().message()),
+              HasSubstr(b_bin + ": changed while it was being merged (written to)"));
+  ExpectNothingPublished();
+}
+
+// The .idx, which the passes after the .bin copy map again, changed after pass 1 counted it.
+TEST_F(MergeTest, InputIdxWrittenToBetweenPassesIsRefusedAndNothingPublished) {
+  WriteLarge((dir_ / "a").string());
+  WriteTiny((dir_ / "b").string(), 2);
+  const std::string b_idx = (dir_ / "b.idx").string();
+  auto result = MergeChangingAnInputBetweenPasses(
+      {(dir_ / "a").string(), (dir_ / "b").string()}, [&] {
+        fs::last_write_time(b_idx, fs::last_write_time(b_idx) + std::chrono::seconds(10));
+      });
+  ASSERT_FALSE(result.ok()) << "a merge of an input whose index changed meanwhile was published";
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition) << result.status();
+  EXPECT_THAT(std::string(result.status().message()),
+              HasSubstr(b_idx + ": changed while it was being merged (written to)"));
+  ExpectNothingPublished();
+}
+
+// The harness itself: with no change the same FIFO merge succeeds (so the refusals above come from
+// the change, not from merging through a FIFO).
+TEST_F(MergeTest, MergeThroughTheFifoHarnessSucceedsWhenNothingChanges) {
+  WriteLarge((dir_ / "a").string());
+  WriteTiny((dir_ / "b").string(), 2);
+  auto result =
+      MergeChangingAnInputBetweenPasses({(dir_ / "a").string(), (dir_ / "b").string()}, [] {});
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->published);
+  EXPECT_EQ(result->inputs, 2u);
+  EXPECT_TRUE(fs::exists(dir_ / "out.idx"));
 }
 
 }  // namespace

@@ -295,6 +295,82 @@ TEST_F(ValidateTest, LastDocumentIndexNotSequenceCountIsCaught) {
   EXPECT_EQ(r.violations.size(), 1u) << FormatValidationReport(r);
 }
 
+// The header's document count is documents + 1 (document_indices holds a leading 0): 0 is no
+// count any writer makes, and leaves no array to check.
+TEST_F(ValidateTest, DocumentCountOfZeroIsCaught) {
+  std::string idx = idx_.substr(0, DocOffset(0));  // the size that count describes
+  Put<uint64_t>(idx, kIdxDocumentCountOffset, 0);
+  const ValidationReport r = Check(idx, bin_);
+  ASSERT_EQ(r.violations.size(), 1u) << FormatValidationReport(r);
+  const Violation& v = r.violations[0];
+  EXPECT_EQ(v.kind, "document_count");
+  EXPECT_EQ(v.file_offset, static_cast<int64_t>(kIdxDocumentCountOffset));
+  EXPECT_EQ(v.index, -1);
+  EXPECT_EQ(v.message, r.prefix + ".idx: byte 26: document count 0: document_indices must hold "
+                                  "at least its leading 0 (documents + 1 entries); regenerate the "
+                                  "index");
+  EXPECT_EQ(r.documents, 0u);
+  EXPECT_EQ(r.sequences, s_);
+}
+
+// A count of 1 (no documents: document_indices is just its leading 0) over an index of sequences:
+// the last document index is not the sequence count.
+TEST_F(ValidateTest, DocumentCountOfOneOverSequencesIsCaught) {
+  std::string idx = idx_.substr(0, DocOffset(1));
+  Put<uint64_t>(idx, kIdxDocumentCountOffset, 1);
+  const ValidationReport r = Check(idx, bin_);
+  ASSERT_EQ(r.violations.size(), 1u) << FormatValidationReport(r);
+  const Violation& v = r.violations[0];
+  EXPECT_EQ(v.kind, "doc_index_end");
+  EXPECT_EQ(v.file_offset, static_cast<int64_t>(DocOffset(0)));
+  EXPECT_EQ(v.index, 0);
+  EXPECT_EQ(v.message, r.prefix + ".idx: byte " + std::to_string(DocOffset(0)) +
+                           ": the last document index (document_indices[0]) is 0 but the index "
+                           "has " + std::to_string(s_) +
+                           " sequences: current Megatron asserts they are equal; regenerate the "
+                           "index");
+  EXPECT_EQ(r.documents, 0u);
+}
+
+// A count one short of the array the file holds: its last entry is left over as trailing bytes,
+// and the entry the count makes the last is not the sequence count.
+TEST_F(ValidateTest, DocumentCountOneShortOfTheArrayIsCaught) {
+  std::string idx = idx_;
+  Put<uint64_t>(idx, kIdxDocumentCountOffset, d1_ - 1);
+  const ValidationReport r = Check(idx, bin_);
+  ASSERT_EQ(r.violations.size(), 2u) << FormatValidationReport(r);
+  const Violation* size = r.Find("idx_size");
+  ASSERT_NE(size, nullptr);
+  EXPECT_EQ(size->file_offset, static_cast<int64_t>(DocOffset(d1_ - 1)));
+  EXPECT_THAT(size->message, HasSubstr("the .idx is " + std::to_string(idx.size()) +
+                                       " bytes but its header describes " +
+                                       std::to_string(idx.size() - 8)));
+  EXPECT_THAT(size->message, HasSubstr("8 trailing bytes"));
+  const Violation* end = r.Find("doc_index_end");
+  ASSERT_NE(end, nullptr);
+  EXPECT_EQ(end->index, static_cast<int64_t>(d1_ - 2));
+  EXPECT_THAT(end->message, HasSubstr("(document_indices[" + std::to_string(d1_ - 2) + "]) is " +
+                                      std::to_string(Get<int64_t>(idx_, DocOffset(d1_ - 2))) +
+                                      " but the index has " + std::to_string(s_) + " sequences"));
+  EXPECT_EQ(r.documents, d1_ - 2);
+}
+
+// A count past what the file holds: the arrays are not read at all.
+TEST_F(ValidateTest, DocumentCountPastTheEndOfTheFileIsCaught) {
+  std::string idx = idx_;
+  Put<uint64_t>(idx, kIdxDocumentCountOffset, d1_ + 1);
+  const ValidationReport r = Check(idx, bin_);
+  ASSERT_EQ(r.violations.size(), 1u) << FormatValidationReport(r);
+  const Violation& v = r.violations[0];
+  EXPECT_EQ(v.kind, "idx_size");
+  EXPECT_EQ(v.file_offset, static_cast<int64_t>(kIdxSequenceCountOffset));
+  EXPECT_THAT(v.message,
+              HasSubstr(": byte 18: the header declares " + std::to_string(s_) + " sequences and " +
+                        std::to_string(d1_ + 1) + " document indices, which need 34 + 12×" +
+                        std::to_string(s_) + " + 8×" + std::to_string(d1_ + 1) +
+                        " bytes, but the file has only " + std::to_string(idx.size()) + " bytes"));
+}
+
 TEST_F(ValidateTest, DocumentIndicesMustStartAtZeroAndNotDecrease) {
   std::string idx = idx_;
   Put<int64_t>(idx, DocOffset(0), 1);
