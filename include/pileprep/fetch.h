@@ -101,11 +101,11 @@ class FetchObserver {
  public:
   virtual ~FetchObserver() = default;
   // A failed attempt will be retried after `delay_s` seconds; `cause` names the status or curl error.
-  virtual void OnRetry(const std::string& url, int attempt, double delay_s, uint64_t resume_from,
-                       const std::string& cause) {}
+  virtual void OnRetry(const std::string& /*url*/, int /*attempt*/, double /*delay_s*/,
+                       uint64_t /*resume_from*/, const std::string& /*cause*/) {}
   // The copy for FetchOptions::cache_path cannot be made (`cause`: the file and errno); the
   // download goes on without it.
-  virtual void OnKeepDropped(const std::string& url, const std::string& cause) {}
+  virtual void OnKeepDropped(const std::string& /*url*/, const std::string& /*cause*/) {}
 };
 
 class HttpSource : public ByteSource {

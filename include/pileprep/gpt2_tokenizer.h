@@ -82,8 +82,11 @@ class Gpt2Tokenizer {
   static absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> FromBuffers(std::string_view vocab_json,
                                                                     std::string_view merges_txt,
                                                                     Options options);
-  // Finds tokenizers/gpt2/{encoder.json,vocab.bpe} shipped with pileprep: $PILEPREP_TOKENIZER_DIR, then
-  // next to the executable (../share/pileprep/tokenizers), then the source tree.
+  // Finds GPT-2's encoder.json and vocab.bpe shipped with pileprep, in the first of:
+  // $PILEPREP_TOKENIZER_DIR (the directory holding the two files), next to the executable
+  // (../share/pileprep/tokenizers/gpt2), where `cmake --install` put them
+  // (PREFIX/share/pileprep/tokenizers/gpt2, PREFIX as configured), the source tree it was built
+  // from (tokenizers/gpt2). NotFound names every place looked in.
   static absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> FromDefaultFiles(Options options);
 
   // Per-thread pre-token cache. Holds no pointer into text passed to Encode. A cache serves one

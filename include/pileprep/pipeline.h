@@ -151,7 +151,9 @@ struct BadRecord {
   std::string detail;
 };
 
-// What a run did. Filled in as the run goes (progress) and complete at the end.
+// What a run did. RunPipeline fills it in as the run goes, from its own threads: read it from
+// ProgressObserver::OnProgress (handed the stats so far) or after RunPipeline returns, not from
+// another thread meanwhile. RunPipeline's `stats` must not be null.
 struct ShardStats {
   uint64_t bytes_in = 0;             // bytes read from the source (compressed, for .zst)
   uint64_t bytes_decompressed = 0;   // JSON-lines bytes

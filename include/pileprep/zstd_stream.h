@@ -78,6 +78,7 @@ class ZstdDecoder {
 
   explicit ZstdDecoder(ZstdDecoderOptions options = {});
   ~ZstdDecoder();
+  // A moved-from decoder may only be destroyed or assigned to.
   ZstdDecoder(ZstdDecoder&&) noexcept;
   ZstdDecoder& operator=(ZstdDecoder&&) noexcept;
   ZstdDecoder(const ZstdDecoder&) = delete;

@@ -19,7 +19,16 @@ echo "$out"
 grep -qx "295 sequences, 5899 tokens" <<<"$out"
 grep -qx "133 samples; sample 0 starts 23092 33823 18133" <<<"$out"
 "$tmp/build/loader_dtype_example" "$src/tests/data/format/lcg300_uint16" | grep -q "^uint16, 2 bytes per token$"
-"$tmp/build/core_example" | grep -q "uint16"
+# The README's library example, on the installed tokenizer files: the CLI's bytes.
+mkdir "$tmp/lib" "$tmp/cli"
+lib_out=$(PILEPREP_TOKENIZER_DIR="$tmp/prefix/share/pileprep/tokenizers/gpt2" \
+  "$tmp/build/core_example" "$src/data/samples/00.jsonl.zst" "$tmp/lib/x_text_document")
+echo "$lib_out"
+grep -qx "2575 documents, 3489275 tokens" <<<"$lib_out"
+"$build/bin/pileprep" preprocess -q --input "$src/data/samples/00.jsonl.zst" \
+  --output-prefix "$tmp/cli/x" --append-eod
+cmp "$tmp/lib/x_text_document.bin" "$tmp/cli/x_text_document.bin"
+cmp "$tmp/lib/x_text_document.idx" "$tmp/cli/x_text_document.idx"
 if [[ -n "$python" ]]; then
   init=$(find "$tmp/prefix" -path '*/pileprep/__init__.py' | head -1)
   # A build with the Python module installs it: its absence is a failure, not a skip.
