@@ -32,12 +32,12 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "pileprep/indexed_dataset_view.h"
 
@@ -84,7 +84,7 @@ struct SequenceRange {
 // for no weights, more than three, a token that is not a number, a zero sum, or num_sequences
 // outside 0 to 2^53 (the bookends are float64, as Megatron's).
 absl::StatusOr<std::array<std::optional<SequenceRange>, 3>> ComputeSplit(
-    absl::string_view split, int64_t num_sequences,
+    std::string_view split, int64_t num_sequences,
     SplitRounding rounding = SplitRounding::kCurrent);
 
 // ---- GPT indices -----------------------------------------------------------------------------
@@ -264,7 +264,7 @@ std::vector<double> NormalizeWeights(absl::Span<const double> weights);
 // number after it and nothing before it.
 absl::StatusOr<Blend> ParseBlend(const std::vector<std::string>& items);
 // The same for one string, items separated by whitespace ("0.3 A 0.7 B"; a lone prefix).
-absl::StatusOr<Blend> ParseBlend(absl::string_view data_path);
+absl::StatusOr<Blend> ParseBlend(std::string_view data_path);
 
 // ---- The dataset -----------------------------------------------------------------------------
 
@@ -321,7 +321,7 @@ class GptDataset {
   // As Megatron's BlendedDataset, refuses a weight that is not finite > 0, before or after
   // normalizing (InvalidArgument), and an unweighted blend with a dataset of 0 samples, whose
   // weight is its size (FailedPrecondition).
-  static absl::StatusOr<std::unique_ptr<GptDataset>> Open(absl::string_view data_path,
+  static absl::StatusOr<std::unique_ptr<GptDataset>> Open(std::string_view data_path,
                                                           const GptDatasetOptions& options);
   static absl::StatusOr<std::unique_ptr<GptDataset>> Open(const Blend& blend,
                                                           const GptDatasetOptions& options);

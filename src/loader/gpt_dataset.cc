@@ -637,9 +637,10 @@ uint64_t NumpyRandomState::RandomInterval(uint64_t max) {
 
 // ---- Split -------------------------------------------------------------------------------------
 
-absl::StatusOr<std::array<std::optional<SequenceRange>, 3>> ComputeSplit(absl::string_view split,
-                                                                         int64_t num_sequences,
-                                                                         SplitRounding rounding) {
+absl::StatusOr<std::array<std::optional<SequenceRange>, 3>> ComputeSplit(
+    std::string_view split_text, int64_t num_sequences, SplitRounding rounding) {
+  // The API's std::string_view; Debian's Abseil has its own absl::string_view, used inside.
+  const absl::string_view split(split_text.data(), split_text.size());
   // The split's bookends are computed in float64, as Megatron's are: beyond 2^53 sequences they
   // are not exact, and a negative count is no dataset.
   if (num_sequences < 0 || num_sequences > (int64_t{1} << 53)) {
@@ -902,15 +903,16 @@ absl::StatusOr<Blend> ParseBlend(const std::vector<std::string>& items) {
   return blend;
 }
 
-absl::StatusOr<Blend> ParseBlend(absl::string_view data_path) {
+absl::StatusOr<Blend> ParseBlend(std::string_view data_path) {
   std::vector<std::string> items =
-      absl::StrSplit(data_path, absl::ByAnyChar(" \t\n\r"), absl::SkipEmpty());
+      absl::StrSplit(absl::string_view(data_path.data(), data_path.size()),
+                     absl::ByAnyChar(" \t\n\r"), absl::SkipEmpty());
   return ParseBlend(items);
 }
 
 // ---- GptDataset --------------------------------------------------------------------------------
 
-absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Open(absl::string_view data_path,
+absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::Open(std::string_view data_path,
                                                              const GptDatasetOptions& options) {
   PILEPREP_ASSIGN_OR_RETURN(Blend blend, ParseBlend(data_path));
   return Open(blend, options);

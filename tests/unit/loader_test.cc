@@ -238,6 +238,14 @@ TEST(GptDataset, SampleZeroOfVectorDataset) {
   }
   EXPECT_EQ((*ds)->GetSample(6, &text).code(), absl::StatusCode::kOutOfRange);
   EXPECT_EQ((*ds)->GetSample(-1, &text).code(), absl::StatusCode::kOutOfRange);
+  // The API takes std::string_view (Debian's Abseil has an absl::string_view of its own, which a
+  // std::string_view did not convert to: this did not compile).
+  const std::string_view path = prefix;
+  auto same = GptDataset::Open(path, o);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_EQ((*same)->size(), 6);
+  EXPECT_TRUE(ComputeSplit(std::string_view("969,30,1"), 10).ok());
+  EXPECT_TRUE(ParseBlend(std::string_view("0.5 a 0.5 b")).ok());
 }
 
 // Options that cache the vector dataset's indices in `cache_dir`: 9 samples of 4 tokens (two
