@@ -91,7 +91,7 @@ stop_server
 start_server --rate 400000
 "$PILEPREP" --url "$url" --files 0 --output-dir "$work/p1" --progress-interval 1 >"$work/out" 2>"$work/err" ||
   { bad "progress: run failed"; cat "$work/err"; }
-line_re='^00\.jsonl\.zst: downloaded [0-9.]+ (B|kB|MB) / 1\.5 MB \([0-9]+%\)(, ETA [0-9]+(s|m[0-9]{2}s))?, [0-9.]+ (B|kB|MB)/s in, [0-9.]+ (B|kB|MB|GB)/s of JSON, [0-9.]+k? docs, [0-9.]+[kM]? tokens$'
+line_re='^00\.jsonl\.zst: downloaded [0-9.]+ (B|kB|MB) / 1\.5 MB \([0-9]+%\)(, ETA [0-9]+(s|m[0-9]{2}s))?, [0-9.]+ (B|kB|MB)/s in, [0-9.]+ (B|kB|MB|GB)/s of JSON, [0-9.]+k? docs, [0-9.]+[kM]? tokens( \((no batch finished for|waiting for the first batch,) [0-9]+s\))?$'
 n_progress=$(grep -c ': downloaded ' "$work/err")
 n_matching=$(grep -Ec "$line_re" "$work/err")
 [[ $n_progress -ge 2 && $n_matching -eq $n_progress ]] && ! grep -q $'[\r\033]' "$work/err" ||
@@ -104,6 +104,17 @@ n_matching=$(grep -Ec "$line_re" "$work/err")
   { bad "progress: run at the default interval failed"; cat "$work/err"; }
 grep -q ': downloaded ' "$work/err" && { bad "progress: a line within the default 30 s"; cat "$work/err"; }
 same_outputs "progress" "$work/p1" 00
+stop_server
+# ...and while no batch comes: the download stalls for 4 s after its first 100 kB (then the
+# connection closes and the download resumes). Lines tied to batches went silent there.
+start_server --plan 00.jsonl.zst=stall:100000:4
+"$PILEPREP" --url "$url" --files 0 --output-dir "$work/p2" --progress-interval 1 >"$work/out" 2>"$work/err" ||
+  { bad "progress: stalled run failed"; cat "$work/err"; }
+n_quiet=$(grep -Ec "$line_re" "$work/err" | tr -d ' ')
+n_waiting=$(grep -Ec '(no batch finished for|waiting for the first batch,) [0-9]+s\)$' "$work/err")
+[[ $n_waiting -ge 2 && $n_quiet -ge 2 ]] ||
+  { bad "progress: want 2 or more lines during a 4 s stall, got $n_waiting ($n_quiet of the form)"; cat "$work/err"; }
+same_outputs "progress" "$work/p2" 00
 stop_server
 
 # 2. 404 on one shard: named, nothing published for it, the others complete, exit 1.

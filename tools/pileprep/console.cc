@@ -35,27 +35,48 @@ std::string HumanDuration(double s) {
 }
 
 ConsoleProgress::ConsoleProgress(ConsoleOptions options, std::string label)
-    : options_(options), label_(std::move(label)), last_(std::chrono::steady_clock::now()) {}
+    : options_(options), label_(std::move(label)) {
+  const auto now = std::chrono::steady_clock::now();
+  start_ = last_batch_.at = last_print_ = now;
+  if (options_.quiet) return;
+  try {
+    ticker_ = std::thread([this] { Tick(); });
+  } catch (const std::system_error&) {
+    // No thread to be had (ulimit -u, pids.max): lines come with batches only.
+  }
+}
 
-std::string ConsoleProgress::Line(const ShardStats& s, int64_t size_hint) const {
+ConsoleProgress::~ConsoleProgress() { Finish(); }
+
+void ConsoleProgress::set_download(std::function<FetchStats()> download) {
+  std::lock_guard<std::mutex> lock(mu_);
+  download_ = std::move(download);
+}
+
+std::string ConsoleProgress::Line(const Snapshot& s) const {
   const double rate = s.seconds > 0 ? s.bytes_decompressed / s.seconds : 0;
   std::string line = label_ + ": ";
   FetchStats fetch;
+  int64_t size = s.size_hint;
   if (download_) {
     fetch = download_();
     absl::StrAppend(&line, "downloaded ", HumanBytes(static_cast<double>(fetch.bytes_delivered)));
+    if (size <= 0) size = fetch.total_bytes;  // before the first batch
   } else {
     absl::StrAppend(&line, HumanBytes(s.bytes_in));
   }
-  if (size_hint > 0) {
-    const double frac = static_cast<double>(s.bytes_in) / size_hint;
-    absl::StrAppendFormat(&line, " / %s (%.0f%%)", HumanBytes(size_hint), 100 * frac);
+  if (size > 0) {
+    const double frac = static_cast<double>(s.bytes_in) / size;
+    absl::StrAppendFormat(&line, " / %s (%.0f%%)", HumanBytes(size), 100 * frac);
     if (frac > 0.001) {
       absl::StrAppend(&line, ", ETA ", HumanDuration(s.seconds * (1 - frac) / frac));
     }
   }
-  if (download_ && s.seconds > 0) {
-    absl::StrAppend(&line, ", ", HumanBytes(fetch.bytes_delivered / s.seconds), "/s in");
+  // Downloaded bytes per second of the whole run so far (the batch's `seconds` is older).
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  if (download_ && elapsed > 0) {
+    absl::StrAppend(&line, ", ", HumanBytes(fetch.bytes_delivered / elapsed), "/s in");
   }
   absl::StrAppend(&line, ", ", HumanBytes(rate), "/s of JSON, ", HumanCount(s.documents), " docs, ",
                   HumanCount(s.tokens), " tokens");
@@ -64,15 +85,11 @@ std::string ConsoleProgress::Line(const ShardStats& s, int64_t size_hint) const 
   return line;
 }
 
-void ConsoleProgress::OnProgress(const ShardStats& s, int64_t size_hint) {
-  if (options_.quiet) return;
-  const auto now = std::chrono::steady_clock::now();
-  const double since = std::chrono::duration<double>(now - last_).count();
+void ConsoleProgress::Print(const std::string& text) {
   if (options_.tty) {
-    if (since < 0.2) return;
     // Cut to the terminal's width: a line that wraps leaves its first rows behind at every redraw
     // (\r and \033[K reach only the last row), and the screen scrolls five times a second.
-    std::string line = Line(s, size_hint);
+    std::string line = text;
     struct winsize ws;
     if (::ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1 && line.size() >= ws.ws_col) {
       // At a character's start (a file name may be UTF-8, fewer columns than bytes).
@@ -83,16 +100,55 @@ void ConsoleProgress::OnProgress(const ShardStats& s, int64_t size_hint) {
     std::fprintf(stderr, "\r\033[K%s", line.c_str());
     drew_ = true;
   } else {
-    if (since < options_.log_interval_s) return;
-    std::fprintf(stderr, "%s\n", Line(s, size_hint).c_str());
+    std::fprintf(stderr, "%s\n", text.c_str());
   }
   std::fflush(stderr);
-  last_ = now;
+  last_print_ = std::chrono::steady_clock::now();
+}
+
+void ConsoleProgress::OnProgress(const ShardStats& s, int64_t size_hint) {
+  if (options_.quiet) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stop_) return;
+  const auto now = std::chrono::steady_clock::now();
+  last_batch_ = {
+      s.bytes_in, s.bytes_decompressed, s.documents, s.tokens, s.bad_records, s.seconds, size_hint,
+      now};
+  const double since = std::chrono::duration<double>(now - last_print_).count();
+  if (since < (options_.tty ? 0.2 : options_.log_interval_s)) return;
+  Print(Line(last_batch_));
+}
+
+void ConsoleProgress::Tick() {
+  const auto every = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(options_.tty ? 1.0 : options_.log_interval_s));
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    if (wake_.wait_until(lock, last_print_ + every, [&] { return stop_; })) break;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_print_ < every) continue;  // a batch's line came meanwhile
+    std::string line = Line(last_batch_);
+    const double quiet_s = std::chrono::duration<double>(now - last_batch_.at).count();
+    if (quiet_s >= 1) {
+      absl::StrAppend(&line, " (",
+                      last_batch_.documents > 0 || last_batch_.bytes_in > 0
+                          ? "no batch finished for "
+                          : "waiting for the first batch, ",
+                      HumanDuration(quiet_s), ")");
+    }
+    Print(line);
+  }
 }
 
 void ConsoleProgress::Finish() {
-  if (drew_) std::fprintf(stderr, "\r\033[K");
-  drew_ = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    if (drew_) std::fprintf(stderr, "\r\033[K");
+    drew_ = false;
+  }
+  wake_.notify_all();
+  if (ticker_.joinable()) ticker_.join();
 }
 
 void ConsoleFetchObserver::OnRetry(const std::string& url, int attempt, double delay_s,

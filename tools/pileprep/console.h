@@ -5,9 +5,13 @@
 #define PILEPREP_TOOLS_PILEPREP_CONSOLE_H_
 
 #include <chrono>
+#include <condition_variable>
+#include <cstdint>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "pileprep/fetch.h"
@@ -21,22 +25,43 @@ struct ConsoleOptions {
   double log_interval_s = 30;   // seconds between plain progress lines when not a TTY
 };
 
+// Thread model: OnProgress comes from the pipeline's in-order stage, one batch at a time; a thread
+// of its own (unless quiet) prints the line again when no batch has come for a while (a slow or
+// stalled download, a long document), every log_interval_s in batch logs and every second on a
+// terminal: lines tied to batches alone went silent for minutes. All under one mutex.
 class ConsoleProgress : public ProgressObserver {
  public:
   ConsoleProgress(ConsoleOptions options, std::string label);
+  ~ConsoleProgress() override;
+  ConsoleProgress(const ConsoleProgress&) = delete;
+  ConsoleProgress& operator=(const ConsoleProgress&) = delete;
   void OnProgress(const ShardStats& s, int64_t source_size_hint) override;
   // For a download: the line then shows bytes downloaded and retries from this snapshot.
-  void set_download(std::function<FetchStats()> download) { download_ = std::move(download); }
-  // Clears the live line before other output.
+  void set_download(std::function<FetchStats()> download);
+  // Stops the periodic lines and clears the live line before other output.
   void Finish();
 
  private:
-  std::string Line(const ShardStats& s, int64_t size_hint) const;
+  // What a line shows of the run: the stats of the last batch, and when it came.
+  struct Snapshot {
+    uint64_t bytes_in = 0, bytes_decompressed = 0, documents = 0, tokens = 0, bad_records = 0;
+    double seconds = 0;
+    int64_t size_hint = -1;
+    std::chrono::steady_clock::time_point at;
+  };
+  std::string Line(const Snapshot& s) const;
+  void Print(const std::string& line);  // mu_ held
+  void Tick();
   ConsoleOptions options_;
   std::string label_;
-  std::chrono::steady_clock::time_point last_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  Snapshot last_batch_;
+  std::chrono::steady_clock::time_point start_, last_print_;
   bool drew_ = false;
   std::function<FetchStats()> download_;
+  std::thread ticker_;
 };
 
 // Prints download retries as they happen (from the download thread), clearing a live line first.
