@@ -577,6 +577,31 @@ echo "pid 7 on pileprep-other-node" >"$work/l/my-gpt3_01.pileprep-lock"
 cmp -s "$work/ref/my-gpt3_01_text_document.bin" "$work/l/my-gpt3_01_text_document.bin" || bad "lock: shard 01 not made on rerun"
 if ls "$work/l" | grep -q -E 'pileprep-(lock|tmp)'; then bad "lock files or temporaries left: $(ls "$work/l")"; fi
 
+# --dry-run says what the run would do where the inputs or directories are wrong: a local input
+# that is not there fails its shard (exit 1; the plan said "made"); an output directory that cannot
+# be made, or a --url that is no directory, refuse the run before any work (exit 2; the plan
+# exited 0), and the run itself says so the same way (it failed every shard, exit 1).
+"$PILEPREP" --url "$work/src" --files 0,29 --output-dir "$work/dm" --dry-run >"$work/out" 2>&1 ||
+  bad "dry-run with a missing input: want exit 0 (nothing refused)"
+grep -q "29.jsonl.zst -> .*: FAILED: $work/src/29.jsonl.zst: no such file$" "$work/out" &&
+  grep -q "00.jsonl.zst -> .*: made$" "$work/out" &&
+  grep -q "the run would fail 1 shard(s) whose input is missing (FAILED above) and exit 1" "$work/out" ||
+  { bad "dry-run: a missing local input"; cat "$work/out"; }
+[[ -e "$work/dm" ]] && bad "dry-run created the output directory"
+touch "$work/a-file"
+"$PILEPREP" --url "$work/src" --files 0 --output-dir "$work/a-file/sub" --dry-run >"$work/out" 2>&1
+[[ $? -eq 2 ]] && grep -q "error: --output-dir $work/a-file/sub: cannot create: Not a directory" "$work/out" ||
+  { bad "dry-run: an output directory under a file: want exit 2 and the reason"; cat "$work/out"; }
+for dry in --dry-run ""; do
+  "$PILEPREP" --url "$work/no-such-dir" --files 0 --output-dir "$work/dm" $dry >"$work/out" 2>&1
+  [[ $? -eq 2 ]] && grep -q "error: --url $work/no-such-dir: no such directory" "$work/out" ||
+    { bad "--url of no directory ($dry): want exit 2 and the reason"; cat "$work/out"; }
+  "$PILEPREP" --url "$work/a-file" --files 0 --output-dir "$work/dm" $dry >"$work/out" 2>&1
+  [[ $? -eq 2 ]] && grep -q "error: --url $work/a-file: not a directory" "$work/out" ||
+    { bad "--url of a file ($dry): want exit 2 and the reason"; cat "$work/out"; }
+done
+[[ -e "$work/dm" ]] && bad "a refused run created the output directory"
+
 # Every record describes the dataset beside it (which exists, with the sizes it lists), and every
 # shard the last run made ("done" in its summary) has one.
 # After an interruption: whatever is under a final name is complete: its .idx and its .bin are the

@@ -227,6 +227,23 @@ std::string DirectoryOf(const std::string& prefix) {
   return dir.empty() ? std::string(".") : dir.string();
 }
 
+absl::Status CheckDirectoryCouldBeMade(const std::string& dir, absl::string_view flag) {
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::absolute(dir, ec).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();
+  const bool exists = std::filesystem::exists(p, ec);
+  while (!ec && p.has_relative_path() && !std::filesystem::exists(p, ec)) p = p.parent_path();
+  if (!std::filesystem::is_directory(p, ec)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        flag, " ", dir, ": cannot create: ", std::strerror(exists ? EEXIST : ENOTDIR)));
+  }
+  if (::access(p.c_str(), W_OK | X_OK) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        flag, " ", dir, exists ? ": not writable: " : ": cannot create: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status EnsureDirectory(const std::string& dir, absl::string_view flag) {
   std::error_code ec;
   // The parents whose entries creating `dir` adds: made durable below, before any output is

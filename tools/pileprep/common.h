@@ -59,6 +59,9 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> LoadTokenizerMakingCaches(
 // Creates `dir` (and its parents, synced) if need be and checks that it is writable; errors name
 // `flag`, the option that gave it ("--output-dir").
 absl::Status EnsureDirectory(const std::string& dir, absl::string_view flag);
+// What EnsureDirectory would say, without creating anything (--dry-run): OK when `dir` is a
+// writable directory, or the first of its parents that exists is one (it could be made).
+absl::Status CheckDirectoryCouldBeMade(const std::string& dir, absl::string_view flag);
 // The directory an output prefix writes in: "." for a bare prefix ("out" -> ".", "d/out" -> "d").
 std::string DirectoryOf(const std::string& prefix);
 // The keys in the order given, each once: Megatron keeps one dataset per key name (a dict), and two

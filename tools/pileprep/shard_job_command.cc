@@ -550,12 +550,24 @@ bool PrintPlan(const std::vector<int>& files, const RankAssignment& a, const Job
   }
   auto mine = FilesForAssignment(files, a);
   bool refused = false;
-  int left_alone = 0;
+  int left_alone = 0, missing_inputs = 0;
   if (mine.ok()) {
     for (int n : *mine) {
       bool held = false;
-      const std::string state = ShardPlanState(job, c, tokenizer, n, &refused, &held);
-      left_alone += held || absl::StartsWith(state, "FAILED");
+      std::string state = ShardPlanState(job, c, tokenizer, n, &refused, &held);
+      // A local input that is not there fails the shard where it would be made.
+      if (std::error_code ec; job.source.kind == SourceKind::kLocalDirectory &&
+                              !std::filesystem::exists(ShardInput(job.source, n), ec)) {
+        const std::string missing = absl::StrCat(ShardInput(job.source, n), ": no such file");
+        if (absl::StartsWith(state, "made") || absl::StartsWith(state, "incomplete")) {
+          state = absl::StrCat("FAILED: ", missing);
+          ++missing_inputs;
+        } else if (!absl::StartsWith(state, "FAILED") && !absl::StartsWith(state, "REFUSED")) {
+          absl::StrAppend(&state, "; FAILED if it does not (", missing, ")");
+        }
+      }
+      left_alone +=
+          held || (absl::StartsWith(state, "FAILED") && !absl::StartsWith(state, "FAILED: "));
       std::printf("  %s -> %s.{bin,idx}: %s\n", RedactUrl(ShardInput(job.source, n)).c_str(),
                   absl::StrJoin(PrefixesFor(job, c, n), ".{bin,idx}, ").c_str(), state.c_str());
     }
@@ -568,8 +580,21 @@ bool PrintPlan(const std::vector<int>& files, const RankAssignment& a, const Job
     std::printf(
         "the run would be refused (exit 2): datasets of --files were made with other settings "
         "(--remake-other-settings makes them again)\n");
-  } else if (left_alone > 0) {
-    std::printf("the run would leave %d shard(s) alone (FAILED above) and exit 1\n", left_alone);
+  } else {
+    if (left_alone > 0) {
+      std::printf("the run would leave %d shard(s) alone (FAILED above) and exit 1\n", left_alone);
+    }
+    if (missing_inputs > 0) {
+      std::printf(
+          "the run would fail %d shard(s) whose input is missing (FAILED above) and exit 1\n",
+          missing_inputs);
+    }
+  }
+  if (const std::vector<int> unmade = FilesNoArrayTaskMakes(files, a); !unmade.empty()) {
+    std::printf(
+        "note: %zu of the --files numbers (the first %02d) are outside this Slurm array's "
+        "task ids %d-%d: no task of this array makes them\n",
+        unmade.size(), unmade.front(), a.array_min, a.array_max);
   }
   std::printf("summary: %s/pileprep-summary-rank%d.json\n", job.output_dir.c_str(),
               a.array_task >= 0 ? a.array_task : a.rank);
@@ -742,6 +767,15 @@ int RunShardJob(int argc, char** argv, int first) {
     return kExitUsage;
   }
   job.source = *source;
+  // A local source that is no directory (a typo, a file, a share not mounted) is the run's set-up,
+  // not each shard's failure.
+  if (std::error_code ec; job.source.kind == SourceKind::kLocalDirectory &&
+                          !std::filesystem::is_directory(job.source.base, ec)) {
+    PrintError(absl::StrCat(
+        "--url ", job.source.base, ": ",
+        std::filesystem::exists(job.source.base, ec) ? "not a directory" : "no such directory"));
+    return kExitUsage;
+  }
   job.output_dir = args.Get("output-dir", ".");
   job.output_prefix = args.Get("output-prefix", "my-gpt3");
   if (job.output_prefix.empty() || job.output_prefix.find('/') != std::string::npos) {
@@ -760,6 +794,15 @@ int RunShardJob(int argc, char** argv, int first) {
     return kExitUsage;
   }
   if (args.Has("dry-run")) {
+    // What the run would refuse before any work (exit 2), without creating anything.
+    for (const auto& [dir, flag] : {std::pair{job.output_dir, "--output-dir"},
+                                    std::pair{job.keep_downloads, "--keep-downloads"}}) {
+      if (dir.empty()) continue;
+      if (auto s = CheckDirectoryCouldBeMade(dir, flag); !s.ok()) {
+        PrintError(std::string(s.message()));
+        return kExitUsage;
+      }
+    }
     // The tokenizer too, so that a plan says which outputs were made with these settings.
     auto tokenizer = LoadTokenizer(c);
     if (!tokenizer.ok()) {
