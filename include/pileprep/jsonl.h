@@ -177,9 +177,9 @@ class JsonRecordParser {
 //   while (...) PILEPREP_RETURN_IF_ERROR(reader.Feed(bytes, cb));
 //   PILEPREP_RETURN_IF_ERROR(reader.Finish(cb));
 //
-// Errors: whatever the callback returns (processing stops there); kResourceExhausted when bad
-// records exceed max_bad_records (after the callback saw the one too many); kOutOfRange for a line
-// longer than max_line_bytes. Messages name source_name and the line. After an error the reader
+// Errors: whatever the callback returns (processing stops there); kDataLoss when bad records
+// exceed max_bad_records (after the callback saw the one too many); kResourceExhausted for a line
+// longer than max_line_bytes (the codes RunPipeline gives for the same). Messages name source_name and the line. After an error the reader
 // must not be fed again. Thread model: one thread at a time.
 class JsonlReader {
  public:

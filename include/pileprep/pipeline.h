@@ -181,8 +181,9 @@ class ProgressObserver {
 // Processes one input. `output_prefixes` holds one prefix per JSON key (options.jsonl.json_keys
 // order); each gets {prefix}.bin/.idx, published only when the whole input succeeded and holds
 // tokens. Errors name the source and the line or byte offset: container damage (zstd), read errors,
-// too many bad records (options.jsonl.max_bad_records), write errors; Cancelled when options.cancel
-// was set. On error nothing is published (a dataset of several keys is published all or none: a key
+// too many bad records (options.jsonl.max_bad_records: DataLoss), a line longer than
+// options.jsonl.max_line_bytes or memory not to be had (ResourceExhausted), write errors; Cancelled
+// when options.cancel was set. On error nothing is published (a dataset of several keys is published all or none: a key
 // with no tokens at all beside keys that have some is FailedPrecondition, naming its prefix);
 // `stats` still tells how far the run got (bad records seen, bytes read).
 absl::Status RunPipeline(ByteSource& source, InputFormat format, const Gpt2Tokenizer& tokenizer,

@@ -307,7 +307,7 @@ JsonlReader::JsonlReader(JsonlOptions options) : parser_(std::move(options)) {}
 JsonlReader::~JsonlReader() = default;
 
 absl::Status JsonlReader::LineTooLongError(uint64_t line_number) const {
-  return absl::OutOfRangeError(Cat(
+  return absl::ResourceExhaustedError(Cat(
       {parser_.options().source_name, ": line ", Num(line_number), ": line too long: more than ",
        Num(parser_.options().max_line_bytes), " bytes (max_line_bytes)"}));
 }
@@ -333,7 +333,7 @@ absl::Status JsonlReader::ProcessLine(std::string_view line, Callback cb) {
   if (!status.ok()) return status;
   if (!record.ok && options.max_bad_records >= 0 &&
       num_bad_records_ > static_cast<uint64_t>(options.max_bad_records)) {
-    return absl::ResourceExhaustedError(
+    return absl::DataLossError(
         Cat({options.source_name, ": line ", Num(line_number_), ": more than ",
              std::to_string(options.max_bad_records), " bad records (max_bad_records); the last: ",
              BadRecordKindName(record.kind), record.detail.empty() ? "" : ": ", record.detail}));
