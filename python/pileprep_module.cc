@@ -379,15 +379,18 @@ PYBIND11_MODULE(_pileprep, m) {
                         return OpenIndexedDataset(t[0].cast<std::string>());
                       }));
 
+  // The defaults are GptDatasetOptions' (the single source of them), not written again here.
+  const GptDatasetOptions defaults;
   py::class_<PyGptDataset>(m, "GPTDataset")
       .def(py::init(&OpenGptDataset), py::arg("prefix_or_blend"), py::arg("seq_length"),
-           py::arg("num_samples") = py::none(), py::arg("seed") = 1234,
-           py::arg("split") = py::none(), py::arg("split_index") = 0,
-           py::arg("add_extra_token") = true,
-           py::arg("drop_last_partial_validation_sequence") = true, py::arg("legacy_split") = false,
+           py::arg("num_samples") = py::none(), py::arg("seed") = defaults.seed,
+           py::arg("split") = py::none(), py::arg("split_index") = defaults.split_index,
+           py::arg("add_extra_token") = defaults.add_extra_token,
+           py::arg("drop_last_partial_validation_sequence") =
+               defaults.drop_last_partial_validation_sequence,
+           py::arg("legacy_split") = defaults.split_rounding == SplitRounding::kLegacy,
            py::arg("cache_dir") = py::none(),
-           py::arg("mid_level_dataset_surplus") = GptDatasetOptions().blend_surplus,
-           kGptDatasetInitDoc)
+           py::arg("mid_level_dataset_surplus") = defaults.blend_surplus, kGptDatasetInitDoc)
       .def(py::pickle([](const PyGptDataset& g) { return g.args; },
                       [](const py::tuple& t) {
                         // 10 items: pickled before mid_level_dataset_surplus was an argument.

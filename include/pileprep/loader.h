@@ -89,15 +89,21 @@ absl::StatusOr<std::array<std::optional<SequenceRange>, 3>> ComputeSplit(
 
 // ---- GPT indices -----------------------------------------------------------------------------
 
+// The defaults GptIndexOptions and GptDatasetOptions share (Megatron's GPT-3 configs' sequence
+// length and --seed's default; add_extra_token_to_sequence's).
+inline constexpr int64_t kDefaultSequenceLength = 2048;
+inline constexpr uint32_t kDefaultSeed = 1234;
+inline constexpr bool kDefaultAddExtraToken = true;
+
 struct GptIndexOptions {
   // Tokens per sample (Megatron's --seq-length). Must be >= 1.
-  int64_t sequence_length = 2048;
+  int64_t sequence_length = kDefaultSequenceLength;
   // Samples requested; nullopt: one epoch (Megatron's num_samples = None).
   std::optional<int64_t> num_samples;
   // Seed of the numpy RandomState (Megatron's --seed).
-  uint32_t seed = 1234;
+  uint32_t seed = kDefaultSeed;
   // add_extra_token_to_sequence: samples of sequence_length + 1 tokens, overlapping by one.
-  bool add_extra_token = true;
+  bool add_extra_token = kDefaultAddExtraToken;
   // false only for Megatron's validation split with drop_last_partial_validation_sequence = False:
   // the sample count is rounded up (the last sample is short).
   bool drop_last_partial_sequence = true;
@@ -269,11 +275,11 @@ absl::StatusOr<Blend> ParseBlend(std::string_view data_path);
 // ---- The dataset -----------------------------------------------------------------------------
 
 struct GptDatasetOptions {
-  int64_t sequence_length = 2048;
+  int64_t sequence_length = kDefaultSequenceLength;
   // Samples requested from the whole (blended) dataset; nullopt: one epoch of each dataset.
   std::optional<int64_t> num_samples;
-  uint32_t seed = 1234;
-  bool add_extra_token = true;
+  uint32_t seed = kDefaultSeed;
+  bool add_extra_token = kDefaultAddExtraToken;
   // Megatron's drop_last_partial_validation_sequence: false keeps the validation split's
   // (split_index 1) last, partial sample (GptIndexOptions::drop_last_partial_sequence = false for
   // it). Every other split drops it whatever this says, as in Megatron.

@@ -658,12 +658,14 @@ int RunShardJob(int argc, char** argv, int first) {
            "retries in a row, each without one new byte, before a shard fails",
            absl::StrCat(fetch_defaults.max_retries));
   args.Add("retry-wait", Args::Kind::kValue, "SECONDS",
-           "first wait before a retry; doubles each time (with jitter) up to 60 s",
+           absl::StrCat("first wait before a retry; doubles each time (with jitter) up to ",
+                        fetch_defaults.backoff_max_s, " s (or this wait, if longer)"),
            absl::StrCat(fetch_defaults.backoff_initial_s));
   args.Add("connect-timeout", Args::Kind::kValue, "SECONDS", "TCP + TLS connect timeout",
            absl::StrCat(fetch_defaults.connect_timeout_s));
   args.Add("low-speed-time", Args::Kind::kValue, "SECONDS",
-           "a download below 1 kB/s for this long is dropped and resumed",
+           absl::StrCat("a download below ", fetch_defaults.low_speed_limit,
+                        " bytes/s for this long is dropped and resumed"),
            absl::StrCat(fetch_defaults.low_speed_time_s));
   args.Add("download-buffer-mb", Args::Kind::kValue, "MiB",
            "memory between the socket and the pipeline, per download, in MiB (two with prefetch, "
