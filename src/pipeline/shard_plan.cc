@@ -256,6 +256,9 @@ absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environ
       if (Lookup(env, var) == nullptr) continue;
       if (std::string_view(f.rank) == "SLURM_PROCID" &&
           Lookup(env, "SLURM_ARRAY_TASK_ID") != nullptr) {
+        // An array task's one-task step is the usual case: a flag in it is refused below as one
+        // flag in an array task, not as an array of multi-task steps ("an srun step of 1 tasks").
+        if (SlurmArrayApplies(env)) continue;
         return ArrayOfSteps(env);
       }
       PILEPREP_ASSIGN_OR_RETURN(const int v, EnvInt(env, var));

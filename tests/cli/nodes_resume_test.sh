@@ -601,6 +601,11 @@ for dry in --dry-run ""; do
     { bad "--url of a file ($dry): want exit 2 and the reason"; cat "$work/out"; }
 done
 [[ -e "$work/dm" ]] && bad "a refused run created the output directory"
+# A rank with no shard (more ranks than files) says so, and exits 0.
+"$PILEPREP" --url "$work/src" --files 0 --nodes 3 --rank 0 --output-dir "$work/dn" >"$work/out" 2>&1 ||
+  bad "a rank with no shard: want exit 0"
+grep -q "note: rank 0 has no shard to make: 3 ranks share 1 file(s)" "$work/out" ||
+  { bad "a rank with no shard: no note"; cat "$work/out"; }
 
 # Every record describes the dataset beside it (which exists, with the sizes it lists), and every
 # shard the last run made ("done" in its summary) has one.

@@ -288,6 +288,14 @@ TEST(ResolveRank, NodesAloneTakesSlurmProcidOnlyInAnSrunStep) {
   ASSERT_FALSE(array.ok()) << array->decided_by;
   EXPECT_THAT(std::string(array.status().message()),
               HasSubstr("--nodes 30 in a Slurm array task (SLURM_ARRAY_TASK_ID=5)"));
+  // The same in the one-task srun step an array task usually runs (not "an srun step of 1 tasks").
+  auto step1 = ResolveRank({.nodes = 7}, {{"SLURM_ARRAY_TASK_ID", "5"},
+                                          {"SLURM_PROCID", "0"},
+                                          {"SLURM_STEP_NUM_TASKS", "1"},
+                                          {"SLURM_NTASKS", "1"}});
+  ASSERT_FALSE(step1.ok()) << step1->decided_by;
+  EXPECT_THAT(std::string(step1.status().message()),
+              HasSubstr("--nodes 7 in a Slurm array task (SLURM_ARRAY_TASK_ID=5)"));
   auto batch = ResolveRank({.nodes = 4}, {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}});
   ASSERT_FALSE(batch.ok()) << batch->decided_by;
   EXPECT_THAT(std::string(batch.status().message()), HasSubstr("--nodes 4 needs --rank R"));

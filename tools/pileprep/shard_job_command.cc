@@ -625,16 +625,14 @@ int RunShardJob(int argc, char** argv, int first) {
            "(no next-shard prefetch)",
            "one per 4 threads; at most the threads and the shards to make");
   args.Add("nodes", Args::Kind::kValue, "N",
-           "number of ranks sharing --files (default: from NGC_ARRAY_SIZE, WORLD_SIZE, "
-           "OMPI_COMM_WORLD_SIZE, PMI_SIZE (MPICH; under Slurm only for mpiexec's processes) or "
-           "SLURM_STEP_NUM_TASKS (an srun "
-           "step); else 1)");
-  args.Add(
-      "rank", Args::Kind::kValue, "R",
-      "this process's rank, 0..N-1 (default: from NGC_ARRAY_INDEX, RANK, OMPI_COMM_WORLD_RANK, "
-      "PMI_RANK (MPICH; under Slurm only for mpiexec's processes) or SLURM_PROCID (an srun step); "
-      "SLURM_ARRAY_TASK_ID alone processes "
-      "just that file)");
+           "number of ranks sharing --files (default: the first set of NGC_ARRAY_SIZE, WORLD_SIZE, "
+           "OMPI_COMM_WORLD_SIZE, PMI_SIZE (MPICH; under Slurm only for mpiexec's processes), "
+           "SLURM_STEP_NUM_TASKS (an srun step), WORLD_SIZE first under torchrun; else 1)");
+  args.Add("rank", Args::Kind::kValue, "R",
+           "this process's rank, 0..N-1 (default: the first set of NGC_ARRAY_INDEX, RANK, "
+           "OMPI_COMM_WORLD_RANK, PMI_RANK (MPICH; under Slurm only for mpiexec's processes), "
+           "SLURM_PROCID (an srun step), RANK first under torchrun; SLURM_ARRAY_TASK_ID alone "
+           "processes just that file)");
   args.Add(
       "dry-run", Args::Kind::kSwitch, "",
       "print which rank does which shards (and which variables decided it), what it would do "
@@ -838,6 +836,12 @@ int RunShardJob(int argc, char** argv, int first) {
                  PILEPREP_VERSION, assignment->rank, assignment->size,
                  assignment->decided_by.c_str(), mine->size(), files->size(),
                  RedactUrl(job.source.base).c_str(), job.output_dir.c_str(), used_threads);
+  }
+  if (mine->empty() && !c.console.quiet) {
+    std::fprintf(stderr,
+                 "pileprep: note: rank %d has no shard to make: %d ranks share %zu file(s), and "
+                 "with more ranks than files some have none (exit 0)\n",
+                 assignment->rank, assignment->size, files->size());
   }
   // `--array 0-1` with `--files 0-29` makes files 00 and 01 and exits 0; said in every task's log,
   // not refused: `--array 3,17` with the same script reruns two failed shards on purpose.
