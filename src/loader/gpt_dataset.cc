@@ -69,12 +69,11 @@ auto StatusOnAllocationFailure(F&& build, int64_t sequence_length,
   try {
     return build();
   } catch (const std::bad_alloc&) {
-  } catch (const std::length_error&) {
   }
   return absl::ResourceExhaustedError(
-      absl::StrCat("out of memory building the sample indices for ",
+      absl::StrCat("out of memory opening the dataset for ",
                    num_samples ? absl::StrCat(*num_samples, " samples") : std::string("one epoch"),
-                   " of ", sequence_length, " tokens (num_samples and sequence_length size them)"));
+                   " of ", sequence_length, " tokens (the sample indices grow with num_samples)"));
 }
 
 // Epochs, tokens per epoch and whether the final epoch is shuffled apart

@@ -216,6 +216,16 @@ absl::Status ArrayOfSteps(const Environment& env) {
       "without --array (its tasks split --files), or give both --nodes and --rank"));
 }
 
+// mpiexec's processes in an array task, as an array of srun steps (ArrayOfSteps): which split is
+// meant cannot be told.
+absl::Status MpiexecInArrayTask(const Environment& env) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "a Slurm array task (SLURM_ARRAY_TASK_ID=", *Lookup(env, "SLURM_ARRAY_TASK_ID"), ") running ",
+      *Lookup(env, "PMI_SIZE"), " MPI processes (PMI_SIZE=", *Lookup(env, "PMI_SIZE"),
+      "): run one process per array task (each makes the file of its number), or mpiexec "
+      "without --array (its processes split --files), or give both --nodes and --rank"));
+}
+
 }  // namespace
 
 absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environment& env) {
@@ -260,6 +270,10 @@ absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environ
         // flag in an array task, not as an array of multi-task steps ("an srun step of 1 tasks").
         if (SlurmArrayApplies(env)) continue;
         return ArrayOfSteps(env);
+      }
+      if (const std::string* task = Lookup(env, "SLURM_ARRAY_TASK_ID");
+          task != nullptr && std::string_view(f.rank) == "PMI_RANK" && HydraUnderSlurm(env)) {
+        return MpiexecInArrayTask(env);
       }
       PILEPREP_ASSIGN_OR_RETURN(const int v, EnvInt(env, var));
       // The family's other half, when set, must be the flag's value: `--nodes 4` on two BCP
@@ -327,14 +341,9 @@ absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environ
     if (Lookup(env, f.rank) == nullptr || Lookup(env, f.size) == nullptr) continue;
     PILEPREP_ASSIGN_OR_RETURN(a.rank, EnvInt(env, f.rank));
     PILEPREP_ASSIGN_OR_RETURN(a.size, EnvInt(env, f.size));
-    if (const std::string* task = Lookup(env, "SLURM_ARRAY_TASK_ID");
-        task != nullptr && HydraUnderSlurm(env) && std::string_view(f.rank) == "PMI_RANK") {
-      // As an array of srun steps (ArrayOfSteps): which split is meant cannot be told.
-      return absl::InvalidArgumentError(absl::StrCat(
-          "a Slurm array task (SLURM_ARRAY_TASK_ID=", *task, ") running ", a.size,
-          " MPI processes (PMI_SIZE=", a.size,
-          "): run one process per array task (each makes the file of its number), or mpiexec "
-          "without --array (its processes split --files), or give both --nodes and --rank"));
+    if (Lookup(env, "SLURM_ARRAY_TASK_ID") != nullptr && HydraUnderSlurm(env) &&
+        std::string_view(f.rank) == "PMI_RANK") {
+      return MpiexecInArrayTask(env);
     }
     a.decided_by = absl::StrCat(f.rank, "=", a.rank, " ", f.size, "=", a.size);
     if (&f == kTorchrunFamily && families.front() == kTorchrunFamily &&

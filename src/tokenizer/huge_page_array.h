@@ -71,13 +71,14 @@ class HugePageArray {
     size_ = n;
   }
 
-  // Grows to n elements, keeping the contents, all of the old capacity() (the first n elements'
-  // worth were n below it); the elements past the old capacity() are zero. From 1 MB
+  // Grows to n elements (n <= size(): nothing), keeping the contents, all of the old capacity();
+  // the elements past the old capacity() are zero. From 1 MB
   // on (2 MB pages) the pages are moved, not copied (mremap into an aligned spot): growing a
   // buffer of G bytes needs no second G alongside it, which a line near the parser's 4 GiB ceiling
   // doubled to 8 GiB. Below that, a new array and a copy. Throws std::bad_alloc, as Reset.
   void Grow(size_t n) {
     constexpr size_t kHuge = size_t{2} << 20;
+    if (n <= size_) return;  // never shrinks
     if (data_ == nullptr || bytes_ < kHuge || n * sizeof(T) < kHuge / 2) {
       HugePageArray bigger(n);
       // All of the old mapping: callers use capacity(), not only size().
@@ -96,7 +97,12 @@ class HugePageArray {
           reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(base) + kHuge - 1) & ~(kHuge - 1));
       void* moved = mremap(data_, bytes_, bytes, MREMAP_MAYMOVE | MREMAP_FIXED, aligned);
       if (moved == MAP_FAILED) {
-        munmap(spot, bytes + kHuge);
+        // The array is as it was. Only the reservation's edges are surely still ours: the kernel
+        // may have unmapped its middle (the target) before failing, and another thread may have
+        // mapped something there since, which a munmap of all of it would take away. The middle,
+        // if still reserved, is address space only (PROT_NONE, no memory).
+        if (aligned > base) munmap(base, aligned - base);
+        munmap(aligned + bytes, (base + bytes + kHuge) - (aligned + bytes));
         throw std::bad_alloc();
       }
       if (aligned > base) munmap(base, aligned - base);

@@ -103,9 +103,13 @@ n_matching=$(grep -Ec "$line_re" "$work/err")
   awk '{ b = $1 * ($2 == "MB" ? 1e6 : $2 == "kB" ? 1e3 : 1); if (NR > 1 && b < last) back = 1;
          if (NR == 1) first = b; last = b } END { exit back || !(last > first) }' ||
   bad "progress: the downloaded bytes go back, or do not grow, from line to line"
+started=$SECONDS
 "$PILEPREP" --url "$url" --files 0 --output-dir "$work/p30" >"$work/out" 2>"$work/err" ||
   { bad "progress: run at the default interval failed"; cat "$work/err"; }
-grep -q ': downloaded ' "$work/err" && { bad "progress: a line within the default 30 s"; cat "$work/err"; }
+# (Only where the run took less than the 30 s: a sanitizer build on a loaded machine may not.)
+if (( SECONDS - started < 29 )) && grep -q ': downloaded ' "$work/err"; then
+  bad "progress: a line within the default 30 s"; cat "$work/err"
+fi
 same_outputs "progress" "$work/p1" 00
 stop_server
 # ...and while no batch comes: the download stalls for 4 s after its first 100 kB (then the

@@ -746,7 +746,7 @@ def test_view_and_errors(pileprep, tmp):
          "    print('MemoryError:', e); sys.exit(0)\n"
          "sys.exit(3)\n"],
         capture_output=True, text=True, timeout=120)
-    check(child.returncode == 0 and "out of memory building the sample indices" in child.stdout,
+    check(child.returncode == 0 and "out of memory opening the dataset" in child.stdout,
           f"indices too large: MemoryError expected, got rc {child.returncode}: "
           f"{child.stdout}{child.stderr[-500:]}")
     bad = os.path.join(tmp, "bad")

@@ -257,6 +257,16 @@ TEST(ResolveRank, MpiexecInsideASlurmAllocationSplitsByPmi) {
                                 {"PMI_SIZE", "2"}});
   EXPECT_EQ(array.status().code(), absl::StatusCode::kInvalidArgument) << array.status();
   EXPECT_THAT(std::string(array.status().message()), HasSubstr("PMI_SIZE=2"));
+  // ...with one flag too (--nodes took the rank from PMI_RANK: every array task made the same
+  // share).
+  auto array_nodes = ResolveRank({.nodes = 2}, {{"SLURM_JOB_ID", "9"},
+                                                {"SLURM_ARRAY_TASK_ID", "3"},
+                                                {"SLURM_PROCID", "0"},
+                                                {"PMI_RANK", "1"},
+                                                {"PMI_SIZE", "2"}});
+  EXPECT_EQ(array_nodes.status().code(), absl::StatusCode::kInvalidArgument)
+      << (array_nodes.ok() ? array_nodes->decided_by : "");
+  EXPECT_THAT(std::string(array_nodes.status().message()), HasSubstr("PMI_SIZE=2"));
 }
 
 // Each array task running a 2-task srun step: split by SLURM_PROCID, every array task made the same

@@ -771,9 +771,15 @@ int RunShardJob(int argc, char** argv, int first) {
   // not each shard's failure.
   if (std::error_code ec; job.source.kind == SourceKind::kLocalDirectory &&
                           !std::filesystem::is_directory(job.source.base, ec)) {
-    PrintError(absl::StrCat(
-        "--url ", job.source.base, ": ",
-        std::filesystem::exists(job.source.base, ec) ? "not a directory" : "no such directory"));
+    // Not there, or not to be looked at (EACCES, ELOOP, a stale NFS handle): the cause as it is.
+    const std::filesystem::file_status st = std::filesystem::status(job.source.base, ec);
+    std::string why = "not a directory";
+    if (st.type() == std::filesystem::file_type::not_found) {
+      why = "no such directory";
+    } else if (ec) {
+      why = ec.message();
+    }
+    PrintError(absl::StrCat("--url ", job.source.base, ": ", why));
     return kExitUsage;
   }
   job.output_dir = args.Get("output-dir", ".");
