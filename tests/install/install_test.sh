@@ -19,7 +19,12 @@ echo "$out"
 grep -qx "295 sequences, 5899 tokens" <<<"$out"
 grep -qx "133 samples; sample 0 starts 23092 33823 18133" <<<"$out"
 "$tmp/build/loader_dtype_example" "$src/tests/data/format/lcg300_uint16" | grep -q "^uint16, 2 bytes per token$"
-# The README's library example, on the installed tokenizer files: the CLI's bytes.
+# The README's library example is this program's Prepare(), line for line.
+prepare() { sed -n '/^absl::Status Prepare(/,/^}/p' "$1"; }
+diff <(prepare "$src/README.md") <(prepare "$src/tests/install/consumer/core_example.cc") >&2 ||
+  { echo "install test: README's library example is not core_example.cc's Prepare()" >&2; exit 1; }
+[[ -n "$(prepare "$src/README.md")" ]] || { echo "install test: no Prepare() in the README" >&2; exit 1; }
+# It runs on the installed tokenizer files and makes the CLI's bytes.
 mkdir "$tmp/lib" "$tmp/cli"
 lib_out=$(PILEPREP_TOKENIZER_DIR="$tmp/prefix/share/pileprep/tokenizers/gpt2" \
   "$tmp/build/core_example" "$src/data/samples/00.jsonl.zst" "$tmp/lib/x_text_document")
