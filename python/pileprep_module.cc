@@ -1,7 +1,8 @@
 // pileprep._pileprep: Python bindings of the loader (include/pileprep/loader.h). Errors become
 // Python exceptions here, at the edge: OutOfRange -> IndexError, NotFound -> FileNotFoundError,
 // PermissionDenied -> PermissionError (what numpy.memmap or open raise in Megatron's loader),
-// InvalidArgument -> ValueError, ResourceExhausted -> MemoryError, anything else -> RuntimeError.
+// InvalidArgument -> ValueError, ResourceExhausted -> MemoryError when memory ran out, else OSError
+// (a full disk or quota under cache_dir, as numpy.save raises), anything else -> RuntimeError.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -15,6 +16,7 @@
 #include <variant>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "pileprep/indexed_dataset_view.h"
 #include "pileprep/loader.h"
@@ -38,7 +40,12 @@ namespace {
     case absl::StatusCode::kInvalidArgument:
       throw py::value_error(m);
     case absl::StatusCode::kResourceExhausted:
-      PyErr_SetString(PyExc_MemoryError, m.c_str());
+      // The loader's out-of-memory statuses say so; ENOSPC and EDQUOT share the code (npy.cc).
+      PyErr_SetString(
+          absl::StrContains(m, "out of memory") || absl::StrContains(m, "Cannot allocate")
+              ? PyExc_MemoryError
+              : PyExc_OSError,
+          m.c_str());
       throw py::error_already_set();
     default:
       throw std::runtime_error(m);

@@ -31,7 +31,8 @@
 //   includes raw
 //      control characters U+0000..U+001F inside strings (Python's strict mode rejects them, as does
 //      RFC 8259; the README counts agree) and a leading UTF-8 BOM. Python's extensions are accepted
-//      like Python does: NaN, Infinity, -Infinity and numbers of any size or exponent. Nesting
+//      like Python does: NaN, Infinity, -Infinity and numbers of any exponent; an integer of more
+//      than 4,300 digits is invalid, as Python 3.11's int conversion limit makes it. Nesting
 //      deeper than 1024 is invalid (Python raises RecursionError near 1000; Megatron would crash).
 //   5. Top level not an object                                              -> kNotAnObject.
 //   6. A requested key absent (keys are compared after unescaping, `"te\u0078t"` is "text")

@@ -83,15 +83,16 @@ Environment CurrentEnvironment();
 //   NGC_ARRAY_INDEX / NGC_ARRAY_SIZE (BCP), RANK / WORLD_SIZE (torchrun, BCP PyTorch arrays;
 //   first in a process torchrun started, which TORCHELASTIC_RUN_ID or LOCAL_WORLD_SIZE tell),
 //   OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE (Open MPI), PMI_RANK / PMI_SIZE (MPICH, Intel
-//   MPI), then SLURM_ARRAY_TASK_ID (a Slurm array
+//   MPI; under Slurm, whose srun's pmi2 sets them too, only where mpiexec started the processes:
+//   PMI_SIZE >= 2 and not the srun step's task count), then SLURM_ARRAY_TASK_ID (a Slurm array
 //   task, when SLURM_STEP_NUM_TASKS is unset or 1), then SLURM_PROCID / SLURM_STEP_NUM_TASKS (one
 //   srun step over nodes). SLURM_NTASKS alone (a batch script run without srun: the allocation's
 //   task count, with SLURM_PROCID 0 in the one process there is) does not split: rank 0 of 1, and
 //   decided_by says so. With none of them: rank 0 of 1 (decided_by names a family's variable set
 //   without its other half). InvalidArgument, naming the flag or
 // variable, for a value that is not a whole number, a size below 1 or a rank outside [0, size), a
-// flag its family contradicts, and a Slurm array task running a multi-task srun step (or one flag
-// in an array task): which split is meant cannot be told.
+// flag its family contradicts, and a Slurm array task running a multi-task srun step or several
+// mpiexec processes (or one flag in an array task): which split is meant cannot be told.
 absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environment& env);
 
 // The NeMo launcher's split: rank r of g takes the contiguous block [floor(r*n/g), floor((r+1)*n/g))
