@@ -8,9 +8,13 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "testing/peak_rss.h"
 
 namespace pileprep::internal {
 namespace {
+
+using ::pileprep::testing::ProcStatusKiB;
+using ::pileprep::testing::ResetPeakRss;
 
 struct alignas(64) Line {
   uint64_t words[8];
@@ -85,26 +89,12 @@ TEST(HugePageArray, GrowingALargeArrayDoesNotHoldTwoCopies) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   GTEST_SKIP() << "the sanitizers' shadow memory makes RSS meaningless here";
 #endif
-  auto status_kb = [](const char* key) -> long {
-    FILE* f = std::fopen("/proc/self/status", "r");
-    if (f == nullptr) return -1;
-    char line[256];
-    long kb = -1;
-    while (std::fgets(line, sizeof(line), f) != nullptr) {
-      if (std::strncmp(line, key, std::strlen(key)) == 0) kb = std::atol(line + std::strlen(key));
-    }
-    std::fclose(f);
-    return kb;
-  };
   HugePageArray<char> a(size_t{256} << 20);  // 256 MB, every page faulted in
-  FILE* reset = std::fopen("/proc/self/clear_refs", "w");
-  if (reset == nullptr || std::fputs("5", reset) < 0 || std::fclose(reset) != 0) {
-    GTEST_SKIP() << "no /proc/self/clear_refs: the peak cannot be reset";
-  }
-  const long base = status_kb("VmHWM:");
+  if (!ResetPeakRss()) GTEST_SKIP() << "no /proc/self/clear_refs: the peak cannot be reset";
+  const long base = ProcStatusKiB("VmHWM");
   ASSERT_GT(base, 200L << 10);
   a.Grow(size_t{384} << 20);
-  const long peak = status_kb("VmHWM:");
+  const long peak = ProcStatusKiB("VmHWM");
   // Moved: the peak is the new 384 MB (+128 MB). Copied, it was 256 + 384 MB (+384 MB).
   EXPECT_LT(peak - base, 200L << 10) << "peak grew by " << (peak - base) / 1024 << " MB";
 }

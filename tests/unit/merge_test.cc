@@ -24,6 +24,7 @@
 #include "pileprep/validate.h"
 #include "testing/files.h"
 #include "testing/memory_source.h"
+#include "testing/peak_rss.h"
 #include "zstd.h"
 
 namespace pileprep {
@@ -32,7 +33,9 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
+using testing::ProcStatusKiB;
 using testing::ReadFile;
+using testing::ResetPeakRss;
 
 std::string Decompress(const std::string& zst) {
   ZSTD_DStream* d = ZSTD_createDStream();
@@ -230,24 +233,6 @@ TEST_F(MergeTest, OrderGivenIsKept) {
   EXPECT_TRUE(ValidateDataset((dir_ / "ba").string())->ok());
 }
 
-// Resets the kernel's high-water mark of this process's RSS (Linux 4.0+, /proc/self/clear_refs);
-// false where it cannot. getrusage's ru_maxrss is no use here: it keeps the peak of everything
-// before (writing the inputs, other tests in this process).
-bool ResetPeakRss() {
-  std::ofstream clear("/proc/self/clear_refs");
-  clear << "5";
-  clear.flush();
-  return clear.good();
-}
-// A field of /proc/self/status in KiB ("VmHWM", "VmRSS"), or -1.
-long StatusKiB(const std::string& field) {
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind(field + ":", 0) == 0) return std::stol(line.substr(field.size() + 1));
-  }
-  return -1;
-}
-
 TEST_F(MergeTest, ManyInputsMergeInFlatMemory) {
   // 100 inputs of 20,000 documents each: 2,000,000 sequences, whose .idx arrays (20 bytes each,
   // 40 MB; the pointers alone 16 MB) a merge that held them would add to its RSS. A streaming
@@ -278,9 +263,9 @@ TEST_F(MergeTest, ManyInputsMergeInFlatMemory) {
   // Warm up (allocator, first mappings), then measure the peak-RSS growth of a full merge.
   ASSERT_TRUE(MergeDatasets({inputs->front()}, (dir_ / "warm").string(), options).ok());
   const bool reset = ResetPeakRss();
-  const long base = StatusKiB("VmRSS");
+  const long base = ProcStatusKiB("VmRSS");
   auto result = MergeDatasets(*inputs, (dir_ / "merged").string(), options);
-  const long peak = StatusKiB("VmHWM");
+  const long peak = ProcStatusKiB("VmHWM");
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->inputs, static_cast<uint64_t>(kInputs));
   EXPECT_EQ(result->documents, uint64_t{kInputs} * kDocuments);

@@ -23,6 +23,7 @@
 #include "gtest/gtest.h"
 #include "testing/files.h"
 #include "testing/memory_source.h"
+#include "testing/peak_rss.h"
 
 namespace pileprep {
 namespace {
@@ -30,7 +31,9 @@ namespace {
 namespace fs = std::filesystem;
 
 using testing::MemorySource;
+using testing::ProcStatusKiB;
 using testing::ReadFile;
+using testing::ResetPeakRss;
 using testing::WriteFile;
 
 class PipelineTest : public ::testing::Test {
@@ -1057,22 +1060,12 @@ TEST_F(PipelineTest, BadRecordsCostABatchBoundedMemory) {
   PipelineOptions options;
   options.caches = &caches;
   options.jsonl.max_bad_records = -1;
-  auto status_kib = [](const std::string& field) -> long {
-    std::ifstream status("/proc/self/status");
-    for (std::string line; std::getline(status, line);) {
-      if (line.rfind(field + ":", 0) == 0) return std::stol(line.substr(field.size() + 1));
-    }
-    return -1;
-  };
-  std::ofstream clear("/proc/self/clear_refs");
-  clear << "5";
-  clear.flush();
-  if (!clear.good()) GTEST_SKIP() << "no /proc/self/clear_refs: the peak cannot be reset";
-  const long base = status_kib("VmHWM");
+  if (!ResetPeakRss()) GTEST_SKIP() << "no /proc/self/clear_refs: the peak cannot be reset";
+  const long base = ProcStatusKiB("VmHWM");
   ShardStats stats;
   const std::string out = Run(input, InputFormat::kPlain, size_t{1} << 20, 2, size_t{1} << 20,
                               nullptr, &stats, options);
-  const long peak = status_kib("VmHWM");
+  const long peak = ProcStatusKiB("VmHWM");
   ASSERT_FALSE(out.empty());
   EXPECT_EQ(stats.documents, 2u);
   EXPECT_EQ(stats.bad_records, size_t{8} << 20);

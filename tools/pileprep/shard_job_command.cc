@@ -555,10 +555,11 @@ bool PrintPlan(const std::vector<int>& files, const RankAssignment& a, const Job
     for (int n : *mine) {
       bool held = false;
       std::string state = ShardPlanState(job, c, tokenizer, n, &refused, &held);
+      const std::string input = ShardInput(job.source, n);
       // A local input that is not there fails the shard where it would be made.
-      if (std::error_code ec; job.source.kind == SourceKind::kLocalDirectory &&
-                              !std::filesystem::exists(ShardInput(job.source, n), ec)) {
-        const std::string missing = absl::StrCat(ShardInput(job.source, n), ": no such file");
+      if (std::error_code ec;
+          job.source.kind == SourceKind::kLocalDirectory && !std::filesystem::exists(input, ec)) {
+        const std::string missing = absl::StrCat(input, ": no such file");
         if (absl::StartsWith(state, "made") || absl::StartsWith(state, "incomplete")) {
           state = absl::StrCat("FAILED: ", missing);
           ++missing_inputs;
@@ -568,7 +569,7 @@ bool PrintPlan(const std::vector<int>& files, const RankAssignment& a, const Job
       }
       left_alone +=
           held || (absl::StartsWith(state, "FAILED") && !absl::StartsWith(state, "FAILED: "));
-      std::printf("  %s -> %s.{bin,idx}: %s\n", RedactUrl(ShardInput(job.source, n)).c_str(),
+      std::printf("  %s -> %s.{bin,idx}: %s\n", RedactUrl(input).c_str(),
                   absl::StrJoin(PrefixesFor(job, c, n), ".{bin,idx}, ").c_str(), state.c_str());
     }
   }
