@@ -67,7 +67,15 @@ step() {
 }
 
 SUDO=""
-if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+# Not root and no sudo: a step that needs root fails saying so (only the steps that change the
+# system's package configuration do).
+need_root() {
+  echo "build_tsan_tbb: this step needs root (run as root, or install sudo): $*" >&2
+  return 1
+}
+if [[ $(id -u) -ne 0 ]]; then
+  if command -v sudo >/dev/null; then SUDO="sudo"; else SUDO="need_root"; fi
+fi
 export DEBIAN_FRONTEND=noninteractive
 
 has_source() { [[ $'\n'$(apt-cache showsrc --only-source "$srcpkg" 2>/dev/null)$'\n' == *$'\nVersion: '"$version"$'\n'* ]]; }

@@ -30,7 +30,14 @@ fi
 
 echo "setup: installing ${missing[*]}" >&2
 SUDO=""
-if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+if [[ $(id -u) -ne 0 ]]; then
+  if ! command -v sudo >/dev/null; then
+    echo "setup: installing Debian packages needs root: run this as root, or install sudo, or install" \
+         "them yourself: apt-get install ${missing[*]}" >&2
+    exit 1
+  fi
+  SUDO="sudo"
+fi
 # Through env: sudo's default env_reset would drop an exported DEBIAN_FRONTEND, and the proxy
 # variables a network that needs one sets (apt-get reads http_proxy).
 apt_env=(env DEBIAN_FRONTEND=noninteractive)

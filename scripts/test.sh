@@ -30,14 +30,15 @@ esac
 
 # The tests start their own loopback servers and choose ranks themselves: the caller's proxies
 # (libcurl would send their 127.0.0.1 requests to the proxy) and rank variables (a CI job under srun,
-# torchrun or MPI would give each test only part of its shards) must not reach them. Set-up and
+# torchrun or MPI would give each test only part of its shards) must not reach them, nor another
+# vocabulary named by PILEPREP_TOKENIZER_DIR (the tests expect the one shipped). Set-up and
 # builds keep them: apt-get may need the proxy.
 clean_env=(env)
 for v in http_proxy HTTP_PROXY https_proxy HTTPS_PROXY all_proxy ALL_PROXY no_proxy NO_PROXY \
          NGC_ARRAY_INDEX NGC_ARRAY_SIZE RANK WORLD_SIZE LOCAL_WORLD_SIZE TORCHELASTIC_RUN_ID \
          OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE PMI_RANK PMI_SIZE SLURM_JOB_ID SLURM_PROCID \
          SLURM_NTASKS SLURM_STEP_NUM_TASKS SLURM_ARRAY_TASK_ID SLURM_ARRAY_TASK_MIN \
-         SLURM_ARRAY_TASK_MAX; do
+         SLURM_ARRAY_TASK_MAX PILEPREP_TOKENIZER_DIR; do
   clean_env+=(-u "$v")
 done
 

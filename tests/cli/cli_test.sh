@@ -27,6 +27,18 @@ for flag in url files output-dir output-prefix threads vocab-file merge-file max
   expect "help explains --$flag" 0 "  --$flag" -- "$PILEPREP" --help
 done
 expect "help lists exit codes" 0 "Exit status:" -- "$PILEPREP" --help
+expect "help: a summary not written exits 1" 0 "or the summary JSON could not be written" -- \
+  "$PILEPREP" --help
+expect "help: a local --url of no directory exits 2" 0 "a local --url that is no directory" -- \
+  "$PILEPREP" --help
+# preprocess's exit codes are its own: a held lock is 1, and it has no records or --force.
+expect "preprocess help: a held lock exits 1" 0 "another pileprep process is writing the output" -- \
+  "$PILEPREP" preprocess --help
+if "$PILEPREP" preprocess --help | grep -qE -- "--remake-other-settings|--force|summary JSON"; then
+  echo "FAIL: preprocess help gives the shard job's exit codes"; fail=1
+else
+  echo "ok: preprocess help gives its own exit codes"
+fi
 for flag in input output-prefix json-keys append-eod workers tokenizer-type vocab-file merge-file; do
   expect "preprocess help explains --$flag" 0 "  --$flag" -- "$PILEPREP" preprocess --help
 done

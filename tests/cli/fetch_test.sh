@@ -52,7 +52,7 @@ grep -q '"range": "bytes=150000-"' "$work/log" || bad "no Range resume from byte
 [[ $(grep -c '"path": "00.jsonl.zst".*"status": 200' "$work/log") -eq 1 ]] || bad "00 downloaded whole more than once"
 grep -q "HTTP 503 Service Unavailable; retry 1" "$work/err" || bad "503 retry not logged"
 grep -q "from byte 100000 (Range)" "$work/err" || bad "resume not logged"
-python3 - "$work/a/pileprep-summary-rank0.json" "$work/src" "$work/ref" <<'PY' || bad "summary JSON"
+/usr/bin/python3 - "$work/a/pileprep-summary-rank0.json" "$work/src" "$work/ref" <<'PY' || bad "summary JSON"
 import json, os, subprocess, sys
 s = json.load(open(sys.argv[1]))
 sh = {x["shard"]: x for x in s["shards"]}

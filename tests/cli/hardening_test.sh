@@ -102,7 +102,7 @@ rm -f "$in/repeated.jsonl.zst" "$work"/o/rep*
 
 # ---------------------------------------------------------------- output names
 src=$work/src; mkdir -p "$src"
-python3 - "$src" <<'PY'
+/usr/bin/python3 - "$src" <<'PY'
 import json, random, subprocess, sys
 random.seed(7)
 words = "the of and to in is was for on that with as by at from his her an be".split()

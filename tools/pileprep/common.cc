@@ -97,17 +97,23 @@ std::optional<int> ParseOrHelp(Args& args, int argc, char** argv, int first,
   return std::nullopt;
 }
 
-std::string ExitCodeHelp() {
-  return "Exit status:\n"
-         "  0  every input was processed and its outputs published\n"
-         "  1  one or more inputs failed (each is named above the summary); the others completed\n"
-         "  2  usage or set-up error (bad flag, vocabulary not found, output directory unusable;\n"
-         "     the shard job: outputs there whose records say other settings made them,\n"
-         "     unless --remake-other-settings or --force)\n"
-         "  129, 130, 143  stopped by SIGHUP / SIGINT / SIGTERM: the input in progress was\n"
-         "     abandoned (its temporary files removed, nothing published), later inputs not\n"
-         "     started; completed outputs stay. A second signal stops at once; the next run\n"
-         "     removes what is left.\n";
+std::string ExitCodeHelp(ExitHelpFor command) {
+  const bool shard_job = command == ExitHelpFor::kShardJob;
+  return absl::StrCat(
+      "Exit status:\n"
+      "  0  every input was processed and its outputs published\n"
+      "  1  one or more inputs failed (each is named above the summary); the others completed",
+      shard_job ? ";\n     or the summary JSON could not be written\n"
+                : ";\n     or another pileprep process is writing the output (its lock)\n",
+      "  2  usage or set-up error (bad flag, vocabulary not found, output directory unusable",
+      shard_job
+          ? ";\n     a local --url that is no directory; outputs there whose records say other\n"
+            "     settings made them, unless --remake-other-settings or --force)\n"
+          : ")\n",
+      "  129, 130, 143  stopped by SIGHUP / SIGINT / SIGTERM: the input in progress was\n"
+      "     abandoned (its temporary files removed, nothing published), later inputs not\n"
+      "     started; completed outputs stay. A second signal stops at once; the next run\n"
+      "     removes what is left.\n");
 }
 
 void AddCommonFlags(Args& args) {

@@ -28,7 +28,9 @@ inline constexpr int kExitFailed = 1;  // one or more inputs failed; the others 
 inline constexpr int kExitUsage = 2;   // bad flags or set-up (vocabulary, output directory)
 
 void PrintError(const std::string& message);
-std::string ExitCodeHelp();
+// The exit codes' part of --help: the shard job's and preprocess's differ in what makes 1 and 2.
+enum class ExitHelpFor { kPreprocess, kShardJob };
+std::string ExitCodeHelp(ExitHelpFor command);
 
 // How every command starts: parses argv[first..argc) into `args`. A usage error is printed and
 // gives kExitUsage; --help prints `intro`, "Flags:" with the flags, then `exit_status`, and gives

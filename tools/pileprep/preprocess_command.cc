@@ -64,7 +64,7 @@ int RunPreprocess(int argc, char** argv, int first) {
         "[--append-eod] [--workers N]\n\n"
         "A drop-in for Megatron's tools/preprocess_data.py (GPT-2, no sentence splitting): writes\n"
         "P_KEY_document.{bin,idx} byte-identical to Megatron's for the same input.\n\n",
-      ExitCodeHelp());
+      ExitCodeHelp(ExitHelpFor::kPreprocess));
   if (done) return *done;
   Common c;
   if (auto s = ReadCommon(args, &c); !s.ok()) {

@@ -690,7 +690,7 @@ int RunShardJob(int argc, char** argv, int first) {
         "Ranks split --files as the NeMo launcher does; a JSON summary goes to\n"
         "DIR/pileprep-summary-rankR.json.\n\n"
         "Other commands (pileprep help COMMAND for their flags):\n" + commands + "\n",
-      ExitCodeHelp());
+      ExitCodeHelp(ExitHelpFor::kShardJob));
   if (done) return *done;
   if (!args.positional().empty()) {
     PrintError(absl::StrCat("unexpected argument \"", args.positional().front(),
