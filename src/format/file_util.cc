@@ -81,11 +81,21 @@ absl::StatusOr<UniqueFd> OpenForWrite(const std::string& path) {
 
 absl::StatusOr<UniqueFd> OpenForRead(const std::string& path) {
   int fd;
+  // O_NONBLOCK: opening a FIFO named like a dataset would otherwise wait for a writer forever
+  // (`validate` hung on one); it is taken off again for the regular file this must be.
   do {
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   } while (fd < 0 && errno == EINTR);
   if (fd < 0) return ErrnoError(errno, path, "cannot open");
-  return UniqueFd(fd);
+  UniqueFd owned(fd);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return ErrnoError(errno, path, "stat");
+  if (!S_ISREG(st.st_mode)) return absl::InvalidArgumentError(path + ": not a regular file");
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    return ErrnoError(errno, path, "fcntl");
+  }
+  return owned;
 }
 
 #ifndef O_DIRECT
@@ -140,16 +150,26 @@ absl::StatusOr<size_t> ReadFull(int fd, char* data, size_t size, const std::stri
   return done;
 }
 
-absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
-  absl::StatusOr<UniqueFd> fd = OpenForRead(path);
-  if (!fd.ok()) return fd.status();
+absl::StatusOr<std::string> ReadFileToString(const std::string& path, ReadFileKind kind) {
+  UniqueFd fd;
+  if (kind == kRegularFileOnly) {
+    PILEPREP_ASSIGN_OR_RETURN(fd, OpenForRead(path));
+  } else {
+    // A plain open, not OpenForRead: a vocabulary may come through a pipe (`<(...)`).
+    int raw;
+    do {
+      raw = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    } while (raw < 0 && errno == EINTR);
+    if (raw < 0) return ErrnoError(errno, path, "cannot open");
+    fd = UniqueFd(raw);
+  }
   struct stat st;
-  if (::fstat(fd->get(), &st) != 0) return ErrnoError(errno, path, "stat");
+  if (::fstat(fd.get(), &st) != 0) return ErrnoError(errno, path, "stat");
   std::string out;
   if (S_ISREG(st.st_mode)) out.reserve(static_cast<size_t>(st.st_size));
   char chunk[1 << 16];
   while (true) {
-    absl::StatusOr<size_t> n = ReadFull(fd->get(), chunk, sizeof(chunk), path, out.size());
+    absl::StatusOr<size_t> n = ReadFull(fd.get(), chunk, sizeof(chunk), path, out.size());
     if (!n.ok()) return n.status();
     out.append(chunk, *n);
     if (*n < sizeof(chunk)) break;

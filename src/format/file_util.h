@@ -47,7 +47,8 @@ class UniqueFd {
 
 // Opens `path` for writing: created (mode 0666 & ~umask, as Python's open) or truncated.
 absl::StatusOr<UniqueFd> OpenForWrite(const std::string& path);
-// Opens `path` read-only.
+// Opens `path` read-only; it must be a regular file (a symlink to one is): anything else is
+// InvalidArgument ("not a regular file") without waiting, as opening a FIFO would for a writer.
 absl::StatusOr<UniqueFd> OpenForRead(const std::string& path);
 
 // write(2) until all of `data` is written, retrying EINTR and short writes, and a write that
@@ -60,8 +61,10 @@ absl::Status WriteAll(int fd, const char* data, size_t size, const std::string& 
 absl::StatusOr<size_t> ReadFull(int fd, char* data, size_t size, const std::string& path,
                                 uint64_t offset);
 
-// Reads the whole file.
-absl::StatusOr<std::string> ReadFileToString(const std::string& path);
+// Reads the whole file. kAnyFile takes a pipe too (a vocabulary given as `<(...)`), read to its
+// end; kRegularFileOnly opens through OpenForRead (anything else refused, without waiting).
+enum ReadFileKind { kAnyFile, kRegularFileOnly };
+absl::StatusOr<std::string> ReadFileToString(const std::string& path, ReadFileKind kind = kAnyFile);
 
 // fsync(2) of an open file.
 absl::Status SyncFd(int fd, const std::string& path);

@@ -28,7 +28,10 @@ absl::Status Bad(const std::string& path, size_t offset, absl::string_view what)
 }  // namespace
 
 absl::StatusOr<IndexedDatasetIndex> ReadIndex(const std::string& idx_path) {
-  PILEPREP_ASSIGN_OR_RETURN(std::string data, internal::ReadFileToString(idx_path));
+  // Regular files only: an .idx that is a FIFO or a device (/dev/zero) is refused, not waited on
+  // or read without end.
+  PILEPREP_ASSIGN_OR_RETURN(std::string data,
+                            internal::ReadFileToString(idx_path, internal::kRegularFileOnly));
   const size_t size = data.size();
   if (size < sizeof(kIdxMagic) || std::memcmp(data.data(), kIdxMagic, sizeof(kIdxMagic)) != 0) {
     return Bad(idx_path, 0, "bad magic: not a Megatron index (expected \"MMIDIDX\\0\\0\")");

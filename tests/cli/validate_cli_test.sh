@@ -120,6 +120,24 @@ done
 expect "merged validates" 0 ": ok" -- "$PILEPREP" validate --expect-eod "$m/dir"
 expect "merge refuses a broken input" 1 "not sound" -- "$PILEPREP" merge --output-prefix "$m/bad" "$p0" "$c/long"
 [[ -e "$m/bad.bin" ]] && { echo "FAIL: a failed merge published"; fail=1; }
+
+# A shard whose files are dangling symlinks (storage not mounted) is not left out of a directory's
+# listing: validate and merge --input-dir fail naming it (merge published 2 of 3 and validate
+# passed before).
+dl=$work/dangling; mkdir -p "$dl"
+cp "$p0.idx" "$dl/a.idx"; cp "$p0.bin" "$dl/a.bin"; cp "$p0.idx" "$dl/c.idx"; cp "$p0.bin" "$dl/c.bin"
+ln -s "$work/unmounted/b.idx" "$dl/b.idx"; ln -s "$work/unmounted/b.bin" "$dl/b.bin"
+expect "validate DIR fails a dangling pair" 1 "$dl/b.idx: cannot open: No such file or directory" -- \
+  "$PILEPREP" validate "$dl"
+expect "merge --input-dir fails a dangling pair" 1 "$dl/b.idx: cannot open: No such file or directory" -- \
+  "$PILEPREP" merge --output-prefix "$m/dangling" --input-dir "$dl"
+[[ -e "$m/dangling.bin" ]] && { echo "FAIL: a merge without a dangling shard published"; fail=1; }
+# A FIFO named like a dataset's half is refused at once (validate and inspect waited for a writer
+# forever).
+ff=$work/fifo; mkdir -p "$ff"; mkfifo "$ff/f.idx"; cp "$p0.bin" "$ff/f.bin"
+expect "validate refuses a FIFO" 1 "$ff/f.idx: not a regular file" -- timeout 60 "$PILEPREP" validate "$ff/f"
+expect "inspect refuses a FIFO" 1 "$ff/f.idx: not a regular file" -- timeout 60 "$PILEPREP" inspect "$ff/f"
+expect "validate DIR refuses a FIFO" 1 "$ff/f.idx: not a regular file" -- timeout 60 "$PILEPREP" validate "$ff"
 expect "merge needs inputs" 2 "merge needs input PREFIXes or --input-dir DIR (see --help)" -- "$PILEPREP" merge --output-prefix "$m/x"
 expect "merge takes inputs one way" 2 "merge takes --input-dir DIR or --input DIR (the same flag), not both" -- \
   "$PILEPREP" merge --output-prefix "$m/x" --input-dir "$m" --input "$m"
