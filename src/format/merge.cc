@@ -181,6 +181,37 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
             "nothing was published"));
       }
     }
+    // Also without validate_inputs: the output's document_indices are the inputs' shifted, so
+    // an input's that do not start at 0, go back or end short of its sequence count would make an
+    // output that Megatron's reader refuses (and a value near 2^63 would overflow the shift).
+    {
+      const std::string_view doc = reader->document_indices_bytes();
+      const size_t count = doc.size() / sizeof(int64_t);
+      int64_t previous = 0;
+      for (size_t j = 0; j < count; ++j) {
+        int64_t value;
+        std::memcpy(&value, doc.data() + j * sizeof(int64_t), sizeof(value));
+        const bool wrong = j == 0 ? value != 0
+                                  : value < previous || static_cast<uint64_t>(value) >
+                                                            reader->num_sequences();
+        if (wrong) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              prefix, ".idx: document index ", j, " is ", value,
+              j == 0 ? " (the first must be 0)"
+                     : absl::StrCat(" (after ", previous, ", of ", reader->num_sequences(),
+                                    " sequences)"),
+              ": not a sound dataset (run `pileprep validate` on it); nothing was published"));
+        }
+        previous = value;
+      }
+      if (count == 0 || static_cast<uint64_t>(previous) != reader->num_sequences()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            prefix, ".idx: its document indices end at ", count == 0 ? 0 : previous,
+            ", not at its ", reader->num_sequences(),
+            " sequences: not a sound dataset (run `pileprep validate` on it); nothing was "
+            "published"));
+      }
+    }
     sequences[k] = reader->num_sequences();
     documents[k] = reader->num_documents();
     bin_sizes[k] = reader->bin_bytes().size();
@@ -277,6 +308,7 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
       for (size_t j = sizeof(int64_t); j < doc.size(); j += sizeof(int64_t)) {
         int64_t value;
         std::memcpy(&value, doc.data() + j, sizeof(value));
+        // In 0..sequences[k] (pass 1), so the sum does not overflow.
         PILEPREP_RETURN_IF_ERROR(idx->AppendValue(static_cast<int64_t>(value + before)));
       }
       before += sequences[k];

@@ -468,8 +468,8 @@ class Checker {
                 const uint64_t last = itemsize_ == 2 ? LoadUnaligned<uint16_t>(p)
                                                      : static_cast<uint32_t>(LoadUnaligned<int32_t>(p));
                 if (last != options_.eod_id) {
-                  if (acc.count == 0 || i < acc.first) {
-                    acc.first = i;
+                  if (acc.count == 0 || u < acc.first) {  // the unit: the document, if docs_ok
+                    acc.first = u;
                     acc.value = last;
                   }
                   ++acc.count;
@@ -499,12 +499,16 @@ class Checker {
       });
     }
     if (no_eod.count > 0) {
-      const uint64_t i = no_eod.first;
+      // The first unit lacking EOD: a document (named too: `inspect --doc` takes documents) and
+      // its last sequence, or a sequence when the document indices are broken.
+      const uint64_t doc = no_eod.first;
+      const uint64_t i = docs_ok ? static_cast<uint64_t>(DocIndex(doc + 1)) - 1 : no_eod.first;
       const uint64_t byte = static_cast<uint64_t>(Pointer(i)) +
                             itemsize_ * (static_cast<uint32_t>(Length(i)) - 1);
       Add("eod", static_cast<int64_t>(byte), static_cast<int64_t>(i), no_eod.count, [&] {
         return absl::StrCat(At(bin_name_, byte), "sequence ", i,
-                            docs_ok ? " (the last of its document)" : "", " ends with token ",
+                            docs_ok ? absl::StrCat(" (the last of document ", doc, ")") : "",
+                            " ends with token ",
                             no_eod.value, ", not EOD ", options_.eod_id, "; ",
                             docs_ok ? Plural(no_eod.count, "document lacks", "documents lack")
                                     : Plural(no_eod.count, "sequence lacks", "sequences lack"),

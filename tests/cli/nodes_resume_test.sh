@@ -196,7 +196,7 @@ cmp -s "$b6" "$work/ref/my-gpt3_06_text_document.bin" && bad "resume: shard 06 w
 [[ $(grep -c "already complete and valid; skipped" "$work/err") -eq 5 ]] || { bad "resume over same-size damage: want 5 skipped"; cat "$work/err"; }
 grep -q "^$work/r2/my-gpt3_05_text_document: existing outputs do not validate ($b5: byte 20: token 65535 at token 10 .*is outside the vocabulary (50257 ids).*); making them again$" "$work/err" ||
   { bad "resume: a token outside the vocabulary is not found"; cat "$work/err"; }
-grep -q "^$work/r2/my-gpt3_06_text_document: existing outputs do not validate ($b6: byte $((size6 - 2)): sequence [0-9]* (the last of its document) ends with token 0, not EOD 50256.*); making them again$" "$work/err" ||
+grep -q "^$work/r2/my-gpt3_06_text_document: existing outputs do not validate ($b6: byte $((size6 - 2)): sequence [0-9]* (the last of document [0-9]*) ends with token 0, not EOD 50256.*); making them again$" "$work/err" ||
   { bad "resume: a missing final EOD is not found"; cat "$work/err"; }
 for n in 00 01 02 03 04 05 06; do
   for ext in bin idx; do

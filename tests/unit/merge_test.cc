@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -36,6 +38,7 @@ using ::testing::HasSubstr;
 using testing::ProcStatusKiB;
 using testing::ReadFile;
 using testing::ResetPeakRss;
+using testing::WriteFile;
 
 std::string Decompress(const std::string& zst) {
   ZSTD_DStream* d = ZSTD_createDStream();
@@ -325,6 +328,42 @@ TEST_F(MergeTest, BrokenInputIsRefusedAndNothingPublished) {
   EXPECT_THAT(std::string(result.status().message()), HasSubstr("extra bytes"));
   EXPECT_FALSE(fs::exists(dir_ / "out.bin"));
   EXPECT_FALSE(fs::exists(dir_ / "out.idx"));
+}
+
+// Without validate_inputs too: the output's document indices are the inputs' shifted, so an
+// input's that end short of its sequences or jump past them would make an output that Megatron's
+// reader refuses (merged and published before; a jump near 2^63 wrapped in the shift).
+TEST_F(MergeTest, InputDocumentIndicesAreCheckedEvenWithoutValidation) {
+  WriteTiny((dir_ / "a").string(), 1);
+  // seed 1: three documents of one sequence each, document_indices [0, 1, 2, 3] at byte 70 on
+  // (34 header bytes, then 4 + 8 bytes per sequence).
+  const std::string tiny_idx = ReadFile((dir_ / "a.idx").string());
+  ASSERT_EQ(tiny_idx.size(), 70u + 4 * 8);
+  struct Case {
+    size_t entry;
+    int64_t value;
+    const char* want;
+  };
+  for (const Case& c : {Case{3, 2, "its document indices end at 2, not at its 3 sequences"},
+                        Case{2, INT64_MAX, "document index 2 is 9223372036854775807"},
+                        Case{1, -1, "document index 1 is -1 (after 0, of 3 sequences)"},
+                        Case{0, 1, "document index 0 is 1 (the first must be 0)"}}) {
+    std::string idx = tiny_idx;
+    std::memcpy(idx.data() + 70 + 8 * c.entry, &c.value, sizeof(c.value));
+    WriteFile((dir_ / "b.idx").string(), idx);
+    fs::copy_file(dir_ / "a.bin", dir_ / "b.bin", fs::copy_options::overwrite_existing);
+    MergeOptions options;
+    options.validate_inputs = false;
+    options.sync = false;
+    auto result = MergeDatasets({(dir_ / "a").string(), (dir_ / "b").string()},
+                                (dir_ / "out").string(), options);
+    ASSERT_FALSE(result.ok()) << c.want;
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(std::string(result.status().message()), HasSubstr(c.want));
+    EXPECT_THAT(std::string(result.status().message()), HasSubstr("b.idx: "));
+    EXPECT_FALSE(fs::exists(dir_ / "out.bin"));
+    EXPECT_FALSE(fs::exists(dir_ / "out.idx"));
+  }
 }
 
 TEST_F(MergeTest, OutputThatIsAnInputIsRefused) {

@@ -460,6 +460,7 @@ TEST_F(ValidateTest, MissingEodIsCaughtOnlyWhenExpected) {
   const Violation* v = report.Find("eod");
   ASSERT_NE(v, nullptr);
   EXPECT_EQ(v->index, 5);
+  EXPECT_THAT(v->message, HasSubstr("sequence 5 (the last of document 5) ends with token 13"));
   EXPECT_THAT(v->message, HasSubstr("not EOD 50256"));
 }
 
@@ -487,7 +488,7 @@ TEST_F(ValidateTest, ExpectEodLooksAtTheLastSequenceOfEachDocument) {
   ASSERT_NE(v, nullptr);
   EXPECT_EQ(v->index, 1);
   EXPECT_EQ(v->count, 1u);
-  EXPECT_THAT(v->message, HasSubstr("sequence 1 (the last of its document) ends with token 13"));
+  EXPECT_THAT(v->message, HasSubstr("sequence 1 (the last of document 0) ends with token 13"));
 }
 
 // With the document indices broken, every sequence is looked at, and the message says so rather

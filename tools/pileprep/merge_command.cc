@@ -27,7 +27,8 @@ int RunMerge(int argc, char** argv, int first) {
   args.Add("input", Args::Kind::kValue, "DIR", "same as --input-dir (Megatron's flag name)", "",
            true);
   args.Add("no-validate", Args::Kind::kSwitch, "",
-           "skip checking each input's index and .bin size before merging");
+           "skip validating each input before merging (its lengths, document indices and .bin "
+           "size are checked all the same: the output's index is built from them)");
   args.Add("no-sync", Args::Kind::kSwitch, "", "do not fsync the outputs", "", true);
   args.Add("quiet", Args::Kind::kSwitch, "", "print only errors (-q)");
   args.Add("help", Args::Kind::kSwitch, "", "show this help (-h)");
