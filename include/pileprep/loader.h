@@ -81,10 +81,13 @@ struct SequenceRange {
 };
 
 // Megatron's train/valid/test split of `num_sequences` sequences from a split string such as
-// "969,30,1" (every `[.0-9]+` substring is a weight; padded to three with 0; normalized). A split
-// of zero weight (kCurrent) or zero width (kLegacy) is not built: nullopt. Errors: InvalidArgument
-// for no weights, more than three, a token that is not a number, a zero sum, or num_sequences
-// outside 0 to 2^53 (the bookends are float64, as Megatron's).
+// "969,30,1", parsed as each Megatron parses it: kCurrent takes every `[.0-9]+` substring as a
+// weight (at most three); kLegacy splits at ',' (else '/') and reads each piece as Python's
+// float() does (whitespace, a sign, an exponent), keeping the first three. Padded to three with 0;
+// normalized. A split of zero weight (kCurrent) or zero width (kLegacy) is not built: nullopt.
+// Errors: InvalidArgument for no weights, more than three (kCurrent), a piece that is not a
+// (finite) number, a sum that is not positive, or num_sequences outside 0 to 2^53 (the bookends
+// are float64, as Megatron's).
 absl::StatusOr<std::array<std::optional<SequenceRange>, 3>> ComputeSplit(
     std::string_view split, int64_t num_sequences,
     SplitRounding rounding = SplitRounding::kCurrent);

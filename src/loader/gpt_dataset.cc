@@ -69,6 +69,7 @@ auto StatusOnAllocationFailure(F&& build, int64_t sequence_length,
   try {
     return build();
   } catch (const std::bad_alloc&) {
+  } catch (const std::length_error&) {  // a count past max_size(): as out of memory
   }
   return absl::ResourceExhaustedError(
       absl::StrCat("out of memory opening the dataset for ",
@@ -84,6 +85,8 @@ struct EpochPlan {
   bool separate = false;
   int64_t samples_sans_final_epoch = 0;
 };
+
+int64_t SampleCount(const GptIndexOptions& o, const EpochPlan& plan);
 
 template <typename Sizes>
 absl::StatusOr<EpochPlan> PlanEpochs(const Sizes& sizes, absl::Span<const int32_t> ids,
@@ -138,6 +141,18 @@ absl::StatusOr<EpochPlan> PlanEpochs(const Sizes& sizes, absl::Span<const int32_
     const int64_t from_final = *o.num_samples - plan.samples_sans_final_epoch;
     const int64_t per_epoch = (plan.tokens_per_epoch - extra) / seq;
     plan.separate = from_final < static_cast<int64_t>(0.80 * static_cast<double>(per_epoch));
+    // A kept partial sample's count is a single-precision ceiling (SampleCount): past 2^24
+    // samples it can round below the epochs before the final one, whose samples the shuffle index
+    // shuffles first. Megatron then builds a shuffle index longer than its samples (some read
+    // past its sample index); here the shuffle wrote past its array.
+    if (plan.separate && SampleCount(o, plan) < plan.samples_sans_final_epoch) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          *o.num_samples, " samples of ", o.sequence_length, " tokens with the partial last sample "
+          "kept: Megatron's single-precision sample count rounds to ", SampleCount(o, plan),
+          ", fewer than the ", plan.samples_sans_final_epoch, " samples of the ",
+          plan.num_epochs - 1, " epochs before the final one, so its shuffle index would not "
+          "match its samples; ask for fewer samples or drop the partial last sample"));
+    }
   }
   return plan;
 }
@@ -647,7 +662,33 @@ absl::StatusOr<std::array<std::optional<SequenceRange>, 3>> ComputeSplit(
                                                    " sequences (expected 0 to 2^53)"));
   }
   std::vector<double> w;
-  for (size_t i = 0; i < split.size();) {
+  if (rounding == SplitRounding::kLegacy) {
+    // get_train_valid_test_split_: pieces between ',' (or else '/'), each through float(); the
+    // first three kept. float() takes surrounding whitespace, a sign and exponents; "inf" and
+    // "nan" make its int(round(...)) raise, so they are refused here.
+    const char sep = split.find(',') != absl::string_view::npos   ? ','
+                     : split.find('/') != absl::string_view::npos ? '/'
+                                                                  : '\0';
+    for (absl::string_view rest = split;;) {
+      const size_t cut = sep == '\0' ? absl::string_view::npos : rest.find(sep);
+      absl::string_view piece = absl::StripAsciiWhitespace(rest.substr(0, cut));
+      const bool plus = !piece.empty() && piece.front() == '+';
+      if (plus) piece.remove_prefix(1);
+      // from_chars takes '-' but not '+': a sign after '+' ("+-1") is refused as float() does.
+      const std::optional<double> v = plus && !piece.empty() && piece.front() == '-'
+                                          ? std::nullopt
+                                          : ParseFloat(piece);
+      if (!v || !std::isfinite(*v)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("split \"", split, "\": \"", piece, "\" is not a number"));
+      }
+      w.push_back(*v);
+      if (cut == std::string_view::npos) break;
+      rest.remove_prefix(cut + 1);
+    }
+    if (w.size() > 3) w.resize(3);
+  }
+  for (size_t i = 0; rounding == SplitRounding::kCurrent && i < split.size();) {
     auto is_num = [](char c) { return c == '.' || (c >= '0' && c <= '9'); };
     if (!is_num(split[i])) {
       ++i;
@@ -671,7 +712,8 @@ absl::StatusOr<std::array<std::optional<SequenceRange>, 3>> ComputeSplit(
   w.resize(3, 0.0);
   const double sum = NumpySum(w);
   if (!(sum > 0)) {
-    return absl::InvalidArgumentError(absl::StrCat("split \"", split, "\": weights sum to 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("split \"", split, "\": weights sum to ", sum, " (expected more than 0)"));
   }
   for (double& x : w) x /= sum;
   std::array<std::optional<SequenceRange>, 3> out;

@@ -91,6 +91,7 @@ def ref_split(split, n, legacy=False):
     if not legacy:
         w = list(map(float, re.findall(r"[.0-9]+", split)))
         w = w + [0.0 for _ in range(3 - len(w))]
+        assert len(w) == 3  # parse_and_normalize_split: len(split) == len(Split)
         w = numpy.array(w, dtype=numpy.float64)
         w = (w / numpy.sum(w)).tolist()
         bookends = [0]
@@ -103,10 +104,19 @@ def ref_split(split, n, legacy=False):
             else:
                 out.append((int(round(bookends[i] * float(n))), int(round(bookends[i + 1] * float(n)))))
         return out
-    splits = [float(s) for s in re.findall(r"[.0-9]+", split)]
+    # Legacy Megatron/NeMo's get_train_valid_test_split_, verbatim in its parsing: ',' or else '/',
+    # each piece through float() (ValueError for "50 25 25"), the first three kept.
+    if split.find(",") != -1:
+        splits = [float(s) for s in split.split(",")]
+    elif split.find("/") != -1:
+        splits = [float(s) for s in split.split("/")]
+    else:
+        splits = [float(split)]
     while len(splits) < 3:
         splits.append(0.0)
+    splits = splits[:3]
     total = sum(splits)
+    assert total > 0.0
     splits = [s / total for s in splits]
     index = [0]
     for i, s in enumerate(splits):
@@ -338,6 +348,23 @@ def test_vectors(pileprep, writer, tmp):
     check(pileprep.split_ranges("1,1,1", 10) == [(0, 3), (3, 7), (7, 10)], "split 1,1,1")
     check(pileprep.split_ranges("1,1,1", 10, legacy=True) == [(0, 4), (4, 7), (7, 10)],
           "split 1,1,1 legacy")
+    # The legacy parser is legacy Megatron's: pieces at ',' (or '/') through float(), the first
+    # three kept; the current one takes [.0-9]+ runs, at most three.
+    check(pileprep.split_ranges("98,2,0,0", 100, legacy=True) == ref_split("98,2,0,0", 100, True),
+          "split legacy keeps the first three of four weights")
+    check(pileprep.split_ranges(" 1e2 /1/ +1", 102, legacy=True) == ref_split(" 1e2 /1/ +1", 102, True),
+          "split legacy reads pieces as float() does")
+    for bad in ["50 25 25", "1,,1", "1,inf,1", "1,nan", "+-1,2", "0,0,0"]:
+        try:
+            pileprep.split_ranges(bad, 10, legacy=True)
+            check(False, f"split legacy {bad!r} accepted")
+        except ValueError:
+            pass
+    try:
+        pileprep.split_ranges("98,2,0,0", 100)
+        check(False, "split current accepted four weights")
+    except ValueError:
+        pass
 
 
 def random_docs(rnd, dtype):
@@ -365,11 +392,20 @@ def test_randomized(pileprep, writer, tmp, trials, seed):
         writer.write(prefix, dtype, random_docs(rnd, dtype))
         ref_ds = RefIndexedDataset(prefix)
         n = len(ref_ds)
-        split = rnd.choice([None, None, "969,30,1", "8,1,1", "1,1,1", "50 25 25", "3,1"])
+        split = rnd.choice([None, None, "969,30,1", "8,1,1", "1,1,1", "50 25 25", "3,1",
+                            "98/2", " 1e2 , 1 ,+1", "8,1,1,0"])
         legacy = rnd.random() < 0.3
         split_index = rnd.randint(0, 2) if split else 0
         if split:
-            ranges = ref_split(split, n, legacy)
+            try:
+                ranges = ref_split(split, n, legacy)
+            except (ValueError, AssertionError):  # a split string Megatron's parser refuses
+                try:
+                    pileprep.split_ranges(split, n, legacy=legacy)
+                except ValueError:
+                    continue
+                check(False, f"trial {t}: split {split!r} legacy={legacy}: accepted, Megatron refuses")
+                continue
             if ranges[split_index] is None or ranges[split_index][1] <= ranges[split_index][0]:
                 continue
             begin, end = ranges[split_index]

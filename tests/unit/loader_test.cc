@@ -833,6 +833,25 @@ TEST(GptDataset, CachingIndicesWritesTheArraysWithoutCopyingThem) {
 
 // Numbers that would overflow: more samples than 2^63 tokens, or than 2^31 epochs of the split, and
 // a blend of more datasets than Megatron's int16 dataset index holds.
+// A kept partial sample's count is Megatron's single-precision ceiling: with 2^27 samples of a
+// 4-token split it rounds to 134,217,728, below the 134,217,731 samples of the epochs before the
+// final one, which the shuffle index shuffles first. That wrote past the shuffle index (SIGSEGV
+// after 18 s and 1.7 GB); now refused before anything is built.
+TEST(GptIndices, RefusesAKeptPartialSampleWhoseRoundedCountFallsShort) {
+  const std::vector<int32_t> sizes = {4}, ids = {0};
+  GptIndexOptions o;
+  o.sequence_length = 1;
+  o.drop_last_partial_sequence = false;
+  o.num_samples = 134217732;
+  absl::Status s = BuildGptIndices(sizes, ids, o).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("sample count rounds to 134217728, fewer than the 134217731 samples"));
+  o.drop_last_partial_sequence = true;  // an exact count: nothing to refuse (built small below)
+  o.num_samples = 1000;
+  EXPECT_TRUE(BuildGptIndices(sizes, ids, o).ok());
+}
+
 TEST(GptIndices, RefusesCountsThatWouldOverflow) {
   GptIndexOptions o;
   o.sequence_length = 4096;
@@ -1245,6 +1264,28 @@ TEST(Split, CurrentAndLegacyRounding) {
   EXPECT_FALSE(ComputeSplit("0,0,0", 10).ok());
   EXPECT_FALSE(ComputeSplit("1.2.3", 10).ok());
   EXPECT_FALSE(ComputeSplit("1,1,1,1", 10).ok());
+}
+
+// The legacy split is parsed as legacy Megatron's get_train_valid_test_split_ parses it: pieces at
+// ',' (else '/') through Python's float(), the first three kept. Its "98,2,0,0" and "1e2,1,1"
+// were refused (parsed as the current regex: four weights; "1e2" as 1 and 2).
+TEST(Split, LegacyParsesPiecesAsPythonFloat) {
+  auto ranges = [](std::string_view split, int64_t n) {
+    auto r = ComputeSplit(split, n, SplitRounding::kLegacy);
+    std::vector<std::pair<int64_t, int64_t>> out;
+    if (!r.ok()) return out;
+    for (const auto& x : *r) out.push_back(x ? std::pair{x->begin, x->end} : std::pair{-1L, -1L});
+    return out;
+  };
+  using R = std::vector<std::pair<int64_t, int64_t>>;
+  EXPECT_EQ(ranges("98,2,0,0", 100), (R{{0, 98}, {98, 100}, {-1, -1}}));
+  EXPECT_EQ(ranges(" 1e2 / 1 / +1", 102), (R{{0, 100}, {100, 101}, {101, 102}}));
+  EXPECT_EQ(ranges("3", 10), (R{{0, 10}, {-1, -1}, {-1, -1}}));
+  for (std::string_view bad : {"50 25 25", "1,,1", "1,inf,1", "1,nan", "+-1,2", "0,0,0", ""}) {
+    EXPECT_EQ(ComputeSplit(bad, 10, SplitRounding::kLegacy).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
 }
 
 TEST(GptDataset, SplitSelectsSequenceRange) {
