@@ -394,6 +394,9 @@ TEST_F(ValidateTest, NegativeLengthIsCaught) {
   const Violation* p = r.Find("pointer");
   ASSERT_NE(p, nullptr);
   EXPECT_THAT(p->message, HasSubstr("follows from the bad length of sequence 3"));
+  // The lengths' sum, with a negative one in it, is no size: no bin_size diagnosis from it ("N
+  // tokens that no sequence covers" was said of a .bin every sequence covers).
+  EXPECT_EQ(r.Find("bin_size"), nullptr);
 }
 
 // Lengths that sum to a negative size leave no .bin size to compare: no bin_size violation that
