@@ -296,16 +296,25 @@ class HttpSourceImpl final : public HttpSource {
   // The validator If-Range carried is the one compared: the strong ETag when there is one
   // (mirrors behind one name may serve the same bytes with other file times), else
   // Last-Modified; Last-Modified also when `r` has no ETag (servers that leave it out of ranges).
-  std::string ValidatorChange(const Response& r) const {
+  // With `unproven_is_change`, an answer that has no validator to compare with the first
+  // answer's is a change too: a server that ignores If-Range and sends no ETag or Last-Modified
+  // with its 206 would otherwise splice another file of the same size onto this one's head.
+  std::string ValidatorChange(const Response& r, bool unproven_is_change) const {
     if (!StrongEtag().empty() && !r.etag.empty()) {
       if (r.etag == StrongEtag()) return "";
       return absl::StrCat("the file changed: ETag ", etag_, ", now ", r.etag);
     }
-    if (!last_modified_.empty() && !r.last_modified.empty() && r.last_modified != last_modified_) {
+    if (!last_modified_.empty() && !r.last_modified.empty()) {
+      if (r.last_modified == last_modified_) return "";
       return absl::StrCat("the file changed: Last-Modified ", last_modified_, ", now ",
                           r.last_modified);
     }
-    return "";
+    if (!unproven_is_change) return "";
+    return absl::StrCat("the first answer had ",
+                        StrongEtag().empty() ? absl::StrCat("Last-Modified ", last_modified_)
+                                             : absl::StrCat("ETag ", etag_),
+                        ", this one no ", StrongEtag().empty() ? "Last-Modified" : "ETag",
+                        " to prove the file unchanged");
   }
 
   bool CheckResponse() {
@@ -337,7 +346,7 @@ class HttpSourceImpl final : public HttpSource {
             StrongEtag().empty() && last_modified_.empty()
                 ? "no strong ETag or Last-Modified in the first answer to prove "
                   "the file unchanged"
-                : ValidatorChange(r);
+                : ValidatorChange(r, /*unproven_is_change=*/true);
         if (!why.empty()) {
           abort_status_ =
               RestartStatus(absl::StrCat(name_, ": a resumed download from byte ", offset, " (",
@@ -444,7 +453,11 @@ class HttpSourceImpl final : public HttpSource {
     curl_easy_setopt(easy_, CURLOPT_FOLLOWLOCATION, 1L);
     curl_easy_setopt(easy_, CURLOPT_MAXREDIRS, 10L);
     curl_easy_setopt(easy_, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(easy_, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    // An https URL is followed to https only: a redirect to plain http would hand the shard's
+    // bytes (and the --header values libcurl keeps on a redirect) to anyone on the path, with
+    // the run reporting the https URL it was given.
+    curl_easy_setopt(easy_, CURLOPT_REDIR_PROTOCOLS_STR,
+                     absl::StartsWithIgnoreCase(url_, "https://") ? "https" : "http,https");
     curl_easy_setopt(easy_, CURLOPT_CONNECTTIMEOUT, options_.connect_timeout_s);
     curl_easy_setopt(easy_, CURLOPT_LOW_SPEED_LIMIT, options_.low_speed_limit);
     curl_easy_setopt(easy_, CURLOPT_LOW_SPEED_TIME, options_.low_speed_time_s);
@@ -596,7 +609,7 @@ class HttpSourceImpl final : public HttpSource {
         // changed meanwhile. (A length known from the first answer is never settled here: a 416
         // then means the file is no longer the one being read.)
         // (Without validators every byte came from one answer: nothing was spliced.)
-        const std::string why = ValidatorChange(r);
+        const std::string why = ValidatorChange(r, /*unproven_is_change=*/false);
         if (!why.empty()) {
           return Finish(
               RestartStatus(absl::StrCat(name_, ": a request for bytes ", delivered_,
@@ -666,6 +679,11 @@ class HttpSourceImpl final : public HttpSource {
                 " (TLS certificate verification failed: the server's certificate must name this "
                 "host and chain to a trusted CA (the system's, or --ca-file FILE); --insecure "
                 "skips the check, for testing only)";
+          } else if (code == CURLE_UNSUPPORTED_PROTOCOL &&
+                     absl::StartsWithIgnoreCase(url_, "https://")) {
+            hint =
+                " (an https download follows redirects to https only: the server redirected it "
+                "to another scheme, such as plain http, whose bytes no certificate vouches for)";
           } else if (code == CURLE_SSL_CACERT_BADFILE && !options_.ca_file.empty()) {
             hint = " (--ca-file must name a readable PEM file of CA certificates)";
           } else if (code == CURLE_SSL_CACERT_BADFILE) {

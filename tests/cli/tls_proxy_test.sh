@@ -81,6 +81,14 @@ start wronghost fault_server.py --root "$work/src" --log "$work/wronghost.log" \
 wronghost_url="https://127.0.0.1:$port/"
 start plain fault_server.py --root "$work/src" --log "$work/plain.log"
 http_url="http://127.0.0.1:$port/"
+# Redirectors: an HTTPS server sending every request on to the plain HTTP one, and one sending it on
+# to the HTTPS one (the certificate of both is ip.pem).
+start down fault_server.py --root "$work/src" --log "$work/down.log" --tls "$work/ip.pem" "$work/ip.key" \
+  --redirect-to "$http_url"
+down_url="https://127.0.0.1:$port/"
+start up fault_server.py --root "$work/src" --log "$work/up.log" --tls "$work/ip.pem" "$work/ip.key" \
+  --redirect-to "$https_url"
+up_url="https://127.0.0.1:$port/"
 start proxy forward_proxy.py --log "$work/proxy.log"
 proxy="http://127.0.0.1:$port"
 # A port nothing listens on: bound, then closed (another process could take it within the second
@@ -143,6 +151,23 @@ expect "HTTPS --ca-file naming a missing file fails clearly" 1 \
   "--ca-file must name a readable PEM file of CA certificates" -- \
   "${run[@]}" --url "$https_url" --output-dir "$work/a2" --ca-file "$work/no-such.pem"
 nothing_published "HTTPS: nothing is published without a CA file" "$work/a2"
+
+# ---------------------------------------------------------------- redirects
+# An https URL is followed to https only: a redirect to plain http would take the shard's bytes
+# unauthenticated (and the --header values libcurl keeps on a redirect) while the run reports the
+# https URL. It was followed, and the shards made from the plain server's bytes.
+n=$(lines "$work/plain.log")
+expect "HTTPS redirected to plain HTTP is refused, naming the shard" 1 \
+  "^pileprep: error: ${down_url}00\.jsonl\.zst: curl: Unsupported protocol \(an https download follows redirects to https only: .*plain http" -- \
+  "${run[@]}" --url "$down_url" --output-dir "$work/r1" --ca-file "$work/ip.pem" --header "X-Pileprep-Key: k"
+nothing_published "HTTPS redirected to plain HTTP: nothing is published" "$work/r1"
+[[ $(lines "$work/plain.log") -eq $n ]] && ok "HTTPS redirected to plain HTTP: no request went over plain HTTP" ||
+  bad "HTTPS redirected to plain HTTP: the plain server got: $(new_lines "$work/plain.log" "$n")"
+grep -q '"status": 302' "$work/down.log" && ok "HTTPS redirected to plain HTTP: the redirect was sent" ||
+  bad "HTTPS redirected to plain HTTP: the redirector got no request"
+expect "HTTPS redirected to HTTPS is followed" 0 "" -- \
+  "${run[@]}" --url "$up_url" --output-dir "$work/r2" --ca-file "$work/ip.pem"
+same_as_local "HTTPS redirected to HTTPS: outputs identical to the local run" "$work/r2"
 
 # ---------------------------------------------------------------- proxies (libcurl reads the environment)
 # libcurl does not exempt 127.0.0.1 from a proxy unless no_proxy says so: these go through it.

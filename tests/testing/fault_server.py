@@ -20,6 +20,8 @@ fault plans: each request for FILE takes the next action of its plan (then behav
   --no-etag           send neither ETag nor Last-Modified
   --ignore-if-range   answer a Range request with 206 even when If-Range names another version
   --no-etag-on-206    leave ETag out of 206 answers (Last-Modified stays)
+  --no-validators-on-206  leave ETag and Last-Modified out of 206 answers
+  --redirect-to URL   answer every request 302 with Location: URL + the request's path (no body)
   --vary-last-modified  a Last-Modified that differs from request to request (same ETag), as
                       mirrors behind one name may serve the same bytes with other file times
   --chunked           send bodies with Transfer-Encoding: chunked, no Content-Length (a drop sends
@@ -63,6 +65,8 @@ def main():
     ap.add_argument("--ignore-if-range", action="store_true")
     ap.add_argument("--vary-last-modified", action="store_true")
     ap.add_argument("--no-etag-on-206", action="store_true")
+    ap.add_argument("--no-validators-on-206", action="store_true")
+    ap.add_argument("--redirect-to")
     ap.add_argument("--chunked", action="store_true")
     ap.add_argument("--empty-error-bodies", action="store_true")
     ap.add_argument("--log")
@@ -134,6 +138,14 @@ def main():
             if name in changes and n >= changes[name][0]:
                 path = changes[name][1]
             kind, *params = action.split(":")
+            if args.redirect_to:
+                entry["status"] = 302
+                log(entry)
+                self.send_response(302)
+                self.send_header("Location", args.redirect_to.rstrip("/") + "/" + name)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             if kind in ("503", "429"):
                 entry["status"] = int(kind)
                 log(entry)
@@ -181,7 +193,7 @@ def main():
             else:
                 self.send_header("Content-Length", str(announced))
             self.send_header("Accept-Ranges", "none" if args.no_range else "bytes")
-            if not args.no_etag:
+            if not args.no_etag and not (status == 206 and args.no_validators_on_206):
                 if not (status == 206 and args.no_etag_on_206):
                     self.send_header("ETag", etag)
                 self.send_header("Last-Modified", mtime)

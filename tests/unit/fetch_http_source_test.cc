@@ -196,6 +196,30 @@ TEST(HttpSource, ResumedAnswerWithoutAnEtagIsJudgedByItsLastModified) {
   EXPECT_THAT(d.message(), HasSubstr("the file changed: Last-Modified"));
 }
 
+// A 206 with neither validator, after a first answer with both, proves nothing: a server that
+// ignores If-Range and sends none had another file of the same size spliced on (the shard was made
+// of two versions). The unchanged file restarts too: nothing tells the two apart.
+TEST(HttpSource, ResumedAnswerWithoutAnyValidatorRequiresRestart) {
+  testing::ScopedTempDir dir("pileprep-fetch");
+  const std::string changed = SameSizeVariant(dir.path(), 100000);
+  for (const bool change : {true, false}) {
+    std::vector<std::string> args = {"--ignore-if-range", "--no-validators-on-206", "--plan",
+                                     "01.jsonl.zst=drop:100000"};
+    if (change) {
+      args.push_back("--change");
+      args.push_back("01.jsonl.zst=2:" + changed);
+    }
+    Download d;
+    ASSERT_NO_FATAL_FAILURE(Fetch(args, &d));
+    ASSERT_FALSE(d.bytes.ok()) << "a tail no validator vouches for was spliced on; change " << change;
+    EXPECT_TRUE(IsRestartRequired(d.bytes.status())) << d.bytes.status();
+    EXPECT_THAT(d.message(), HasSubstr("this one no ETag to prove the file unchanged"));
+    const std::vector<std::string> log = d.server->Log(2);
+    ASSERT_GE(log.size(), 2u);
+    EXPECT_THAT(log[1], HasSubstr("\"status\": 206"));
+  }
+}
+
 TEST(HttpSource, ResumeWithoutAValidatorRequiresRestart) {
   testing::ScopedTempDir dir("pileprep-fetch");
   const std::string changed = SameSizeVariant(dir.path(), 100000);
