@@ -63,6 +63,22 @@ expect "a value flag followed by a flag is a usage error" 2 \
 [[ -e ./--dry-run ]] && { echo "FAIL: a directory named --dry-run was made"; fail=1; }
 expect "a negative number is still a value" 0 "" -- "$PILEPREP" --url "$root/data/samples" --files 0 \
   --output-dir "$work/neg" --max-bad-records -1 --dry-run
+# A merges file Megatron's reader (split('\n')[1:-1]) reads otherwise: said, naming the line.
+v=$root/tokenizers/gpt2
+printf '{"text": "the gazed"}\n' >"$work/m.jsonl"
+head -c -1 "$v/vocab.bpe" >"$work/nonl.bpe"
+tail -n +2 "$v/vocab.bpe" >"$work/nohdr.bpe"
+expect "merges without a final newline: warned" 0 \
+  "nonl.bpe: Megatron's reader (and GPT-2's encoder.py) would drop its last line (\"Ġg azed\")" -- \
+  "$PILEPREP" preprocess --input "$work/m.jsonl" --output-prefix "$work/m1" --append-eod -q \
+  --vocab-file "$v/encoder.json" --merge-file "$work/nonl.bpe"
+expect "merges without a #version line: warned" 0 "would drop its first line (\"Ġ t\"), which is no" -- \
+  "$PILEPREP" preprocess --input "$work/m.jsonl" --output-prefix "$work/m2" --append-eod -q \
+  --vocab-file "$v/encoder.json" --merge-file "$work/nohdr.bpe"
+"$PILEPREP" preprocess --input "$work/m.jsonl" --output-prefix "$work/m3" --append-eod -q \
+  --vocab-file "$v/encoder.json" --merge-file "$v/vocab.bpe" 2>"$work/m3.err"
+grep -q "warning" "$work/m3.err" && { echo "FAIL: the shipped merges file warned: $(cat "$work/m3.err")"; fail=1; } ||
+  echo "ok: the shipped merges file gives no warning"
 expect "vocab without merges" 2 "--vocab-file and --merge-file go together" -- \
   "$PILEPREP" --vocab-file x --url "$root/data/samples"
 expect "missing vocabulary file" 2 "nope.json: cannot open" -- \

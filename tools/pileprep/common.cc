@@ -175,6 +175,34 @@ absl::Status ReadCommon(const Args& args, Common* c) {
   return absl::OkStatus();
 }
 
+// Megatron's GPT2Tokenizer (as GPT-2's encoder.py) reads merges as read().split('\n')[1:-1]: it
+// drops the first line whatever it is, and whatever follows the last newline. pileprep (as
+// Hugging Face tokenizers and tiktoken) skips only a "#version" first line and keeps a last line
+// without a newline: with a file lacking either, the two tokenize differently. Said, not refused
+// (the file is the user's choice); a pipe is not read twice to look.
+void WarnOfMergesMegatronReadsOtherwise(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) return;
+  absl::StatusOr<std::string> merges = internal::ReadFileToString(path, internal::kRegularFileOnly);
+  if (!merges.ok()) return;
+  std::vector<std::string> lost;
+  if (merges->rfind("#version", 0) != 0) {
+    lost.push_back(absl::StrCat("its first line (\"", merges->substr(0, merges->find('\n')),
+                                "\"), which is no \"#version\" header and is read as a merge here"));
+  }
+  if (merges->back() != '\n') {
+    lost.push_back(absl::StrCat("its last line (\"", merges->substr(merges->rfind('\n') + 1),
+                                "\"), which has no newline after it"));
+  }
+  if (lost.empty()) return;
+  std::fprintf(stderr,
+               "pileprep: warning: %s: Megatron's reader (and GPT-2's encoder.py) would drop %s; "
+               "pileprep keeps it, as Hugging Face tokenizers and tiktoken do, so the ids can "
+               "differ from Megatron's. Give the file a \"#version: 0.2\" first line and a "
+               "final newline to make them agree\n",
+               path.c_str(), absl::StrJoin(lost, ", and ").c_str());
+}
+
 absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> LoadTokenizer(const Common& c) {
   auto tokenizer = c.vocab_file.empty()
                        ? Gpt2Tokenizer::FromDefaultFiles(c.tokenizer)
@@ -190,6 +218,7 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> LoadTokenizer(const Common& c) {
                  c.vocab_file.c_str(), (*tokenizer)->vocab_size(), (*tokenizer)->id_limit() - 1,
                  (*tokenizer)->vocab_size(), (*tokenizer)->id_limit());
   }
+  if (tokenizer.ok() && !c.merge_file.empty()) WarnOfMergesMegatronReadsOtherwise(c.merge_file);
   return tokenizer;
 }
 
