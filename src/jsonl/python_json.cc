@@ -190,13 +190,14 @@ class Scanner {
         i += 2;
         continue;
       }
-      if (i + 6 >= n) return Fail("invalid \\uXXXX escape", i);
+      // Python's column for a bad \u escape is its 'u' (for other escapes, the backslash).
+      if (i + 6 >= n) return Fail("invalid \\uXXXX escape", i + 1);
       int cp = ParseHex4(s_.data() + i + 2);
-      if (cp < 0) return Fail("invalid \\uXXXX escape", i);
+      if (cp < 0) return Fail("invalid \\uXXXX escape", i + 1);
       i += 6;
       if (cp >= 0xD800 && cp <= 0xDBFF && i + 6 < n && s_[i] == '\\' && s_[i + 1] == 'u') {
         const int low = ParseHex4(s_.data() + i + 2);
-        if (low < 0) return Fail("invalid \\uXXXX escape", i);
+        if (low < 0) return Fail("invalid \\uXXXX escape", i + 1);
         if (low >= 0xDC00 && low <= 0xDFFF) {
           cp = 0x10000 + (((cp - 0xD800) << 10) | (low - 0xDC00));
           i += 6;

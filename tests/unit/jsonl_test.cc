@@ -377,6 +377,15 @@ TEST(JsonRecordParser, ErrorColumnsCountCharactersAsPythonDoes) {
   EXPECT_EQ(ParseKind("{\"text\":\"\xf0\x9f\x98\x80\" \"x\"}", &detail),
             BadRecordKind::kInvalidJson);
   EXPECT_EQ(detail, "expecting ',' delimiter at column 13");
+  // A bad \u escape is placed at its 'u', another bad escape at its backslash, as Python does.
+  EXPECT_EQ(ParseKind(R"({"text":"\u41"})", &detail), BadRecordKind::kInvalidJson);
+  EXPECT_EQ(detail, "invalid \\uXXXX escape at column 11");
+  EXPECT_EQ(ParseKind(R"({"text":"\u004"})", &detail), BadRecordKind::kInvalidJson);
+  EXPECT_EQ(detail, "invalid \\uXXXX escape at column 11");
+  EXPECT_EQ(ParseKind(R"({"text":"\ud800\uzzzz"})", &detail), BadRecordKind::kInvalidJson);
+  EXPECT_EQ(detail, "invalid \\uXXXX escape at column 17");
+  EXPECT_EQ(ParseKind(R"({"text":"ab\q"})", &detail), BadRecordKind::kInvalidJson);
+  EXPECT_EQ(detail, "invalid \\escape at column 12");
 }
 
 TEST(JsonRecordParser, RejectsRawControlCharactersInStringsLikePythonStrictMode) {
