@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -51,6 +52,21 @@ std::string Trim(std::string s) {
   size_t i = 0;
   while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
   return s.substr(i);
+}
+
+// A server's header line as it may be printed: control bytes (which no valid header holds, but a
+// reason phrase of "\x1b[31m..." reached the terminal raw) become '?', a tab a space, and a line
+// longer than 512 bytes is cut. ETags and Last-Modified are compared as made here, on both sides.
+std::string Printable(std::string s) {
+  if (s.size() > 512) s.resize(512);
+  for (char& c : s) {
+    if (c == '\t') {
+      c = ' ';
+    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      c = '?';
+    }
+  }
+  return s;
 }
 
 // Curl errors that a new attempt may cure: the network, the server going away, timeouts.
@@ -171,7 +187,10 @@ class HttpSourceImpl final : public HttpSource {
       // a temporary here is a killed download's: removed first, so that one another user left in
       // a shared directory is replaced rather than refused (EACCES on opening it for writing).
       ::unlink(CacheTemp().c_str());
-      cache_fd_ = ::open(CacheTemp().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      // O_EXCL | O_NOFOLLOW: in a directory other users can write, a symlink planted between
+      // the unlink and the open would otherwise be followed and its target truncated.
+      cache_fd_ = ::open(CacheTemp().c_str(),
+                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
       if (cache_fd_ < 0)
         DropCache(absl::StrCat(CacheTemp(), ": cannot create: ", std::strerror(errno)));
     }
@@ -249,7 +268,7 @@ class HttpSourceImpl final : public HttpSource {
   static size_t HeaderCallback(char* data, size_t size, size_t count, void* self) {
     auto* me = static_cast<HttpSourceImpl*>(self);
     const size_t n = size * count;
-    std::string line = Trim(std::string(data, n));
+    std::string line = Printable(Trim(std::string(data, n)));
     Response& r = me->response_;
     if (absl::StartsWith(line, "HTTP/")) {
       // A new response (after a redirect or a 100 Continue): forget the previous one's headers.
@@ -540,6 +559,16 @@ class HttpSourceImpl final : public HttpSource {
       err = errno;
       step = "rename";
     }
+    if (err == 0) {
+      // The rename made durable, as a published dataset's is: a crash after it could otherwise
+      // lose the kept copy (never damage it).
+      const std::string dir = std::filesystem::path(options_.cache_path).parent_path().string();
+      const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (dfd >= 0) {
+        ::fsync(dfd);  // a failure loses at most the copy, which the next run makes again
+        ::close(dfd);
+      }
+    }
     if (err != 0) {
       DropCache(absl::StrCat(options_.cache_path, ": keeping the download (", step, " of ",
                              CacheTemp(), "): ", std::strerror(err)));
@@ -762,15 +791,17 @@ bool IsRestartRequired(const absl::Status& status) {
 
 std::string RedactUrl(const std::string& url) {
   std::string out = url;
-  const size_t cut = out.find_first_of("?#");
-  if (cut != std::string::npos) out.resize(cut);
-  const size_t scheme = out.find("://");
-  if (scheme != std::string::npos) {
-    const size_t host_start = scheme + 3;
+  // user:password@ first, up to the last '@' before the path: a password may hold '?' or '#'
+  // ("http://alice:pw?x@host/" printed "http://alice:pw/" when the query was cut first).
+  size_t host_start = 0;
+  if (const size_t scheme = out.find("://"); scheme != std::string::npos) {
+    host_start = scheme + 3;
     const size_t path = out.find('/', host_start);
     const size_t at = out.rfind('@', path == std::string::npos ? out.size() : path);
     if (at != std::string::npos && at >= host_start) out.erase(host_start, at + 1 - host_start);
   }
+  const size_t cut = out.find_first_of("?#", host_start);
+  if (cut != std::string::npos) out.resize(cut);
   return out;
 }
 

@@ -12,6 +12,7 @@ extern char** environ;
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/ascii.h"
+#include "pileprep/fetch.h"
 #include "pileprep/status_macros.h"
 
 namespace pileprep {
@@ -78,9 +79,15 @@ absl::StatusOr<ShardSource> ParseShardSource(std::string_view url) {
   if (lower.rfind("http://", 0) == 0 || lower.rfind("https://", 0) == 0) {
     // The file names go into the path, before a query (a container's SAS token): appended to the
     // whole URL they became part of the query's last value.
-    std::string base(url.substr(0, url.find('#')));
+    // The query starts after user:password@ (up to the last '@' before the path), whose password
+    // may hold '?' or '#': split there, the password became the host and printed in messages.
+    const size_t authority = url.find("://") + 3;
+    const size_t path = url.find('/', authority);
+    const size_t at = url.rfind('@', path == std::string_view::npos ? url.size() : path);
+    const size_t after_userinfo = at != std::string_view::npos && at >= authority ? at + 1 : 0;
+    std::string base(url.substr(0, url.find('#', after_userinfo)));
     std::string query;
-    if (const size_t q = base.find('?'); q != std::string::npos) {
+    if (const size_t q = base.find('?', after_userinfo); q != std::string::npos) {
       query = base.substr(q);
       base.resize(q);
     }
@@ -88,9 +95,10 @@ absl::StatusOr<ShardSource> ParseShardSource(std::string_view url) {
     return ShardSource{SourceKind::kHttp, base, query};
   }
   if (const size_t colon = url.find("://"); colon != std::string_view::npos) {
+    // Redacted as a URL is in every message: user:password@ and the query left out.
     return absl::InvalidArgumentError(absl::StrCat(
-        "--url ", std::string(url), ": unsupported scheme \"", std::string(url.substr(0, colon)),
-        "\"; use https://, http://, file:// or a local directory"));
+        "--url ", RedactUrl(std::string(url)), ": unsupported scheme \"",
+        std::string(url.substr(0, colon)), "\"; use https://, http://, file:// or a local directory"));
   }
   return ShardSource{SourceKind::kLocalDirectory, std::string(url), ""};
 }

@@ -126,6 +126,20 @@ expect "--output-prefix /abs is refused" 2 "--output-prefix must be a plain name
   "$PILEPREP" --url "$src" --files 0 --output-dir "$work/names" --output-prefix /tmp/x
 
 # ---------------------------------------------------------------- secrets
+# A password holding '?' or '#' (cut as a query first, it became the host in every message), an
+# unsupported scheme's credentials and query, a mistyped scheme's query (read as a directory).
+for url in 'http://alice:pw?hunter2pw@127.0.0.1:9/train/' 'http://alice:pw#hunter2pw@127.0.0.1:9/train/' \
+           'ftp://bob:hunter2pw@127.0.0.1/pile/?sig=qsecret77' 'https:/acct.example/pile?sv=1&sig=qsecret77'; do
+  "$PILEPREP" --url "$url" --files 0 --output-dir "$work/sec2" --retries 0 --connect-timeout 1 \
+    --retry-wait 0 >"$work/out" 2>"$work/err"
+  if grep -qE 'hunter2pw|qsecret77|alice|bob' "$work/err" "$work/out" "$work"/sec2/*.json 2>/dev/null; then
+    bad "secrets of --url $url appear: $(cat "$work/err")"
+  elif ! grep -q 'pileprep: error: ' "$work/err"; then
+    bad "--url $url: no error said: $(cat "$work/err")"
+  else ok "--url $url: its secrets are left out of the messages"; fi
+done
+grep -qF '(a URL needs "://" after its scheme)' "$work/err" && ok "a mistyped scheme is named as one" ||
+  bad "a mistyped scheme is not named as one: $(cat "$work/err")"
 expect "a failed download with credentials" 1 "" -- \
   "$PILEPREP" --url 'http://user:hunter2pw@127.0.0.1:9/train/?token=qsecret77' --files 0 \
   --output-dir "$work/sec" --header "Authorization: Bearer hdrsecret55" --retries 0 \

@@ -22,6 +22,8 @@ fault plans: each request for FILE takes the next action of its plan (then behav
   --no-etag-on-206    leave ETag out of 206 answers (Last-Modified stays)
   --no-validators-on-206  leave ETag and Last-Modified out of 206 answers
   --redirect-to URL   answer every request 302 with Location: URL + the request's path (no body)
+  --reason TEXT       the reason phrase of error answers (503, 429, 500, 408, 404, 403); Python
+                      escapes: "\x1b" in TEXT is the byte 0x1B
   --vary-last-modified  a Last-Modified that differs from request to request (same ETag), as
                       mirrors behind one name may serve the same bytes with other file times
   --chunked           send bodies with Transfer-Encoding: chunked, no Content-Length (a drop sends
@@ -67,6 +69,7 @@ def main():
     ap.add_argument("--no-etag-on-206", action="store_true")
     ap.add_argument("--no-validators-on-206", action="store_true")
     ap.add_argument("--redirect-to")
+    ap.add_argument("--reason")
     ap.add_argument("--chunked", action="store_true")
     ap.add_argument("--empty-error-bodies", action="store_true")
     ap.add_argument("--log")
@@ -108,7 +111,10 @@ def main():
             self.handle_request(False)
 
         def simple(self, status, retry_after=None, body=b""):
-            self.send_response(status)
+            if args.reason is not None:
+                self.send_response(status, args.reason.encode().decode("unicode_escape"))
+            else:
+                self.send_response(status)
             if retry_after is not None:
                 self.send_header("Retry-After", str(retry_after))
             if args.empty_error_bodies:

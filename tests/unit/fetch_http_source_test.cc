@@ -109,6 +109,17 @@ TEST(HttpSource, RetriesA503ThenResumesTwoDropsWithRangeRequests) {
   EXPECT_EQ(CountIn(log, "\"status\": 200"), 1);  // one full answer: nothing downloaded twice
 }
 
+// The server's reason phrase is printed: its control bytes (an escape sequence that recoloured or
+// rewrote the terminal reached it raw) become '?'.
+TEST(HttpSource, AReasonPhraseWithControlBytesIsPrintedWithoutThem) {
+  Download d;
+  ASSERT_NO_FATAL_FAILURE(Fetch({"--reason", "Not \\x1b[31mFound\\x07"}, &d, "05.jsonl.zst"));
+  ASSERT_FALSE(d.bytes.ok());
+  EXPECT_EQ(d.bytes.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(d.message(), HasSubstr("/05.jsonl.zst: HTTP 404 Not ?[31mFound?"));
+  for (char c : d.message()) EXPECT_FALSE(static_cast<unsigned char>(c) < 0x20) << int{c};
+}
+
 TEST(HttpSource, NotFoundFailsAtOnceNamingTheUrlAndStatus) {
   Download d;
   ASSERT_NO_FATAL_FAILURE(Fetch({}, &d, "05.jsonl.zst?token=secret"));
@@ -729,6 +740,12 @@ TEST(RedactUrl, DropsCredentialsAndQuery) {
   EXPECT_EQ(RedactUrl("https://user:pw@host/a/00.jsonl.zst?sig=x#f"),
             "https://host/a/00.jsonl.zst");
   EXPECT_EQ(RedactUrl("http://host:8080/x"), "http://host:8080/x");
+  // A password holding '?' or '#': the credentials go first ("http://alice:pw/" was printed).
+  EXPECT_EQ(RedactUrl("http://alice:pw?x@127.0.0.1:18081/00.jsonl.zst"),
+            "http://127.0.0.1:18081/00.jsonl.zst");
+  EXPECT_EQ(RedactUrl("http://alice:p#w@host/a"), "http://host/a");
+  EXPECT_EQ(RedactUrl("ftp://bob:hunter2@host/pile/?sig=s"), "ftp://host/pile/");
+  EXPECT_EQ(RedactUrl("https://host/a?mail=x@y/z"), "https://host/a");  // '@' past the path
 }
 
 TEST(CheckHeader, AcceptsNameValueAndNeverEchoesTheValue) {

@@ -41,6 +41,18 @@ TEST(ParseShardSource, ClassifiesUrls) {
   EXPECT_EQ(ShardInput(*ParseShardSource("https://h/x#frag"), 0), "https://h/x/00.jsonl.zst");
   EXPECT_FALSE(ParseShardSource("ftp://h/x").ok());
   EXPECT_FALSE(ParseShardSource("file://relative").ok());
+  // A password may hold '?' or '#': the query and fragment start after user:password@ (split
+  // before it, the password was taken for the host and printed).
+  EXPECT_EQ(ShardInput(*ParseShardSource("http://alice:p?w@h/x?t=1"), 0),
+            "http://alice:p?w@h/x/00.jsonl.zst?t=1");
+  EXPECT_EQ(ShardInput(*ParseShardSource("http://alice:p#w@h/x"), 0),
+            "http://alice:p#w@h/x/00.jsonl.zst");
+  EXPECT_EQ(ShardInput(*ParseShardSource("https://h/x?mail=a@b"), 0),
+            "https://h/x/00.jsonl.zst?mail=a@b");
+  // An unsupported scheme's message leaves its credentials and query out.
+  const absl::Status ftp = ParseShardSource("ftp://bob:hunter2@h/pile/?sig=s").status();
+  EXPECT_THAT(std::string(ftp.message()), HasSubstr("--url ftp://h/pile/: unsupported scheme"));
+  EXPECT_THAT(std::string(ftp.message()), Not(HasSubstr("hunter2")));
 }
 
 TEST(FilesForRank, IsTheLaunchersContiguousSplit) {

@@ -34,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -780,7 +781,14 @@ int RunShardJob(int argc, char** argv, int first) {
     } else if (ec) {
       why = ec.message();
     }
-    PrintError(absl::StrCat("--url ", job.source.base, ": ", why));
+    // A mistyped URL ("https:/host/pile?sig=...") arrives here as a directory name: its query is
+    // left out of the message, as from a URL's (a SAS token's signature was printed whole).
+    std::string shown = job.source.base;
+    if (const size_t q = shown.find('?'); q != std::string::npos) shown.replace(q, std::string::npos, "?...");
+    const std::string lower = absl::AsciiStrToLower(shown.substr(0, 8));
+    const bool url_typo = absl::StartsWith(lower, "http:/") || absl::StartsWith(lower, "https:/");
+    PrintError(absl::StrCat("--url ", shown, ": ", why,
+                            url_typo ? " (a URL needs \"://\" after its scheme)" : ""));
     return kExitUsage;
   }
   job.output_dir = args.Get("output-dir", ".");
