@@ -41,7 +41,9 @@ struct Mapping {
 };
 
 absl::Status MapFile(const std::string& path, Mapping* mapping) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO named like the dataset is refused below instead of waited on for ever (a
+  // training job's open would hang); it changes nothing for the regular file that is mapped.
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return ErrnoStatus(errno, path, "open");
   struct stat st;
   if (fstat(fd, &st) != 0) {

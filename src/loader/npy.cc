@@ -184,7 +184,9 @@ absl::StatusOr<NpyArray> DecodeNpy(const std::string& bytes, const std::string& 
 }
 
 absl::StatusOr<MappedNpy> MapNpy(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO in the cache directory is refused below, not waited on (it is mapped, never
+  // read, so the flag changes nothing for a regular file).
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return Errno(errno, path, "open");
   struct stat st;
   if (fstat(fd, &st) != 0) {

@@ -1,6 +1,11 @@
 #include "pileprep/loader.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -1411,6 +1416,33 @@ TEST(IndexedDatasetView, CheckedAccessorsRefuseSequenceNumbersOutsideTheIndex) {
   EXPECT_EQ(out[0], -7);  // nothing copied
   EXPECT_TRUE((*ds)->CopyTokens(n - 1, 0, 1, out));
   EXPECT_EQ(out[0], (*ds)->Sequence<uint16_t>(n - 1)[0]);
+}
+
+// A FIFO named like a dataset's .idx or .bin is refused at once: opening it waited for a writer
+// for ever (a training job's dataset open would hang). A hang here is ended by opening the FIFO's
+// other side, and fails the test.
+TEST(IndexedDatasetView, AFifoInPlaceOfAFileIsRefusedNotWaitedOn) {
+  ScopedTempDir tmp("loader_test_fifo");
+  const std::string golden = std::string(PILEPREP_TEST_DATA_DIR) + "/format/hand_uint16";
+  for (const char* fifo_ext : {".idx", ".bin"}) {
+    const std::string prefix = tmp.path() + "/f" + (fifo_ext[1] == 'i' ? "i" : "b");
+    const std::string other_ext = fifo_ext[1] == 'i' ? ".bin" : ".idx";
+    std::filesystem::copy_file(golden + other_ext, prefix + other_ext);
+    ASSERT_EQ(::mkfifo((prefix + fifo_ext).c_str(), 0600), 0);
+    std::atomic<bool> done{false};
+    absl::Status status;
+    std::thread opener([&] {
+      status = IndexedDatasetView::Open(prefix).status();
+      done = true;
+    });
+    for (int i = 0; i < 300 && !done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const bool hung = !done;
+    if (hung) ::close(::open((prefix + fifo_ext).c_str(), O_WRONLY | O_NONBLOCK));  // release it
+    opener.join();
+    EXPECT_FALSE(hung) << fifo_ext << ": Open waited on the FIFO";
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_THAT(std::string(status.message()), HasSubstr(fifo_ext + std::string(": not a regular file")));
+  }
 }
 
 TEST(IndexedDatasetView, ReadsWhatPilePrepWrites) {
