@@ -15,18 +15,19 @@
 //     a row have each delivered no byte (0: no retry).
 //   - a connection dropped mid-body: the download resumes with `Range: bytes=N-` where N is the
 //     exact number of bytes already delivered, guarded by `If-Range` with the first answer's strong
-//     ETag (else its Last-Modified); the 206 answer's own validator must match the first
-//     answer's too (a 206 with neither is taken as a change), so a changed file is never spliced
-//     onto the old one, even by a server that ignores If-Range. A file of unknown length (no Content-Length) whose connection fails after
-//     its last byte is complete when the resume is answered 416 with that size.
+//     ETag (else its Last-Modified); the 206 answer's own validator must match the first answer's
+//     too (one with no validator of a kind the first answer had is taken as a change), so a changed
+//     file is never spliced onto the old one, even by a server that ignores If-Range. A file of
+//     unknown length (no Content-Length) whose connection fails after its last byte is complete
+//     when the resume is answered 416 with that size.
 // Faults the source reports (Read returns the error):
 //   - the file may have changed: a ranged request answered with the whole file (new ETag, or no
-//     validator), or with a 206 of another ETag or Last-Modified or of neither, or a resume with no strong ETag
-//     or Last-Modified in the first answer to prove the file unchanged: an Aborted status for
-//     which IsRestartRequired() is true. Bytes already delivered are stale; the caller must
-//     discard everything made from them and open the source again. (When the server merely
-//     ignores Range and the strong ETag is unchanged, the source skips the bytes already delivered
-//     itself and no restart is needed.)
+//     validator), or with a 206 of another ETag or Last-Modified or with no validator to compare,
+//     or a resume with no strong ETag or Last-Modified in the first answer to prove the file
+//     unchanged: an Aborted status for which IsRestartRequired() is true. Bytes already delivered
+//     are stale; the caller must discard everything made from them and open the source again. (When
+//     the server merely ignores Range and the strong ETag is unchanged, the source skips the bytes
+//     already delivered itself and no restart is needed.)
 //   - HTTP 404 and other 4xx: NotFound / PermissionDenied / FailedPrecondition at once, naming
 //     the URL and the status line, with a body or without; no retry.
 //   - fewer bytes than Content-Length, or more than Content-Range's total: DataLoss. Bytes past a

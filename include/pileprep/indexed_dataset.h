@@ -209,8 +209,9 @@ inline constexpr size_t kIdxHeaderBytes = 34;
 
 // Reads and checks `idx_path`: magic, version 1, dtype code 4 or 8, and a size of exactly
 // 34 + 12·S + 8·D1 bytes. It does not check the arrays' contents or the .bin (a validator's job).
-// Errors: the open/read error (path and strerror), or InvalidArgument naming the file and byte
-// offset:
+// Errors: the open/read error (path and strerror), InvalidArgument "x.idx: not a regular file"
+// for a FIFO or a device (refused at once, never waited on or read without end), or
+// InvalidArgument naming the file and byte offset:
 //   "x.idx: byte 17: dtype code 7 is not a token dtype (expected 4 = int32 or 8 = uint16)"
 absl::StatusOr<IndexedDatasetIndex> ReadIndex(const std::string& idx_path);
 

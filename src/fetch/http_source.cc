@@ -29,6 +29,8 @@
 #include "absl/strings/str_format.h"
 #include "pileprep/fetch.h"
 
+#include "fetch/url.h"
+
 namespace pileprep {
 namespace {
 
@@ -54,15 +56,16 @@ std::string Trim(std::string s) {
   return s.substr(i);
 }
 
-// A server's header line as it may be printed: control bytes (which no valid header holds, but a
-// reason phrase of "\x1b[31m..." reached the terminal raw) become '?', a tab a space, and a line
-// longer than 512 bytes is cut. ETags and Last-Modified are compared as made here, on both sides.
+// A server's text as it may be printed (its status line, an ETag or Last-Modified in a message):
+// control bytes (no valid header holds them, but a reason phrase of "\x1b[31m..." reached the
+// terminal raw) become '?', a tab a space, and so does every byte past ASCII (a C1 control, 0x9B,
+// is a CSI to some terminals; header values are ASCII in practice). Values are compared raw.
 std::string Printable(std::string s) {
-  if (s.size() > 512) s.resize(512);
   for (char& c : s) {
-    if (c == '\t') {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (u == '\t') {
       c = ' ';
-    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+    } else if (u < 0x20 || u >= 0x7f) {
       c = '?';
     }
   }
@@ -268,12 +271,12 @@ class HttpSourceImpl final : public HttpSource {
   static size_t HeaderCallback(char* data, size_t size, size_t count, void* self) {
     auto* me = static_cast<HttpSourceImpl*>(self);
     const size_t n = size * count;
-    std::string line = Printable(Trim(std::string(data, n)));
+    std::string line = Trim(std::string(data, n));
     Response& r = me->response_;
     if (absl::StartsWith(line, "HTTP/")) {
       // A new response (after a redirect or a 100 Continue): forget the previous one's headers.
       r = Response{};
-      r.status_line = line;
+      r.status_line = Printable(line);  // only ever printed
       return n;
     }
     const size_t colon = line.find(':');
@@ -321,19 +324,26 @@ class HttpSourceImpl final : public HttpSource {
   std::string ValidatorChange(const Response& r, bool unproven_is_change) const {
     if (!StrongEtag().empty() && !r.etag.empty()) {
       if (r.etag == StrongEtag()) return "";
-      return absl::StrCat("the file changed: ETag ", etag_, ", now ", r.etag);
+      return absl::StrCat("the file changed: ETag ", Printable(etag_), ", now ",
+                          Printable(r.etag));
     }
     if (!last_modified_.empty() && !r.last_modified.empty()) {
       if (r.last_modified == last_modified_) return "";
-      return absl::StrCat("the file changed: Last-Modified ", last_modified_, ", now ",
-                          r.last_modified);
+      return absl::StrCat("the file changed: Last-Modified ", Printable(last_modified_), ", now ",
+                          Printable(r.last_modified));
     }
     if (!unproven_is_change) return "";
     return absl::StrCat("the first answer had ",
-                        StrongEtag().empty() ? absl::StrCat("Last-Modified ", last_modified_)
-                                             : absl::StrCat("ETag ", etag_),
+                        StrongEtag().empty() ? absl::StrCat("Last-Modified ", Printable(last_modified_))
+                                             : absl::StrCat("ETag ", Printable(etag_)),
                         ", this one no ", StrongEtag().empty() ? "Last-Modified" : "ETag",
                         " to prove the file unchanged");
+  }
+
+  // How many redirects the last transfer followed.
+  long Redirects() const {
+    long n = 0;
+    return curl_easy_getinfo(easy_, CURLINFO_REDIRECT_COUNT, &n) == CURLE_OK ? n : 0;
   }
 
   bool CheckResponse() {
@@ -664,6 +674,7 @@ class HttpSourceImpl final : public HttpSource {
       }
       if ((r.checked || code == CURLE_OK) && r.code != 0 && (r.code < 200 || r.code >= 300)) {
         std::string line = r.status_line.empty() ? absl::StrCat("HTTP ", r.code) : r.status_line;
+        if (line.size() > 200) line = absl::StrCat(line.substr(0, 200), "...");  // a reason, not a page
         if (absl::StartsWith(line, "HTTP/")) {
           // "HTTP/1.1 404 Not Found" -> "HTTP 404 Not Found"
           const size_t space = line.find(' ');
@@ -709,7 +720,7 @@ class HttpSourceImpl final : public HttpSource {
                 "host and chain to a trusted CA (the system's, or --ca-file FILE); --insecure "
                 "skips the check, for testing only)";
           } else if (code == CURLE_UNSUPPORTED_PROTOCOL &&
-                     absl::StartsWithIgnoreCase(url_, "https://")) {
+                     absl::StartsWithIgnoreCase(url_, "https://") && Redirects() > 0) {
             hint =
                 " (an https download follows redirects to https only: the server redirected it "
                 "to another scheme, such as plain http, whose bytes no certificate vouches for)";
@@ -791,14 +802,10 @@ bool IsRestartRequired(const absl::Status& status) {
 
 std::string RedactUrl(const std::string& url) {
   std::string out = url;
-  // user:password@ first, up to the last '@' before the path: a password may hold '?' or '#'
-  // ("http://alice:pw?x@host/" printed "http://alice:pw/" when the query was cut first).
   size_t host_start = 0;
   if (const size_t scheme = out.find("://"); scheme != std::string::npos) {
     host_start = scheme + 3;
-    const size_t path = out.find('/', host_start);
-    const size_t at = out.rfind('@', path == std::string::npos ? out.size() : path);
-    if (at != std::string::npos && at >= host_start) out.erase(host_start, at + 1 - host_start);
+    out.erase(host_start, internal::UserinfoEnd(out, host_start) - host_start);
   }
   const size_t cut = out.find_first_of("?#", host_start);
   if (cut != std::string::npos) out.resize(cut);

@@ -79,15 +79,23 @@ absl::StatusOr<UniqueFd> OpenForWrite(const std::string& path) {
   return UniqueFd(fd);
 }
 
-absl::StatusOr<UniqueFd> OpenForRead(const std::string& path) {
+namespace {
+// open(2) for reading, again while a signal interrupts it; an error names the path.
+absl::StatusOr<UniqueFd> OpenReadOnly(const std::string& path, int extra_flags) {
   int fd;
-  // O_NONBLOCK: opening a FIFO named like a dataset would otherwise wait for a writer forever
-  // (`validate` hung on one); it is taken off again for the regular file this must be.
   do {
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | extra_flags);
   } while (fd < 0 && errno == EINTR);
   if (fd < 0) return ErrnoError(errno, path, "cannot open");
-  UniqueFd owned(fd);
+  return UniqueFd(fd);
+}
+}  // namespace
+
+absl::StatusOr<UniqueFd> OpenForRead(const std::string& path) {
+  // O_NONBLOCK: opening a FIFO named like a dataset would otherwise wait for a writer forever
+  // (`validate` hung on one); it is taken off again for the regular file this must be.
+  PILEPREP_ASSIGN_OR_RETURN(UniqueFd owned, OpenReadOnly(path, O_NONBLOCK | O_NOCTTY));
+  const int fd = owned.get();
   struct stat st;
   if (::fstat(fd, &st) != 0) return ErrnoError(errno, path, "stat");
   if (!S_ISREG(st.st_mode)) return absl::InvalidArgumentError(path + ": not a regular file");
@@ -151,18 +159,9 @@ absl::StatusOr<size_t> ReadFull(int fd, char* data, size_t size, const std::stri
 }
 
 absl::StatusOr<std::string> ReadFileToString(const std::string& path, ReadFileKind kind) {
-  UniqueFd fd;
-  if (kind == kRegularFileOnly) {
-    PILEPREP_ASSIGN_OR_RETURN(fd, OpenForRead(path));
-  } else {
-    // A plain open, not OpenForRead: a vocabulary may come through a pipe (`<(...)`).
-    int raw;
-    do {
-      raw = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    } while (raw < 0 && errno == EINTR);
-    if (raw < 0) return ErrnoError(errno, path, "cannot open");
-    fd = UniqueFd(raw);
-  }
+  // kAnyFile: a plain open, not OpenForRead: a vocabulary may come through a pipe (`<(...)`).
+  PILEPREP_ASSIGN_OR_RETURN(UniqueFd fd,
+                            kind == kRegularFileOnly ? OpenForRead(path) : OpenReadOnly(path, 0));
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return ErrnoError(errno, path, "stat");
   std::string out;

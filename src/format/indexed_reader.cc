@@ -204,10 +204,13 @@ absl::StatusOr<std::vector<std::string>> FindDatasetPrefixes(const std::string& 
   std::set<std::string> idx, bin;
   // A read error part way through sets `ec` and ends the iteration like the last entry: it is
   // checked after the loop, or a merge or validate would go on with part of the directory.
-  // Every entry named like half of a dataset counts, whatever it is: a dangling symlink (a shard
-  // on storage that is not mounted) or a FIFO then fails where it is opened, named, instead of
-  // leaving the listing unseen (a merge went on without the shard, and validate passed).
+  // Every entry named like half of a dataset counts but a directory (which Megatron's
+  // merge_datasets.py skips too): a dangling symlink (a shard on storage that is not mounted) or a
+  // FIFO then fails where it is opened, named, where Megatron's skips it unseen (a merge went on
+  // without the shard, and validate passed).
   for (; it != fs::directory_iterator(); it.increment(ec)) {
+    std::error_code type_ec;
+    if (it->is_directory(type_ec)) continue;
     const std::string name = it->path().filename().string();
     if (name.size() > 4 && name.compare(name.size() - 4, 4, ".idx") == 0) {
       idx.insert(name.substr(0, name.size() - 4));

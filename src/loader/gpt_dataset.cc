@@ -663,27 +663,43 @@ absl::StatusOr<std::array<std::optional<SequenceRange>, 3>> ComputeSplit(
   }
   std::vector<double> w;
   if (rounding == SplitRounding::kLegacy) {
-    // get_train_valid_test_split_: pieces between ',' (or else '/'), each through float(); the
-    // first three kept. float() takes surrounding whitespace, a sign and exponents; "inf" and
-    // "nan" make its int(round(...)) raise, so they are refused here.
+    // get_train_valid_test_split_: pieces between ',' (or else '/'), each through float(), then
+    // the first three kept. float() takes surrounding whitespace, a sign, an exponent and '_'
+    // between digits. Of the three kept, "inf" and "nan" make its int(round(...)) raise, and a
+    // negative weight makes a range that starts or ends below 0, which GPTDataset's
+    // `min(documents) >= 0` refuses: both refused here.
     const char sep = split.find(',') != absl::string_view::npos   ? ','
                      : split.find('/') != absl::string_view::npos ? '/'
                                                                   : '\0';
     for (absl::string_view rest = split;;) {
       const size_t cut = sep == '\0' ? absl::string_view::npos : rest.find(sep);
-      absl::string_view piece = absl::StripAsciiWhitespace(rest.substr(0, cut));
+      std::string piece(absl::StripAsciiWhitespace(rest.substr(0, cut)));
       const bool plus = !piece.empty() && piece.front() == '+';
-      if (plus) piece.remove_prefix(1);
+      if (plus) piece.erase(0, 1);
+      // '_' only between two digits, as float() allows it; then dropped.
+      bool underscores_ok = true;
+      for (size_t k = 0; k < piece.size(); ++k) {
+        if (piece[k] != '_') continue;
+        underscores_ok = underscores_ok && k > 0 && k + 1 < piece.size() &&
+                         absl::ascii_isdigit(piece[k - 1]) && absl::ascii_isdigit(piece[k + 1]);
+      }
+      piece.erase(std::remove(piece.begin(), piece.end(), '_'), piece.end());
       // from_chars takes '-' but not '+': a sign after '+' ("+-1") is refused as float() does.
-      const std::optional<double> v = plus && !piece.empty() && piece.front() == '-'
+      const std::optional<double> v = !underscores_ok || (plus && !piece.empty() && piece.front() == '-')
                                           ? std::nullopt
                                           : ParseFloat(piece);
-      if (!v || !std::isfinite(*v)) {
+      const absl::string_view shown = absl::StripAsciiWhitespace(rest.substr(0, cut));
+      if (!v) {
         return absl::InvalidArgumentError(
-            absl::StrCat("split \"", split, "\": \"", piece, "\" is not a number"));
+            absl::StrCat("split \"", split, "\": \"", shown, "\" is not a number"));
+      }
+      if (w.size() < 3 && (!std::isfinite(*v) || *v < 0)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "split \"", split, "\": weight \"", shown, "\" is ",
+            std::isfinite(*v) ? "negative" : "not finite", " (legacy Megatron cannot use it)"));
       }
       w.push_back(*v);
-      if (cut == std::string_view::npos) break;
+      if (cut == absl::string_view::npos) break;
       rest.remove_prefix(cut + 1);
     }
     if (w.size() > 3) w.resize(3);

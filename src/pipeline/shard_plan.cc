@@ -12,6 +12,7 @@ extern char** environ;
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/ascii.h"
+#include "fetch/url.h"
 #include "pileprep/fetch.h"
 #include "pileprep/status_macros.h"
 
@@ -79,12 +80,9 @@ absl::StatusOr<ShardSource> ParseShardSource(std::string_view url) {
   if (lower.rfind("http://", 0) == 0 || lower.rfind("https://", 0) == 0) {
     // The file names go into the path, before a query (a container's SAS token): appended to the
     // whole URL they became part of the query's last value.
-    // The query starts after user:password@ (up to the last '@' before the path), whose password
-    // may hold '?' or '#': split there, the password became the host and printed in messages.
-    const size_t authority = url.find("://") + 3;
-    const size_t path = url.find('/', authority);
-    const size_t at = url.rfind('@', path == std::string_view::npos ? url.size() : path);
-    const size_t after_userinfo = at != std::string_view::npos && at >= authority ? at + 1 : 0;
+    // The query starts after user:password@, whose password may hold '?' or '#' (split before
+    // it, the password became the host and was printed in messages).
+    const size_t after_userinfo = internal::UserinfoEnd(url, url.find("://") + 3);
     std::string base(url.substr(0, url.find('#', after_userinfo)));
     std::string query;
     if (const size_t q = base.find('?', after_userinfo); q != std::string::npos) {

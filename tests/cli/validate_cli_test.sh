@@ -127,6 +127,10 @@ expect "merge refuses a broken input" 1 "not sound" -- "$PILEPREP" merge --outpu
 dl=$work/dangling; mkdir -p "$dl"
 cp "$p0.idx" "$dl/a.idx"; cp "$p0.bin" "$dl/a.bin"; cp "$p0.idx" "$dl/c.idx"; cp "$p0.bin" "$dl/c.bin"
 ln -s "$work/unmounted/b.idx" "$dl/b.idx"; ln -s "$work/unmounted/b.bin" "$dl/b.bin"
+# A directory named like a dataset's half is skipped, as Megatron's merge_datasets.py skips it.
+mkdir -p "$work/withdir/sub.bin"; cp "$p0.idx" "$p0.bin" "$work/withdir/"
+expect "validate DIR skips a directory named *.bin" 0 "my-gpt3_00_text_document: ok" -- \
+  "$PILEPREP" validate "$work/withdir"
 expect "validate DIR fails a dangling pair" 1 "$dl/b.idx: cannot open: No such file or directory" -- \
   "$PILEPREP" validate "$dl"
 expect "merge --input-dir fails a dangling pair" 1 "$dl/b.idx: cannot open: No such file or directory" -- \

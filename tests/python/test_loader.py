@@ -354,7 +354,11 @@ def test_vectors(pileprep, writer, tmp):
           "split legacy keeps the first three of four weights")
     check(pileprep.split_ranges(" 1e2 /1/ +1", 102, legacy=True) == ref_split(" 1e2 /1/ +1", 102, True),
           "split legacy reads pieces as float() does")
-    for bad in ["50 25 25", "1,,1", "1,inf,1", "1,nan", "+-1,2", "0,0,0"]:
+    check(pileprep.split_ranges("1_000,0,0", 10, legacy=True) == ref_split("1_000,0,0", 10, True),
+          "split legacy reads 1_000 as float() does")
+    check(pileprep.split_ranges("98,2,0,inf", 100, legacy=True) == ref_split("98,2,0,inf", 100, True),
+          "split legacy drops a fourth piece after reading it")
+    for bad in ["50 25 25", "1,,1", "1,inf,1", "1,nan", "+-1,2", "0,0,0", "-1,3,0", "1e18,-1e18,1"]:
         try:
             pileprep.split_ranges(bad, 10, legacy=True)
             check(False, f"split legacy {bad!r} accepted")

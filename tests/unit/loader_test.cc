@@ -1286,7 +1286,12 @@ TEST(Split, LegacyParsesPiecesAsPythonFloat) {
   EXPECT_EQ(ranges("98,2,0,0", 100), (R{{0, 98}, {98, 100}, {-1, -1}}));
   EXPECT_EQ(ranges(" 1e2 / 1 / +1", 102), (R{{0, 100}, {100, 101}, {101, 102}}));
   EXPECT_EQ(ranges("3", 10), (R{{0, 10}, {-1, -1}, {-1, -1}}));
-  for (std::string_view bad : {"50 25 25", "1,,1", "1,inf,1", "1,nan", "+-1,2", "0,0,0", ""}) {
+  EXPECT_EQ(ranges("1_000,0,0", 10), (R{{0, 10}, {-1, -1}, {-1, -1}}));  // float("1_000")
+  EXPECT_EQ(ranges("98,2,0,inf", 100), (R{{0, 98}, {98, 100}, {-1, -1}}));  // read, then dropped
+  // Not numbers to float(), or weights legacy Megatron cannot use (a negative one makes a range
+  // below 0, which GPTDataset's min(documents) >= 0 refuses; a 4 TB one was asked for).
+  for (std::string_view bad : {"50 25 25", "1,,1", "1,inf,1", "1,nan", "+-1,2", "0,0,0", "",
+                               "1__0,1", "_1,1", "-1,3,0", "-1e10,1e10,1", "1e18,-1e18,1"}) {
     EXPECT_EQ(ComputeSplit(bad, 10, SplitRounding::kLegacy).status().code(),
               absl::StatusCode::kInvalidArgument)
         << bad;

@@ -49,6 +49,8 @@ TEST(ParseShardSource, ClassifiesUrls) {
             "http://alice:p#w@h/x/00.jsonl.zst");
   EXPECT_EQ(ShardInput(*ParseShardSource("https://h/x?mail=a@b"), 0),
             "https://h/x/00.jsonl.zst?mail=a@b");
+  EXPECT_EQ(ShardInput(*ParseShardSource("https://h?mail=a@b"), 0),  // no path: still the query
+            "https://h/00.jsonl.zst?mail=a@b");
   // An unsupported scheme's message leaves its credentials and query out.
   const absl::Status ftp = ParseShardSource("ftp://bob:hunter2@h/pile/?sig=s").status();
   EXPECT_THAT(std::string(ftp.message()), HasSubstr("--url ftp://h/pile/: unsupported scheme"));

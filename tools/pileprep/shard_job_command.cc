@@ -784,9 +784,14 @@ int RunShardJob(int argc, char** argv, int first) {
     // A mistyped URL ("https:/host/pile?sig=...") arrives here as a directory name: its query is
     // left out of the message, as from a URL's (a SAS token's signature was printed whole).
     std::string shown = job.source.base;
-    if (const size_t q = shown.find('?'); q != std::string::npos) shown.replace(q, std::string::npos, "?...");
     const std::string lower = absl::AsciiStrToLower(shown.substr(0, 8));
     const bool url_typo = absl::StartsWith(lower, "http:/") || absl::StartsWith(lower, "https:/");
+    if (const size_t colon = shown.find(":/"); url_typo) {
+      // Redacted as the URL it was meant to be (user:password@ too), then shown as typed.
+      shown = RedactUrl(shown.substr(0, colon) + "://" + shown.substr(colon + 2));
+      shown.replace(colon, 3, ":/");
+    }
+    if (const size_t q = shown.find('?'); q != std::string::npos) shown.replace(q, std::string::npos, "?...");
     PrintError(absl::StrCat("--url ", shown, ": ", why,
                             url_typo ? " (a URL needs \"://\" after its scheme)" : ""));
     return kExitUsage;
