@@ -107,10 +107,10 @@ class IndexedDatasetReader {
 // The dataset prefixes in `dir`: every `NAME.idx` with a `NAME.bin` beside it, as `dir/NAME`,
 // sorted lexicographically by byte (the order of Megatron's tools/merge_datasets.py, Python's
 // sorted()). Files other than .bin/.idx are ignored, and directories; an entry so named that is no
-// regular file (a dangling symlink, a FIFO) counts, and fails where it is opened. Errors: the directory cannot be
-// listed; a .idx without its .bin or a .bin without its .idx (FailedPrecondition naming it), unless
-// `unpaired` is given: then such files' paths go there (sorted) and the pairs are returned
-// (validate checks the pairs it can).
+// regular file (a dangling symlink, a FIFO) counts, and fails where it is opened. Errors: the
+// directory cannot be listed; a .idx without its .bin or a .bin without its .idx
+// (FailedPrecondition naming it), unless `unpaired` is given: then such files' paths go there
+// (sorted) and the pairs are returned (validate checks the pairs it can).
 absl::StatusOr<std::vector<std::string>> FindDatasetPrefixes(
     const std::string& dir, std::vector<std::string>* unpaired = nullptr);
 

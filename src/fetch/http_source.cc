@@ -27,9 +27,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "pileprep/fetch.h"
-
 #include "fetch/url.h"
+#include "pileprep/fetch.h"
 
 namespace pileprep {
 namespace {
@@ -192,8 +191,8 @@ class HttpSourceImpl final : public HttpSource {
       ::unlink(CacheTemp().c_str());
       // O_EXCL | O_NOFOLLOW: in a directory other users can write, a symlink planted between
       // the unlink and the open would otherwise be followed and its target truncated.
-      cache_fd_ = ::open(CacheTemp().c_str(),
-                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+      cache_fd_ =
+          ::open(CacheTemp().c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
       if (cache_fd_ < 0)
         DropCache(absl::StrCat(CacheTemp(), ": cannot create: ", std::strerror(errno)));
     }
@@ -324,8 +323,7 @@ class HttpSourceImpl final : public HttpSource {
   std::string ValidatorChange(const Response& r, bool unproven_is_change) const {
     if (!StrongEtag().empty() && !r.etag.empty()) {
       if (r.etag == StrongEtag()) return "";
-      return absl::StrCat("the file changed: ETag ", Printable(etag_), ", now ",
-                          Printable(r.etag));
+      return absl::StrCat("the file changed: ETag ", Printable(etag_), ", now ", Printable(r.etag));
     }
     if (!last_modified_.empty() && !r.last_modified.empty()) {
       if (r.last_modified == last_modified_) return "";
@@ -334,8 +332,9 @@ class HttpSourceImpl final : public HttpSource {
     }
     if (!unproven_is_change) return "";
     return absl::StrCat("the first answer had ",
-                        StrongEtag().empty() ? absl::StrCat("Last-Modified ", Printable(last_modified_))
-                                             : absl::StrCat("ETag ", Printable(etag_)),
+                        StrongEtag().empty()
+                            ? absl::StrCat("Last-Modified ", Printable(last_modified_))
+                            : absl::StrCat("ETag ", Printable(etag_)),
                         ", this one no ", StrongEtag().empty() ? "Last-Modified" : "ETag",
                         " to prove the file unchanged");
   }
@@ -674,7 +673,8 @@ class HttpSourceImpl final : public HttpSource {
       }
       if ((r.checked || code == CURLE_OK) && r.code != 0 && (r.code < 200 || r.code >= 300)) {
         std::string line = r.status_line.empty() ? absl::StrCat("HTTP ", r.code) : r.status_line;
-        if (line.size() > 200) line = absl::StrCat(line.substr(0, 200), "...");  // a reason, not a page
+        if (line.size() > 200)
+          line = absl::StrCat(line.substr(0, 200), "...");  // a reason, not a page
         if (absl::StartsWith(line, "HTTP/")) {
           // "HTTP/1.1 404 Not Found" -> "HTTP 404 Not Found"
           const size_t space = line.find(' ');

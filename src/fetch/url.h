@@ -20,8 +20,8 @@ inline size_t UserinfoEnd(std::string_view url, size_t host_start) {
   if (host_start > url.size()) return url.size();
   const size_t rfc_end = url.find_first_of("/?#", host_start);
   const std::string_view authority =
-      url.substr(host_start, rfc_end == std::string_view::npos ? std::string_view::npos
-                                                                : rfc_end - host_start);
+      url.substr(host_start,
+                 rfc_end == std::string_view::npos ? std::string_view::npos : rfc_end - host_start);
   if (const size_t at = authority.rfind('@'); at != std::string_view::npos) {
     return host_start + at + 1;
   }

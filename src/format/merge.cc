@@ -191,9 +191,9 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
       for (size_t j = 0; j < count; ++j) {
         int64_t value;
         std::memcpy(&value, doc.data() + j * sizeof(int64_t), sizeof(value));
-        const bool wrong = j == 0 ? value != 0
-                                  : value < previous || static_cast<uint64_t>(value) >
-                                                            reader->num_sequences();
+        const bool wrong =
+            j == 0 ? value != 0
+                   : value < previous || static_cast<uint64_t>(value) > reader->num_sequences();
         if (wrong) {
           return absl::FailedPreconditionError(absl::StrCat(
               prefix, ".idx: document index ", j, " is ", value,

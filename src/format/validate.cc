@@ -509,8 +509,7 @@ class Checker {
       Add("eod", static_cast<int64_t>(byte), static_cast<int64_t>(i), no_eod.count, [&] {
         return absl::StrCat(At(bin_name_, byte), "sequence ", i,
                             docs_ok ? absl::StrCat(" (the last of document ", doc, ")") : "",
-                            " ends with token ",
-                            no_eod.value, ", not EOD ", options_.eod_id, "; ",
+                            " ends with token ", no_eod.value, ", not EOD ", options_.eod_id, "; ",
                             docs_ok ? Plural(no_eod.count, "document lacks", "documents lack")
                                     : Plural(no_eod.count, "sequence lacks", "sequences lack"),
                             docs_ok ? " a final EOD"

@@ -146,12 +146,14 @@ absl::StatusOr<EpochPlan> PlanEpochs(const Sizes& sizes, absl::Span<const int32_
     // shuffles first. Megatron then builds a shuffle index longer than its samples (some read
     // past its sample index); here the shuffle wrote past its array.
     if (plan.separate && SampleCount(o, plan) < plan.samples_sans_final_epoch) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          *o.num_samples, " samples of ", o.sequence_length, " tokens with the partial last sample "
-          "kept: Megatron's single-precision sample count rounds to ", SampleCount(o, plan),
-          ", fewer than the ", plan.samples_sans_final_epoch, " samples of the ",
-          plan.num_epochs - 1, " epochs before the final one, so its shuffle index would not "
-          "match its samples; ask for fewer samples or drop the partial last sample"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(*o.num_samples, " samples of ", o.sequence_length,
+                       " tokens with the partial last sample "
+                       "kept: Megatron's single-precision sample count rounds to ",
+                       SampleCount(o, plan), ", fewer than the ", plan.samples_sans_final_epoch,
+                       " samples of the ", plan.num_epochs - 1,
+                       " epochs before the final one, so its shuffle index would not "
+                       "match its samples; ask for fewer samples or drop the partial last sample"));
     }
   }
   return plan;
@@ -685,9 +687,9 @@ absl::StatusOr<std::array<std::optional<SequenceRange>, 3>> ComputeSplit(
       }
       piece.erase(std::remove(piece.begin(), piece.end(), '_'), piece.end());
       // from_chars takes '-' but not '+': a sign after '+' ("+-1") is refused as float() does.
-      const std::optional<double> v = !underscores_ok || (plus && !piece.empty() && piece.front() == '-')
-                                          ? std::nullopt
-                                          : ParseFloat(piece);
+      const std::optional<double> v =
+          !underscores_ok || (plus && !piece.empty() && piece.front() == '-') ? std::nullopt
+                                                                              : ParseFloat(piece);
       const absl::string_view shown = absl::StripAsciiWhitespace(rest.substr(0, cut));
       if (!v) {
         return absl::InvalidArgumentError(

@@ -8,10 +8,10 @@
 extern char** environ;
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/ascii.h"
 #include "fetch/url.h"
 #include "pileprep/fetch.h"
 #include "pileprep/status_macros.h"
@@ -94,9 +94,10 @@ absl::StatusOr<ShardSource> ParseShardSource(std::string_view url) {
   }
   if (const size_t colon = url.find("://"); colon != std::string_view::npos) {
     // Redacted as a URL is in every message: user:password@ and the query left out.
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--url ", RedactUrl(std::string(url)), ": unsupported scheme \"",
-        std::string(url.substr(0, colon)), "\"; use https://, http://, file:// or a local directory"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--url ", RedactUrl(std::string(url)), ": unsupported scheme \"",
+                     std::string(url.substr(0, colon)),
+                     "\"; use https://, http://, file:// or a local directory"));
   }
   return ShardSource{SourceKind::kLocalDirectory, std::string(url), ""};
 }

@@ -114,8 +114,7 @@ TEST(HttpSource, RetriesA503ThenResumesTwoDropsWithRangeRequests) {
 TEST(HttpSource, AReasonPhraseWithControlBytesIsPrintedWithoutThem) {
   Download d;
   // \x9b: the C1 CSI, one byte (the server writes its status line in Latin-1).
-  ASSERT_NO_FATAL_FAILURE(
-      Fetch({"--reason", "Not \\x1b[31mFound\\x07\\x9b"}, &d, "05.jsonl.zst"));
+  ASSERT_NO_FATAL_FAILURE(Fetch({"--reason", "Not \\x1b[31mFound\\x07\\x9b"}, &d, "05.jsonl.zst"));
   ASSERT_FALSE(d.bytes.ok());
   EXPECT_EQ(d.bytes.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(d.message(), HasSubstr("/05.jsonl.zst: HTTP 404 Not ?[31mFound??"));
@@ -227,7 +226,8 @@ TEST(HttpSource, ResumedAnswerWithoutAnyValidatorRequiresRestart) {
     }
     Download d;
     ASSERT_NO_FATAL_FAILURE(Fetch(args, &d));
-    ASSERT_FALSE(d.bytes.ok()) << "a tail no validator vouches for was spliced on; change " << change;
+    ASSERT_FALSE(d.bytes.ok()) << "a tail no validator vouches for was spliced on; change "
+                               << change;
     EXPECT_TRUE(IsRestartRequired(d.bytes.status())) << d.bytes.status();
     EXPECT_THAT(d.message(), HasSubstr("this one no ETag to prove the file unchanged"));
     const std::vector<std::string> log = d.server->Log(2);

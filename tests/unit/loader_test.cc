@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -1286,7 +1286,7 @@ TEST(Split, LegacyParsesPiecesAsPythonFloat) {
   EXPECT_EQ(ranges("98,2,0,0", 100), (R{{0, 98}, {98, 100}, {-1, -1}}));
   EXPECT_EQ(ranges(" 1e2 / 1 / +1", 102), (R{{0, 100}, {100, 101}, {101, 102}}));
   EXPECT_EQ(ranges("3", 10), (R{{0, 10}, {-1, -1}, {-1, -1}}));
-  EXPECT_EQ(ranges("1_000,0,0", 10), (R{{0, 10}, {-1, -1}, {-1, -1}}));  // float("1_000")
+  EXPECT_EQ(ranges("1_000,0,0", 10), (R{{0, 10}, {-1, -1}, {-1, -1}}));     // float("1_000")
   EXPECT_EQ(ranges("98,2,0,inf", 100), (R{{0, 98}, {98, 100}, {-1, -1}}));  // read, then dropped
   // Not numbers to float(), or weights legacy Megatron cannot use (a negative one makes a range
   // below 0, which GPTDataset's min(documents) >= 0 refuses; a 4 TB one was asked for).
@@ -1440,13 +1440,15 @@ TEST(IndexedDatasetView, AFifoInPlaceOfAFileIsRefusedNotWaitedOn) {
       status = IndexedDatasetView::Open(prefix).status();
       done = true;
     });
-    for (int i = 0; i < 300 && !done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    for (int i = 0; i < 300 && !done; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
     const bool hung = !done;
     if (hung) ::close(::open((prefix + fifo_ext).c_str(), O_WRONLY | O_NONBLOCK));  // release it
     opener.join();
     EXPECT_FALSE(hung) << fifo_ext << ": Open waited on the FIFO";
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
-    EXPECT_THAT(std::string(status.message()), HasSubstr(fifo_ext + std::string(": not a regular file")));
+    EXPECT_THAT(std::string(status.message()),
+                HasSubstr(fifo_ext + std::string(": not a regular file")));
   }
 }
 

@@ -181,16 +181,16 @@ absl::Status ReadCommon(const Args& args, Common* c) {
 // without a newline: with a file lacking either, the two tokenize differently. Said, not refused
 // (the file is the user's choice); a pipe is not read twice to look.
 void WarnOfMergesMegatronReadsOtherwise(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) return;
+  // A pipe is refused here (kRegularFileOnly), not read: the tokenizer has read it already.
   absl::StatusOr<std::string> merges = internal::ReadFileToString(path, internal::kRegularFileOnly);
-  if (!merges.ok()) return;
+  if (!merges.ok() || merges->empty()) return;
   std::vector<std::string> lost;
   // An empty first line is dropped by both (pileprep skips empty lines): no difference.
   if (merges->rfind("#version", 0) != 0 && merges->front() != '\n' &&
       merges->rfind("\r\n", 0) != 0) {
-    lost.push_back(absl::StrCat("its first line (\"", merges->substr(0, merges->find('\n')),
-                                "\"), which is no \"#version\" header and is read as a merge here"));
+    lost.push_back(
+        absl::StrCat("its first line (\"", merges->substr(0, merges->find('\n')),
+                     "\"), which is no \"#version\" header and is read as a merge here"));
   }
   if (merges->back() != '\n') {
     lost.push_back(absl::StrCat("its last line (\"", merges->substr(merges->rfind('\n') + 1),

@@ -60,10 +60,10 @@ int RunPreprocess(int argc, char** argv, int first) {
   AddCommonFlags(args);
   const std::optional<int> done = ParseOrHelp(
       args, argc, argv, first,
-        "Usage: pileprep preprocess --input FILE --output-prefix P [--json-keys text] "
-        "[--append-eod] [--workers N]\n\n"
-        "A drop-in for Megatron's tools/preprocess_data.py (GPT-2, no sentence splitting): writes\n"
-        "P_KEY_document.{bin,idx} byte-identical to Megatron's for the same input.\n\n",
+      "Usage: pileprep preprocess --input FILE --output-prefix P [--json-keys text] "
+      "[--append-eod] [--workers N]\n\n"
+      "A drop-in for Megatron's tools/preprocess_data.py (GPT-2, no sentence splitting): writes\n"
+      "P_KEY_document.{bin,idx} byte-identical to Megatron's for the same input.\n\n",
       ExitCodeHelp(ExitHelpFor::kPreprocess));
   if (done) return *done;
   Common c;

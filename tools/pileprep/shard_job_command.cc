@@ -681,16 +681,20 @@ int RunShardJob(int argc, char** argv, int first) {
   }
   const std::optional<int> done = ParseOrHelp(
       args, argc, argv, first,
-        "Usage: pileprep [--url SRC] [--files LIST] [--output-dir DIR] [--nodes N --rank R] [flags]\n"
-        "       pileprep COMMAND [flags]\n\n"
-        "Prepares GPT pre-training data: each shard SRC/NN.jsonl.zst is streamed (from a directory or\n"
-        "over HTTP(S), with retries and Range resume), decompressed (zstd), parsed (one JSON document\n"
-        "per line), tokenized with GPT-2 BPE and written as a Megatron indexed dataset\n"
-        "DIR/NAME_NN_text_document.{bin,idx}, byte-identical to Megatron's tools/preprocess_data.py\n"
-        "--append-eod. Outputs appear only when complete; a rerun skips shards whose outputs validate.\n"
-        "Ranks split --files as the NeMo launcher does; a JSON summary goes to\n"
-        "DIR/pileprep-summary-rankR.json.\n\n"
-        "Other commands (pileprep help COMMAND for their flags):\n" + commands + "\n",
+      "Usage: pileprep [--url SRC] [--files LIST] [--output-dir DIR] [--nodes N --rank R] [flags]\n"
+      "       pileprep COMMAND [flags]\n\n"
+      "Prepares GPT pre-training data: each shard SRC/NN.jsonl.zst is streamed (from a directory "
+      "or\n"
+      "over HTTP(S), with retries and Range resume), decompressed (zstd), parsed (one JSON "
+      "document\n"
+      "per line), tokenized with GPT-2 BPE and written as a Megatron indexed dataset\n"
+      "DIR/NAME_NN_text_document.{bin,idx}, byte-identical to Megatron's tools/preprocess_data.py\n"
+      "--append-eod. Outputs appear only when complete; a rerun skips shards whose outputs "
+      "validate.\n"
+      "Ranks split --files as the NeMo launcher does; a JSON summary goes to\n"
+      "DIR/pileprep-summary-rankR.json.\n\n"
+      "Other commands (pileprep help COMMAND for their flags):\n" +
+          commands + "\n",
       ExitCodeHelp(ExitHelpFor::kShardJob));
   if (done) return *done;
   if (!args.positional().empty()) {
@@ -791,7 +795,8 @@ int RunShardJob(int argc, char** argv, int first) {
       shown = RedactUrl(shown.substr(0, colon) + "://" + shown.substr(colon + 2));
       shown.replace(colon, 3, ":/");
     }
-    if (const size_t q = shown.find('?'); q != std::string::npos) shown.replace(q, std::string::npos, "?...");
+    if (const size_t q = shown.find('?'); q != std::string::npos)
+      shown.replace(q, std::string::npos, "?...");
     PrintError(absl::StrCat("--url ", shown, ": ", why,
                             url_typo ? " (a URL needs \"://\" after its scheme)" : ""));
     return kExitUsage;
