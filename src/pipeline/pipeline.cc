@@ -682,9 +682,8 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
             ahead.cv.notify_all();
             if (last) break;
           }
-        } catch (const std::bad_alloc&) {
-          fail(absl::ResourceExhaustedError(
-              absl::StrCat(source.name(), ": out of memory while reading and decoding")));
+        } catch (const std::bad_alloc& e) {
+          fail(ExceptionStatus(source, e));  // the wording of every stage's
         } catch (const std::exception& e) {
           fail(absl::InternalError(
               absl::StrCat(source.name(), ": while reading and decoding: ", e.what())));
