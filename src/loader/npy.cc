@@ -1,18 +1,22 @@
 #include "loader/npy.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <random>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -295,19 +299,62 @@ absl::Status WriteFileAtomically(const std::string& path,
   return absl::OkStatus();
 }
 
+namespace {
+
+// The descriptors of the FileLocks alive in this process. A flock belongs to the open file, and
+// a child forked meanwhile (a DataLoader's worker, while another thread opens a dataset) gets a
+// copy of the descriptor (O_CLOEXEC acts at exec only): the lock would stay held, and other ranks
+// wait on it, until the child exited. So a forked child closes its copies at once
+// (pthread_atfork), and the set changes under a mutex that a fork holds across, so that a
+// descriptor is never in flight between the set and the lock: one is entered before its flock
+// and closed before it leaves.
+struct HeldLocks {
+  std::mutex mu;
+  std::vector<int> fds;
+};
+
+HeldLocks& Held() {
+  static HeldLocks* held = [] {
+    auto* h = new HeldLocks;  // never destroyed: a fork may come during exit
+    pthread_atfork([] { Held().mu.lock(); }, [] { Held().mu.unlock(); },
+                   [] {
+                     HeldLocks& h = Held();
+                     for (int fd : h.fds) close(fd);
+                     h.fds.clear();
+                     h.mu.unlock();
+                   });
+    return h;
+  }();
+  return *held;
+}
+
+}  // namespace
+
 FileLock::FileLock(const std::string& path) {
-  fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-  if (fd_ < 0) return;
+  HeldLocks& held = Held();
+  {
+    std::lock_guard<std::mutex> lock(held.mu);
+    fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd_ < 0) return;
+    held.fds.push_back(fd_);
+  }
   while (flock(fd_, LOCK_EX) != 0) {
     if (errno == EINTR) continue;
-    close(fd_);
-    fd_ = -1;
+    Release();
     return;
   }
 }
 
+void FileLock::Release() {
+  HeldLocks& held = Held();
+  std::lock_guard<std::mutex> lock(held.mu);
+  held.fds.erase(std::find(held.fds.begin(), held.fds.end(), fd_));
+  close(fd_);  // releases the lock
+  fd_ = -1;
+}
+
 FileLock::~FileLock() {
-  if (fd_ >= 0) close(fd_);  // releases the lock
+  if (fd_ >= 0) Release();
 }
 
 absl::Status MakeDirectories(const std::string& dir) {

@@ -76,6 +76,7 @@ absl::Status MakeDirectories(const std::string& dir);
 // barrier). Blocks until the lock is free. Best effort: where the file cannot be opened or flock
 // is refused (a filesystem without it), nothing is held and each caller builds, as without it.
 // The lock file stays (removing it would let a waiter lock an unlinked file beside a new one).
+// A process forked while one is held or awaited does not hold it (its copy is closed at the fork).
 class FileLock {
  public:
   explicit FileLock(const std::string& path);
@@ -84,6 +85,7 @@ class FileLock {
   FileLock& operator=(const FileLock&) = delete;
 
  private:
+  void Release();
   int fd_ = -1;
 };
 

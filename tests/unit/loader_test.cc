@@ -1,13 +1,17 @@
 #include "pileprep/loader.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -436,7 +440,6 @@ TEST(GptDataset, ThreadsReadingSamplesAtOnceGetWhatOneThreadGets) {
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(mismatches[t], 0) << "thread " << t;
 }
 
-// A blend's own indices are cached and mapped too (Megatron caches BlendedDataset's), keyed by
 // Ranks that open one dataset at once build its indices once: the others wait for the first and
 // map what it stored (each built them, holding gigabytes at The Pile's scale, and wrote them
 // again).
@@ -475,6 +478,42 @@ TEST(GptDataset, RanksOpeningAtOnceBuildTheCachedIndicesOnce) {
   EXPECT_EQ(blends_built, 1);
 }
 
+// A flock belongs to the open file, which a forked child shares: a DataLoader worker forked while
+// another thread held (or awaited) a cache's build lock would keep it held after the build, and the
+// other ranks waiting on it blocked, until the worker exited.
+TEST(GptDataset, AProcessForkedWhileTheBuildLockIsHeldDoesNotKeepItHeld) {
+  ScopedTempDir tmp("loader_test_lock_fork");
+  const std::string path = tmp.path() + "/build.lock";
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  pid_t child = -1;
+  {
+    internal::FileLock lock(path);
+    child = fork();
+    ASSERT_GE(child, 0) << std::strerror(errno);
+    if (child == 0) {
+      // Past fork's own work in the child (where the copy is closed): said, then lives on,
+      // holding whatever it still holds, until killed below.
+      (void)!write(ready[1], "r", 1);
+      pause();
+      _exit(0);
+    }
+  }
+  char byte;
+  ASSERT_EQ(read(ready[0], &byte, 1), 1);
+  close(ready[0]);
+  close(ready[1]);
+  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  const int locked = flock(fd, LOCK_EX | LOCK_NB);
+  const int err = errno;
+  close(fd);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  EXPECT_EQ(locked, 0) << "the lock is still held while the child lives: " << std::strerror(err);
+}
+
+// A blend's own indices are cached and mapped too (Megatron caches BlendedDataset's), keyed by
 // what builds them: other weights miss; a damaged file misses and is rebuilt.
 TEST(GptDataset, BlendIndicesAreCachedAndMapped) {
   ScopedTempDir tmp("loader_test_blend_cache");
