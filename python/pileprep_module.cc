@@ -1,12 +1,15 @@
 // pileprep._pileprep: Python bindings of the loader (include/pileprep/loader.h). Errors become
-// Python exceptions here, at the edge: OutOfRange -> IndexError, NotFound -> FileNotFoundError,
-// PermissionDenied -> PermissionError (what numpy.memmap or open raise in Megatron's loader),
-// InvalidArgument -> ValueError, ResourceExhausted -> MemoryError when memory ran out, else OSError
-// (a full disk or quota under cache_dir, as numpy.save raises), anything else -> RuntimeError.
+// Python exceptions here, at the edge: a failed system call (ErrnoOf) -> OSError(errno, message),
+// which Python makes FileNotFoundError, PermissionError, NotADirectoryError, ... by its errno (what
+// numpy.memmap, open or os.makedirs raise in Megatron's loader), but MemoryError for ENOMEM;
+// otherwise OutOfRange -> IndexError, NotFound -> FileNotFoundError, PermissionDenied ->
+// PermissionError, InvalidArgument -> ValueError, ResourceExhausted -> MemoryError when memory ran
+// out, else OSError, anything else -> RuntimeError.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cerrno>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -26,30 +29,63 @@ namespace py = pybind11;
 namespace pileprep {
 namespace {
 
+// Sets a Python error of `type` whose message is `m` read as UTF-8 with bad bytes replaced (a
+// path in it need not be UTF-8; PyErr_SetString would leave the message empty).
+[[noreturn]] void Throw(PyObject* type, const std::string& m) {
+  PyObject* message = PyUnicode_DecodeUTF8(m.data(), static_cast<py::ssize_t>(m.size()), "replace");
+  if (message == nullptr) throw py::error_already_set();
+  PyErr_SetObject(type, message);
+  Py_DECREF(message);
+  throw py::error_already_set();
+}
+
 [[noreturn]] void Raise(const absl::Status& s) {
-  std::string m(s.message());
+  const std::string m(s.message());
+  // A failed system call: OSError(errno, message), which Python makes the errno's subclass
+  // (FileNotFoundError, PermissionError, NotADirectoryError, IsADirectoryError, ...) with .errno
+  // set, as Megatron's open() and numpy.memmap raise. Out of memory stays MemoryError.
+  if (const std::optional<int> err = ErrnoOf(s); err && *err != ENOMEM) {
+    PyObject* message =
+        PyUnicode_DecodeUTF8(m.data(), static_cast<py::ssize_t>(m.size()), "replace");
+    if (message == nullptr) throw py::error_already_set();
+    PyObject* e = PyObject_CallFunction(PyExc_OSError, "iN", *err, message);
+    if (e == nullptr) throw py::error_already_set();
+    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(e)), e);
+    Py_DECREF(e);
+    throw py::error_already_set();
+  }
   switch (s.code()) {
     case absl::StatusCode::kOutOfRange:
-      throw py::index_error(m);
+      Throw(PyExc_IndexError, m);
     case absl::StatusCode::kNotFound:
-      PyErr_SetString(PyExc_FileNotFoundError, m.c_str());
-      throw py::error_already_set();
+      Throw(PyExc_FileNotFoundError, m);
     case absl::StatusCode::kPermissionDenied:
-      PyErr_SetString(PyExc_PermissionError, m.c_str());
-      throw py::error_already_set();
+      Throw(PyExc_PermissionError, m);
     case absl::StatusCode::kInvalidArgument:
-      throw py::value_error(m);
+      Throw(PyExc_ValueError, m);
     case absl::StatusCode::kResourceExhausted:
       // The loader's out-of-memory statuses say so; ENOSPC and EDQUOT share the code (npy.cc).
-      PyErr_SetString(
-          absl::StrContains(m, "out of memory") || absl::StrContains(m, "Cannot allocate")
-              ? PyExc_MemoryError
-              : PyExc_OSError,
-          m.c_str());
-      throw py::error_already_set();
+      Throw(absl::StrContains(m, "out of memory") || absl::StrContains(m, "Cannot allocate")
+                ? PyExc_MemoryError
+                : PyExc_OSError,
+            m);
     default:
-      throw std::runtime_error(m);
+      Throw(PyExc_RuntimeError, m);
   }
+}
+
+// The C++ state of `self`, or TypeError where it has none: an instance made with
+// cls.__new__(cls) and no __init__ (pybind11 would hand out uninitialised storage).
+template <typename T>
+const T& Self(py::handle self) {
+  auto* inst = reinterpret_cast<py::detail::instance*>(self.ptr());
+  py::detail::value_and_holder v =
+      inst->get_value_and_holder(py::detail::get_type_info(typeid(T)), /*throw_if_missing=*/false);
+  if (!v || !v.holder_constructed()) {
+    throw py::type_error(absl::StrCat(py::str(self.get_type().attr("__name__")).cast<std::string>(),
+                                      ": __init__ was not called"));
+  }
+  return *v.value_ptr<T>();
 }
 
 int64_t Normalize(int64_t i, int64_t n) {
@@ -176,7 +212,7 @@ constexpr char kGptDatasetInitDoc[] =
 
 // ds[start:stop], as Megatron's IndexedDataset.__getitem__ with a slice (kGetSequencesDoc).
 py::list GetSequences(py::object self, const py::slice& slice) {
-  const auto& d = self.cast<const PyIndexedDataset&>();
+  const auto& d = Self<PyIndexedDataset>(self);
   const IndexedDatasetView& v = *d.view;
   const int64_t n = v.num_sequences();
   py::ssize_t start = 0, stop = 0, step = 0, count = 0;
@@ -234,7 +270,7 @@ py::list GetSequences(py::object self, const py::slice& slice) {
 // ds.get(idx, offset, length), as Megatron's IndexedDataset.get (kGetPartDoc): numpy.frombuffer's
 // checks over the whole .bin, none against the sequence.
 py::array GetPart(py::object self, int64_t idx, int64_t offset, std::optional<int64_t> length) {
-  const auto& d = self.cast<const PyIndexedDataset&>();
+  const auto& d = Self<PyIndexedDataset>(self);
   const IndexedDatasetView& v = *d.view;
   idx = Normalize(idx, v.num_sequences());
   const int64_t item = static_cast<int64_t>(v.itemsize());
@@ -294,7 +330,10 @@ PyGptDataset OpenGptDataset(py::object data_path, int64_t seq_length,
   o.cache_dir = cache_dir.value_or("");
   absl::StatusOr<Blend> blend;
   std::vector<std::string> items;
-  if (py::isinstance<py::str>(data_path)) {
+  // bytes as str (a path may be given either way, as to open()); any other iterable: a list.
+  const bool one_string =
+      py::isinstance<py::str>(data_path) || py::isinstance<py::bytes>(data_path);
+  if (one_string) {
     blend = ParseBlend(data_path.cast<std::string>());
   } else {
     for (py::handle h : data_path) items.push_back(py::str(h).cast<std::string>());
@@ -308,7 +347,7 @@ PyGptDataset OpenGptDataset(py::object data_path, int64_t seq_length,
   }
   if (!ds.ok()) Raise(ds.status());
   // A list is kept as the strings it was read as (its items may not pickle).
-  py::object path = py::isinstance<py::str>(data_path) ? data_path : py::cast(items);
+  py::object path = one_string ? data_path : py::cast(items);
   return PyGptDataset{*std::move(ds), seq_length,
                       py::make_tuple(path, seq_length, num_samples, seed, split, split_index,
                                      add_extra_token, drop_last_partial_validation_sequence,
@@ -325,11 +364,15 @@ PYBIND11_MODULE(_pileprep, m) {
   py::class_<PyIndexedDataset>(m, "IndexedDataset", kIndexedDatasetDoc)
       .def(py::init([](const std::string& prefix) { return OpenIndexedDataset(prefix); }),
            py::arg("prefix"))
-      .def("__len__", [](const PyIndexedDataset& d) { return d.view->num_sequences(); })
+      .def("__len__",
+           [](py::handle self) {
+             const PyIndexedDataset& d = Self<PyIndexedDataset>(self);
+             return d.view->num_sequences();
+           })
       .def(
           "__getitem__",
           [](py::object self, int64_t i) -> py::array {
-            const auto& d = self.cast<const PyIndexedDataset&>();
+            const auto& d = Self<PyIndexedDataset>(self);
             i = Normalize(i, d.view->num_sequences());
             // The pointer and length as the mapped .idx holds them now, checked
             // (IndexedDatasetView::CheckedSequenceData): a file rewritten in place since it was
@@ -346,11 +389,18 @@ PYBIND11_MODULE(_pileprep, m) {
           },
           py::arg("idx"), "Sequence idx (negative counts from the end) as a read-only view.")
       .def("__getitem__", &GetSequences, py::arg("idx"), kGetSequencesDoc)
+      .def(
+          "__getitem__",
+          [](py::handle self, const py::int_&) -> py::object {
+            Self<PyIndexedDataset>(self);
+            throw py::index_error("index out of range");  // past int64: out of any dataset
+          },
+          py::arg("idx"))
       .def("get", &GetPart, py::arg("idx"), py::arg("offset") = 0, py::arg("length") = py::none(),
            kGetPartDoc)
       .def_property_readonly("sequence_lengths",
                              [](py::object self) {
-                               const auto& d = self.cast<const PyIndexedDataset&>();
+                               const auto& d = Self<PyIndexedDataset>(self);
                                // int32 where they lie in the mapped .idx (not 4-byte
                                // aligned, as with the pointers below)
                                auto s = d.view->sequence_lengths();
@@ -359,7 +409,7 @@ PYBIND11_MODULE(_pileprep, m) {
                              })
       .def_property_readonly("sequence_pointers",
                              [](py::object self) {
-                               const auto& d = self.cast<const PyIndexedDataset&>();
+                               const auto& d = Self<PyIndexedDataset>(self);
                                // int64 where they lie in the mapped .idx (not 8-byte aligned:
                                // numpy reads such arrays, as Megatron's own do)
                                return View<int64_t>(
@@ -368,7 +418,7 @@ PYBIND11_MODULE(_pileprep, m) {
                              })
       .def_property_readonly("document_indices",
                              [](py::object self) {
-                               const auto& d = self.cast<const PyIndexedDataset&>();
+                               const auto& d = Self<PyIndexedDataset>(self);
                                // int64 where they lie in the mapped .idx (not 8-byte aligned:
                                // numpy reads such arrays, as Megatron's own do)
                                return View<int64_t>(
@@ -376,15 +426,36 @@ PYBIND11_MODULE(_pileprep, m) {
                                    {static_cast<py::ssize_t>(d.view->num_documents() + 1)}, self);
                              })
       .def_property_readonly("dtype",
-                             [](const PyIndexedDataset& d) { return NumpyDtype(d.view->dtype()); })
+                             [](py::handle self) {
+                               const PyIndexedDataset& d = Self<PyIndexedDataset>(self);
+                               return NumpyDtype(d.view->dtype());
+                             })
       .def_property_readonly("num_tokens",
-                             [](const PyIndexedDataset& d) { return d.view->num_tokens(); })
-      .def_property_readonly("prefix", [](const PyIndexedDataset& d) { return d.view->prefix(); })
-      .def(py::pickle([](const PyIndexedDataset& d) { return py::make_tuple(d.view->prefix()); },
-                      [](const py::tuple& t) {
-                        if (t.size() != 1) throw std::runtime_error("IndexedDataset: bad pickle");
-                        return OpenIndexedDataset(t[0].cast<std::string>());
-                      }));
+                             [](py::handle self) {
+                               const PyIndexedDataset& d = Self<PyIndexedDataset>(self);
+                               return d.view->num_tokens();
+                             })
+      .def_property_readonly("prefix",
+                             [](py::handle self) {
+                               const PyIndexedDataset& d = Self<PyIndexedDataset>(self);
+                               return d.view->prefix();
+                             })
+      .def(py::pickle(
+          [](py::handle self) {
+            const PyIndexedDataset& d = Self<PyIndexedDataset>(self);
+            return py::make_tuple(d.view->prefix());
+          },
+          [](const py::tuple& t) {
+            if (t.size() != 1) throw std::runtime_error("IndexedDataset: bad pickle");
+            return OpenIndexedDataset(t[0].cast<std::string>());
+          }))
+      // Pickled as a call to the class with the prefix, for every protocol: py::pickle covers 2
+      // and up only, and protocols 0 and 1 aborted the interpreter. (__setstate__ above still
+      // reads the pickles made before.)
+      .def("__reduce__", [](py::handle self) {
+        return py::make_tuple(self.get_type(),
+                              py::make_tuple(Self<PyIndexedDataset>(self).view->prefix()));
+      });
 
   // The defaults are GptDatasetOptions' (the single source of them), not written again here.
   const GptDatasetOptions defaults;
@@ -398,23 +469,36 @@ PYBIND11_MODULE(_pileprep, m) {
            py::arg("legacy_split") = defaults.split_rounding == SplitRounding::kLegacy,
            py::arg("cache_dir") = py::none(),
            py::arg("mid_level_dataset_surplus") = defaults.blend_surplus, kGptDatasetInitDoc)
-      .def(py::pickle([](const PyGptDataset& g) { return g.args; },
-                      [](const py::tuple& t) {
-                        // 10 items: pickled before mid_level_dataset_surplus was an argument.
-                        if (t.size() != 10 && t.size() != 11) {
-                          throw std::runtime_error("GPTDataset: bad pickle");
-                        }
-                        return OpenGptDataset(
-                            t[0], t[1].cast<int64_t>(), t[2].cast<std::optional<int64_t>>(),
-                            t[3].cast<uint32_t>(), t[4].cast<std::optional<std::string>>(),
-                            t[5].cast<int>(), t[6].cast<bool>(), t[7].cast<bool>(),
-                            t[8].cast<bool>(), t[9].cast<std::optional<std::string>>(),
-                            t.size() == 11 ? t[10].cast<double>()
-                                           : GptDatasetOptions().blend_surplus);
-                      }))
-      .def("__len__", [](const PyGptDataset& g) { return g.ds->size(); })
+      .def(py::pickle(
+          [](py::handle self) {
+            const PyGptDataset& g = Self<PyGptDataset>(self);
+            return g.args;
+          },
+          [](const py::tuple& t) {
+            // 10 items: pickled before mid_level_dataset_surplus was an argument.
+            if (t.size() != 10 && t.size() != 11) {
+              throw std::runtime_error("GPTDataset: bad pickle");
+            }
+            return OpenGptDataset(
+                t[0], t[1].cast<int64_t>(), t[2].cast<std::optional<int64_t>>(),
+                t[3].cast<uint32_t>(), t[4].cast<std::optional<std::string>>(), t[5].cast<int>(),
+                t[6].cast<bool>(), t[7].cast<bool>(), t[8].cast<bool>(),
+                t[9].cast<std::optional<std::string>>(),
+                t.size() == 11 ? t[10].cast<double>() : GptDatasetOptions().blend_surplus);
+          }))
+      // As IndexedDataset's: a call to the class with the constructor's arguments.
+      .def("__reduce__",
+           [](py::handle self) {
+             return py::make_tuple(self.get_type(), Self<PyGptDataset>(self).args);
+           })
+      .def("__len__",
+           [](py::handle self) {
+             const PyGptDataset& g = Self<PyGptDataset>(self);
+             return g.ds->size();
+           })
       .def("__getitem__",
-           [](const PyGptDataset& g, int64_t i) {
+           [](py::handle self, int64_t i) {
+             const PyGptDataset& g = Self<PyGptDataset>(self);
              i = Normalize(i, g.ds->size());
              std::vector<int64_t> text;
              absl::Status s = g.ds->GetSample(i, &text);
@@ -423,32 +507,48 @@ PYBIND11_MODULE(_pileprep, m) {
              std::copy(text.begin(), text.end(), a.mutable_data());
              return a;
            })
+      .def("__getitem__",
+           [](py::handle self, const py::int_&) -> py::array {
+             Self<PyGptDataset>(self);
+             throw py::index_error("index out of range");  // past int64: out of any dataset
+           })
       .def_property_readonly("document_index",
                              [](py::object self) {
-                               const auto& ix = self.cast<const PyGptDataset&>().Single();
+                               const auto& ix = Self<PyGptDataset>(self).Single();
                                return View(ix.document_index,
                                            {static_cast<py::ssize_t>(ix.document_index.size())},
                                            self);
                              })
       .def_property_readonly("sample_index",
                              [](py::object self) {
-                               const auto& ix = self.cast<const PyGptDataset&>().Single();
+                               const auto& ix = Self<PyGptDataset>(self).Single();
                                return View(
                                    ix.sample_index,
                                    {static_cast<py::ssize_t>(ix.sample_index.size() / 2), 2}, self);
                              })
       .def_property_readonly("shuffle_index",
                              [](py::object self) {
-                               const auto& ix = self.cast<const PyGptDataset&>().Single();
+                               const auto& ix = Self<PyGptDataset>(self).Single();
                                return View(ix.shuffle_index, {ix.size()}, self);
                              })
       .def_property_readonly("num_epochs",
-                             [](const PyGptDataset& g) { return g.Single().num_epochs; })
+                             [](py::handle self) {
+                               const PyGptDataset& g = Self<PyGptDataset>(self);
+                               return g.Single().num_epochs;
+                             })
       .def_property_readonly("separate_final_epoch",
-                             [](const PyGptDataset& g) { return g.Single().separate_final_epoch; })
-      .def_property_readonly("is_blend", [](const PyGptDataset& g) { return g.ds->is_blend(); })
+                             [](py::handle self) {
+                               const PyGptDataset& g = Self<PyGptDataset>(self);
+                               return g.Single().separate_final_epoch;
+                             })
+      .def_property_readonly("is_blend",
+                             [](py::handle self) {
+                               const PyGptDataset& g = Self<PyGptDataset>(self);
+                               return g.ds->is_blend();
+                             })
       .def_property_readonly("sequence_range",
-                             [](const PyGptDataset& g) {
+                             [](py::handle self) {
+                               const PyGptDataset& g = Self<PyGptDataset>(self);
                                g.Single();
                                return py::make_tuple(g.ds->sequences().begin,
                                                      g.ds->sequences().end);
@@ -456,18 +556,19 @@ PYBIND11_MODULE(_pileprep, m) {
       .def_property_readonly("dataset_index",
                              [](py::object self) {
                                const auto& a =
-                                   self.cast<const PyGptDataset&>().ds->blending().dataset_index;
+                                   Self<PyGptDataset>(self).ds->blending().dataset_index;
+                               return View(a, {static_cast<py::ssize_t>(a.size())}, self);
+                             })
+      .def_property_readonly("dataset_sample_index",
+                             [](py::object self) {
+                               const auto& a =
+                                   Self<PyGptDataset>(self).ds->blending().dataset_sample_index;
                                return View(a, {static_cast<py::ssize_t>(a.size())}, self);
                              })
       .def_property_readonly(
-          "dataset_sample_index",
-          [](py::object self) {
-            const auto& a = self.cast<const PyGptDataset&>().ds->blending().dataset_sample_index;
-            return View(a, {static_cast<py::ssize_t>(a.size())}, self);
-          })
-      .def_property_readonly(
           "loaded_from_cache",
-          [](const PyGptDataset& g) {
+          [](py::handle self) {
+            const PyGptDataset& g = Self<PyGptDataset>(self);
             // Every dataset's indices (a blend's first only, it said before).
             for (int k = 0; k < g.ds->num_datasets(); ++k) {
               if (!g.ds->loaded_from_cache(k)) return false;
@@ -477,9 +578,17 @@ PYBIND11_MODULE(_pileprep, m) {
           "whether every dataset's indices came from the cache (a blend's own: "
           "blending_loaded_from_cache)")
       .def_property_readonly("blending_loaded_from_cache",
-                             [](const PyGptDataset& g) { return g.ds->blending_from_cache(); })
-      .def_property_readonly("seq_length", [](const PyGptDataset& g) { return g.seq_length; })
-      .def_property_readonly("add_extra_token", [](const PyGptDataset& g) {
+                             [](py::handle self) {
+                               const PyGptDataset& g = Self<PyGptDataset>(self);
+                               return g.ds->blending_from_cache();
+                             })
+      .def_property_readonly("seq_length",
+                             [](py::handle self) {
+                               const PyGptDataset& g = Self<PyGptDataset>(self);
+                               return g.seq_length;
+                             })
+      .def_property_readonly("add_extra_token", [](py::handle self) {
+        const PyGptDataset& g = Self<PyGptDataset>(self);
         return g.ds->sample_tokens() > g.seq_length;
       });
 
@@ -502,9 +611,15 @@ PYBIND11_MODULE(_pileprep, m) {
           }
         }
         BlendingIndices b;
-        {
+        try {
           py::gil_scoped_release release;  // `size` picks, each over every dataset
           b = BuildBlendingIndices(weights, size);
+        } catch (const std::length_error&) {  // past what a vector holds: as out of memory
+          Throw(PyExc_MemoryError,
+                absl::StrCat("blending_indices: ", size, " picks do not fit in memory"));
+        } catch (const std::bad_alloc&) {
+          Throw(PyExc_MemoryError,
+                absl::StrCat("blending_indices: ", size, " picks do not fit in memory"));
         }
         return py::make_tuple(
             Narrowed<int16_t>(b.dataset_index, {static_cast<py::ssize_t>(b.dataset_index.size())}),

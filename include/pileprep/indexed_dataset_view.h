@@ -22,8 +22,8 @@
 // magic, version 1, dtype code 4 (int32) or 8 (uint16), an .idx long enough for its counts
 // (trailing bytes are accepted, as Megatron's readers do), lengths >= 0, every pointer a multiple
 // of the item size, every sequence inside the .bin, document_indices starting at 0, non-decreasing
-// and ending at the sequence count. Open errors: NotFound / PermissionDenied ... with path and
-// strerror.
+// and ending at the sequence count; a prefix holding a NUL byte is InvalidArgument. Open errors:
+// NotFound / PermissionDenied ... with path and strerror, and the call's errno (ErrnoOf).
 //
 // Lifetime: spans returned point into the mapping and stay valid while the view lives (hold the
 // shared_ptr). Thread model: immutable after Open; any number of threads may read concurrently.
@@ -34,15 +34,23 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "pileprep/indexed_dataset.h"  // TokenDType and the .idx layout constants (header-only use)
 
 namespace pileprep {
+
+// The errno of the system call (open, mmap, mkdir, write, ...) a loader error comes from, where it
+// comes from one: the status carries it as a payload, so that a caller can tell ENOTDIR from
+// ENAMETOOLONG as open() would (the Python module raises OSError with it, as Megatron's open and
+// numpy do). nullopt for any other status.
+std::optional<int> ErrnoOf(const absl::Status& status);
 
 struct IndexedDatasetViewOptions {
   // madvise(MADV_RANDOM) on the .bin mapping: training reads samples in shuffled order, so kernel

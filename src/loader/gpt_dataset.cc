@@ -998,6 +998,10 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::OpenUnguarded(
     return absl::InvalidArgumentError(
         absl::StrCat("split_index ", options.split_index, " (expected 0, 1 or 2)"));
   }
+  // A path stops at its first NUL for mkdir() and open(): another directory would be used.
+  if (options.cache_dir.find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError("cache_dir: embedded null byte");
+  }
   // Without a split every sequence is taken, yet split_index 1 would still give the validation
   // split's sample count (a partial last sample kept): no split is split 0.
   if (options.split.empty() && options.split_index != 0) {

@@ -10,26 +10,16 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "loader/npy.h"
 #include "pileprep/status_macros.h"
 
 namespace pileprep {
 namespace {
 
-absl::Status ErrnoStatus(int err, const std::string& path, absl::string_view what) {
-  std::string message = absl::StrCat(path, ": ", what, ": ", std::strerror(err));
-  switch (err) {
-    case ENOENT:
-      return absl::NotFoundError(message);
-    case EACCES:
-    case EPERM:
-      return absl::PermissionDeniedError(message);
-    case ENOMEM:
-      return absl::ResourceExhaustedError(message);
-    default:
-      return absl::UnknownError(message);
-  }
-}
+using internal::ErrnoStatus;
 
 // An open, mapped, read-only file; unmapped and closed on destruction unless released.
 struct Mapping {
@@ -53,6 +43,8 @@ absl::Status MapFile(const std::string& path, Mapping* mapping) {
   }
   if (!S_ISREG(st.st_mode)) {
     close(fd);
+    // A directory is what open() refuses for reading in Python (IsADirectoryError).
+    if (S_ISDIR(st.st_mode)) return ErrnoStatus(EISDIR, path, "open");
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
   }
   mapping->size = static_cast<uint64_t>(st.st_size);
@@ -78,6 +70,13 @@ T Load(const uint8_t* p) {
 
 }  // namespace
 
+std::optional<int> ErrnoOf(const absl::Status& status) {
+  const auto payload = status.GetPayload(internal::kErrnoPayload);  // absl::optional
+  int err = 0;
+  if (!payload || !absl::SimpleAtoi(std::string(*payload), &err)) return std::nullopt;
+  return err;
+}
+
 IndexedDatasetView::~IndexedDatasetView() {
   if (data_ != nullptr) munmap(const_cast<uint8_t*>(data_), bin_bytes_);
   if (idx_ != nullptr) munmap(const_cast<uint8_t*>(idx_), idx_bytes_);
@@ -86,6 +85,10 @@ IndexedDatasetView::~IndexedDatasetView() {
 absl::StatusOr<std::shared_ptr<const IndexedDatasetView>> IndexedDatasetView::Open(
     const std::string& prefix, IndexedDatasetViewOptions options) {
   if (prefix.empty()) return absl::InvalidArgumentError("IndexedDatasetView: empty prefix");
+  // A path stops at its first NUL for open(): another file than the one named would be read.
+  if (prefix.find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError("IndexedDatasetView: embedded null byte in the prefix");
+  }
   const std::string idx_path = prefix + ".idx";
   const std::string bin_path = prefix + ".bin";
   std::shared_ptr<IndexedDatasetView> view(new IndexedDatasetView());

@@ -18,6 +18,7 @@
 #include <random>
 #include <vector>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "pileprep/status_macros.h"
@@ -33,14 +34,24 @@ namespace {
 constexpr char kNpyMagic[] = "\x93NUMPY";
 
 absl::Status Errno(int err, const std::string& path, absl::string_view what) {
-  std::string m = absl::StrCat(path, ": ", what, ": ", std::strerror(err));
-  if (err == ENOENT) return absl::NotFoundError(m);
-  if (err == EACCES || err == EPERM || err == EROFS) return absl::PermissionDeniedError(m);
-  if (err == ENOSPC || err == EDQUOT) return absl::ResourceExhaustedError(m);
-  return absl::UnknownError(m);
+  return ErrnoStatus(err, path, what);
 }
 
 }  // namespace
+
+absl::Status WithErrno(absl::Status status, int err) {
+  status.SetPayload(kErrnoPayload, absl::Cord(absl::StrCat(err)));
+  return status;
+}
+
+absl::Status ErrnoStatus(int err, const std::string& path, absl::string_view what) {
+  std::string m = absl::StrCat(path, ": ", what, ": ", std::strerror(err));
+  absl::StatusCode code = absl::StatusCode::kUnknown;
+  if (err == ENOENT) code = absl::StatusCode::kNotFound;
+  if (err == EACCES || err == EPERM || err == EROFS) code = absl::StatusCode::kPermissionDenied;
+  if (err == ENOSPC || err == EDQUOT || err == ENOMEM) code = absl::StatusCode::kResourceExhausted;
+  return WithErrno(absl::Status(code, m), err);
+}
 
 std::string EncodeNpyHeader(const std::string& descr, const std::vector<int64_t>& shape) {
   std::string shape_text = shape.size() == 1 ? absl::StrCat("(", shape[0], ",)")
@@ -366,8 +377,8 @@ absl::Status MakeDirectories(const std::string& dir) {
   }
   struct stat st;
   if (stat(dir.c_str(), &st) != 0) return Errno(errno, dir, "stat");
-  if (!S_ISDIR(st.st_mode))
-    return absl::FailedPreconditionError(absl::StrCat(dir, ": not a directory"));
+  // os.makedirs(dir, exist_ok=True), Megatron's, raises FileExistsError here.
+  if (!S_ISDIR(st.st_mode)) return ErrnoStatus(EEXIST, dir, "mkdir");
   return absl::OkStatus();
 }
 

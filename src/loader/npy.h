@@ -70,6 +70,14 @@ absl::Status WriteFileAtomically(const std::string& path,
 // mkdir -p.
 absl::Status MakeDirectories(const std::string& dir);
 
+// The payload ErrnoOf reads.
+inline constexpr absl::string_view kErrnoPayload = "type.googleapis.com/pileprep.Errno";
+// `status` carrying `err` for ErrnoOf (include/pileprep/indexed_dataset_view.h).
+absl::Status WithErrno(absl::Status status, int err);
+// The status of a failed system call: "path: what: strerror", its code from the errno, the errno
+// attached.
+absl::Status ErrnoStatus(int err, const std::string& path, absl::string_view what);
+
 // An exclusive flock(2) on `path` (created if missing), held until destruction: the ranks that
 // open one dataset at once build its indices one at a time, so that the first builds and stores
 // them and the others, once it is theirs, find them stored (Megatron builds on rank 0 behind a

@@ -12,6 +12,7 @@ Run by CTest:  PYTHONPATH=build/python /usr/bin/python3 tests/python/test_loader
 Exit status 77 (skipped) when the module was not built.
 """
 import argparse
+import errno
 import importlib.util
 import itertools
 import json
@@ -977,9 +978,24 @@ def test_pickle(pileprep, writer, tmp):
     writer.write(a, numpy.uint16, random_docs(rnd, numpy.uint16) * 2)
     writer.write(b, numpy.uint16, random_docs(rnd, numpy.uint16) * 2)
     d = pileprep.IndexedDataset(a)
-    e = pickle.loads(pickle.dumps(d))
-    check(e.prefix == d.prefix and len(e) == len(d), "pickle: IndexedDataset")
-    same(e[len(d) - 1], d[len(d) - 1], "pickle: IndexedDataset last sequence")
+    # Every protocol: protocols 0 and 1 aborted the interpreter (pybind11's pickling covers 2 and
+    # up), so each runs in a child.
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+        e = pickle.loads(pickle.dumps(d, protocol=protocol)) if protocol >= 2 else None
+        if protocol < 2:
+            child = subprocess.run(
+                [sys.executable, "-c", "import pickle, sys, pileprep\n"
+                 f"d = pileprep.IndexedDataset({a!r})\n"
+                 f"g = pileprep.GPTDataset({a!r}, seq_length=5)\n"
+                 f"e = pickle.loads(pickle.dumps(d, protocol={protocol}))\n"
+                 f"h = pickle.loads(pickle.dumps(g, protocol={protocol}))\n"
+                 "sys.exit(0 if len(e) == len(d) and (h[3] == g[3]).all() else 3)\n"],
+                capture_output=True, text=True, timeout=120)
+            check(child.returncode == 0,
+                  f"pickle protocol {protocol}: rc {child.returncode}: {child.stderr[-300:]}")
+            continue
+        check(e.prefix == d.prefix and len(e) == len(d), f"pickle {protocol}: IndexedDataset")
+        same(e[len(d) - 1], d[len(d) - 1], f"pickle {protocol}: IndexedDataset last sequence")
     for path in (f"0.3 {a} 0.7 {b}", ["0.3", a, "0.7", b], a):
         g = pileprep.GPTDataset(path, seq_length=5, num_samples=60, seed=3, split="90,5,5",
                                 cache_dir=os.path.join(tmp, "pickle_cache"))
@@ -988,6 +1004,90 @@ def test_pickle(pileprep, writer, tmp):
         for i in range(len(g)):
             same(h[i], g[i], f"pickle: GPTDataset {path!r} sample {i}")
         check(h.loaded_from_cache, f"pickle: GPTDataset {path!r} reopened from the cache")
+
+
+def test_python_edges(pileprep, tmp):
+    """What Python code may do to the classes, answered as Python's own I/O and numpy answer it.
+
+    Before: OS errors other than ENOENT/EACCES were RuntimeError without errno; a NUL in a path cut
+    it short (another file opened, a cache directory made under another name); an instance made
+    with __new__ alone crashed on use; an index past int64 was TypeError; a bytes prefix for a
+    GPTDataset was read as a list of ints; blending_indices past memory was a cryptic ValueError.
+    """
+    golden = os.path.join(ROOT, "tests", "data", "format", "lcg300_uint16")
+    plain = os.path.join(tmp, "edges_plain_file")
+    with open(plain, "w"):
+        pass
+
+    def raised(fn):
+        try:
+            fn()
+        except Exception as e:  # noqa: BLE001
+            return e
+        return None
+
+    for what, fn, kind, err in (
+            ("under a plain file", lambda: pileprep.IndexedDataset(plain + "/x"),
+             NotADirectoryError, errno.ENOTDIR),
+            ("name too long", lambda: pileprep.IndexedDataset(os.path.join(tmp, "a" * 5000)),
+             OSError, errno.ENAMETOOLONG),
+            ("missing", lambda: pileprep.IndexedDataset(os.path.join(tmp, "missing")),
+             FileNotFoundError, errno.ENOENT),
+            ("cache_dir a plain file", lambda: pileprep.GPTDataset(golden, 4, 10, cache_dir=plain),
+             FileExistsError, errno.EEXIST),
+            ("cache_dir under a plain file",
+             lambda: pileprep.GPTDataset(golden, 4, 10, cache_dir=plain + "/sub"),
+             NotADirectoryError, errno.ENOTDIR)):
+        e = raised(fn)
+        check(isinstance(e, kind) and e.errno == err,
+              f"{what}: {kind.__name__} with errno {err} expected, got {type(e).__name__} "
+              f"{getattr(e, 'errno', None)}: {e}")
+    os.makedirs(os.path.join(tmp, "edges_dir.idx"), exist_ok=True)
+    e = raised(lambda: pileprep.IndexedDataset(os.path.join(tmp, "edges_dir")))
+    check(isinstance(e, IsADirectoryError), f"a directory named .idx: {type(e).__name__}: {e}")
+    # A NUL ends a path for the system: refused, as open() refuses it.
+    for what, fn in (("prefix", lambda: pileprep.IndexedDataset(golden + "\0junk")),
+                     ("prefix naming the .idx", lambda: pileprep.IndexedDataset(golden + ".idx\0")),
+                     ("blend", lambda: pileprep.GPTDataset(f"1 {golden}\0x 1 {golden}", 4, 10)),
+                     ("cache_dir", lambda: pileprep.GPTDataset(
+                         golden, 4, cache_dir=os.path.join(tmp, "nul\0dir")))):
+        e = raised(fn)
+        check(isinstance(e, ValueError) and "embedded null byte" in str(e),
+              f"NUL in the {what}: {type(e).__name__}: {e}")
+    check(not os.path.exists(os.path.join(tmp, "nul")), "NUL in cache_dir: a directory was made")
+    # A path that is not UTF-8 is named in the message (it was empty).
+    e = raised(lambda: pileprep.IndexedDataset(os.path.join(tmp, "bad\udcff").encode(
+        "utf-8", "surrogateescape")))
+    check(isinstance(e, FileNotFoundError) and "bad" in str(e), f"non-UTF-8 path: {e!r}")
+    # Instances whose __init__ never ran: TypeError, not a crash (in a child, in case).
+    child = subprocess.run(
+        [sys.executable, "-c", "import pickle, sys, pileprep\n"
+         "fails = 0\n"
+         "for cls, uses in ((pileprep.IndexedDataset, (len, lambda o: o[0], lambda o: o[0:2],\n"
+         "                   lambda o: o.get(0), lambda o: o.dtype, pickle.dumps)),\n"
+         "                  (pileprep.GPTDataset, (len, lambda o: o[0], lambda o: o.is_blend,\n"
+         "                   lambda o: o.document_index, pickle.dumps))):\n"
+         "    for use in uses:\n"
+         "        try:\n"
+         "            use(cls.__new__(cls))\n"
+         "            fails += 1\n"
+         "        except TypeError as e:\n"
+         "            fails += '__init__ was not called' not in str(e)\n"
+         "sys.exit(fails)\n"],
+        capture_output=True, text=True, timeout=120)
+    check(child.returncode == 0, f"__new__ without __init__: rc {child.returncode}: "
+          f"{child.stderr[-300:]}")
+    ds = pileprep.IndexedDataset(golden)
+    g = pileprep.GPTDataset(golden, seq_length=4)
+    for what, fn in (("ds[2**63]", lambda: ds[2**63]), ("ds[-2**63 - 1]", lambda: ds[-2**63 - 1]),
+                     ("g[2**63]", lambda: g[2**63])):
+        e = raised(fn)
+        check(isinstance(e, IndexError), f"{what}: {type(e).__name__}: {e}")
+    h = pileprep.GPTDataset(golden.encode(), seq_length=4)
+    check(len(h) == len(g) and all((h[i] == g[i]).all() for i in range(len(g))),
+          "a bytes prefix opens the dataset, as a str one")
+    e = raised(lambda: pileprep.blending_indices([1.0], 2**62))
+    check(isinstance(e, MemoryError), f"blending_indices past memory: {type(e).__name__}: {e}")
 
 
 def test_sample_dict(pileprep):
@@ -1059,6 +1159,7 @@ def main():
         test_blended_dataset(pileprep, writer, tmp, seed)
         test_cache(pileprep, writer, tmp)
         test_pickle(pileprep, writer, tmp)
+        test_python_edges(pileprep, tmp)
         test_blend_list_is_stripped(pileprep, writer, tmp)
         test_indexed_dataset_slices_and_get(pileprep, writer, tmp, seed)
         test_mid_level_dataset_surplus(pileprep, writer, tmp)

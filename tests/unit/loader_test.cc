@@ -1491,6 +1491,27 @@ TEST(IndexedDatasetView, AFifoInPlaceOfAFileIsRefusedNotWaitedOn) {
   }
 }
 
+// A failed system call's errno travels with its status (the Python module raises OSError with it);
+// a NUL, where a path would stop short, is refused before any call.
+TEST(IndexedDatasetView, OpenErrorsCarryTheErrnoAndANulIsRefused) {
+  ScopedTempDir tmp("loader_test_errno");
+  const std::string plain = tmp.path() + "/plain";
+  std::ofstream(plain).put('x');
+  std::filesystem::create_directory(tmp.path() + "/dir.idx");
+  for (const auto& [prefix, err] :
+       {std::pair{plain + "/x", ENOTDIR}, std::pair{tmp.path() + "/missing", ENOENT},
+        std::pair{tmp.path() + "/dir", EISDIR},
+        std::pair{tmp.path() + "/" + std::string(5000, 'a'), ENAMETOOLONG}}) {
+    const absl::Status s = IndexedDatasetView::Open(prefix).status();
+    EXPECT_EQ(ErrnoOf(s), std::optional<int>(err)) << s;
+  }
+  EXPECT_EQ(ErrnoOf(absl::InvalidArgumentError("x")), std::nullopt);
+  const std::string golden = std::string(PILEPREP_TEST_DATA_DIR) + "/format/hand_uint16";
+  const absl::Status nul = IndexedDatasetView::Open(golden + std::string(1, '\0') + "x").status();
+  EXPECT_EQ(nul.code(), absl::StatusCode::kInvalidArgument) << nul;
+  EXPECT_THAT(std::string(nul.message()), HasSubstr("embedded null byte"));
+}
+
 TEST(IndexedDatasetView, ReadsWhatPilePrepWrites) {
   ScopedTempDir tmp("loader_test_roundtrip");
   const std::string& dir = tmp.path();
