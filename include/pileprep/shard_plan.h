@@ -63,9 +63,13 @@ struct RankAssignment {
   // >= 0 for a Slurm array task (SLURM_ARRAY_TASK_ID without a rank/size family): process only the
   // file with this number; rank and size are then 0 and 1.
   int array_task = -1;
-  // The array's lowest and highest task ids (SLURM_ARRAY_TASK_MIN / _MAX) when Slurm set them
-  // (FilesNoArrayTaskMakes).
+  // The array's lowest and highest task ids (SLURM_ARRAY_TASK_MIN / _MAX) when Slurm set them,
+  // its step (SLURM_ARRAY_TASK_STEP, `--array 0-29:2`; 1 when unset) and its number of tasks
+  // (SLURM_ARRAY_TASK_COUNT, -1 when unset; fewer than MIN..MAX by the step holds for a list,
+  // `--array 0-9,20-29`) (FilesNoArrayTaskMakes, ArrayTasksMissingInRange).
   int array_min = -1, array_max = -1;
+  int array_step = 1;
+  int array_count = -1;
   // What decided it, for --dry-run and logs: "--nodes 4 --rank 1", "NGC_ARRAY_INDEX=1
   // NGC_ARRAY_SIZE=4", "SLURM_ARRAY_TASK_ID=7", "no rank flags or variables: one node".
   std::string decided_by;
@@ -104,10 +108,15 @@ absl::StatusOr<std::vector<int>> FilesForAssignment(const std::vector<int>& file
                                                     const RankAssignment& assignment);
 
 // For a Slurm array task: the numbers of `files` outside the array's task ids [array_min,
-// array_max], which no task of this array makes (`--array 0-1` with `--files 0-29`; or on purpose,
-// `--array 3,17` rerunning two failed shards). Empty otherwise. The CLI says so.
+// array_max] or off its step, which no task of this array makes (`--array 0-1` or `--array 0-29:2`
+// with `--files 0-29`; or on purpose, `--array 3,17` rerunning two failed shards). Empty otherwise.
+// The CLI says so.
 std::vector<int> FilesNoArrayTaskMakes(const std::vector<int>& files,
                                        const RankAssignment& assignment);
+// For a Slurm array task whose SLURM_ARRAY_TASK_COUNT is below the ids that MIN..MAX by its step
+// hold (a list, `--array 0-9,20-29`): how many of them are not tasks (which ones Slurm does not
+// say, so FilesNoArrayTaskMakes cannot name them). 0 otherwise.
+int ArrayTasksMissingInRange(const RankAssignment& assignment);
 
 }  // namespace pileprep
 

@@ -223,14 +223,25 @@ absl::Status ArrayOfSteps(const Environment& env) {
       "without --array (its tasks split --files), or give both --nodes and --rank"));
 }
 
-// mpiexec's processes in an array task, as an array of srun steps (ArrayOfSteps): which split is
-// meant cannot be told.
-absl::Status MpiexecInArrayTask(const Environment& env) {
+// A launcher's processes (torchrun's, Open MPI's mpirun's, mpiexec's) in an array task, as an
+// array of srun steps (ArrayOfSteps): split by the launcher, every array task made the same shares
+// of --files (and their summaries, all of rank r, overwrote each other); by the array task's
+// number, the launcher's processes all made one file. Which split is meant cannot be told. (A
+// launcher of one process splits nothing: the array task's number decides, see ResolveRank.)
+absl::Status LauncherInArrayTask(const Environment& env, const Family& f) {
   return absl::InvalidArgumentError(absl::StrCat(
       "a Slurm array task (SLURM_ARRAY_TASK_ID=", *Lookup(env, "SLURM_ARRAY_TASK_ID"), ") running ",
-      *Lookup(env, "PMI_SIZE"), " MPI processes (PMI_SIZE=", *Lookup(env, "PMI_SIZE"),
-      "): run one process per array task (each makes the file of its number), or mpiexec "
+      *Lookup(env, f.size), " processes of a launcher (", f.rank, "=", *Lookup(env, f.rank), " ",
+      f.size, "=", *Lookup(env, f.size),
+      "): run one process per array task (each makes the file of its number), or the launcher "
       "without --array (its processes split --files), or give both --nodes and --rank"));
+}
+
+// A launcher's family (not Slurm's own, not BCP's replicas) set in a Slurm array task.
+bool LauncherFamilyInArrayTask(const Environment& env, const Family& f) {
+  const std::string_view rank(f.rank);
+  return f.size != nullptr && rank != "SLURM_PROCID" && rank != "NGC_ARRAY_INDEX" &&
+         Lookup(env, "SLURM_ARRAY_TASK_ID") != nullptr;
 }
 
 }  // namespace
@@ -278,9 +289,13 @@ absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environ
         if (SlurmArrayApplies(env)) continue;
         return ArrayOfSteps(env);
       }
-      if (const std::string* task = Lookup(env, "SLURM_ARRAY_TASK_ID");
-          task != nullptr && std::string_view(f.rank) == "PMI_RANK" && HydraUnderSlurm(env)) {
-        return MpiexecInArrayTask(env);
+      if (LauncherFamilyInArrayTask(env, f)) {
+        // Several processes: refused as without the flag. One: the array's rule for a flag
+        // (below), as if the launcher were not there.
+        if (Lookup(env, f.size) != nullptr && *Lookup(env, f.size) != "1") {
+          return LauncherInArrayTask(env, f);
+        }
+        break;
       }
       PILEPREP_ASSIGN_OR_RETURN(const int v, EnvInt(env, var));
       // The family's other half, when set, must be the flag's value: `--nodes 4` on two BCP
@@ -343,14 +358,26 @@ absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environ
         PILEPREP_ASSIGN_OR_RETURN(a.array_min, EnvInt(env, "SLURM_ARRAY_TASK_MIN"));
         PILEPREP_ASSIGN_OR_RETURN(a.array_max, EnvInt(env, "SLURM_ARRAY_TASK_MAX"));
       }
+      if (Lookup(env, "SLURM_ARRAY_TASK_STEP") != nullptr) {
+        PILEPREP_ASSIGN_OR_RETURN(a.array_step, EnvInt(env, "SLURM_ARRAY_TASK_STEP"));
+        a.array_step = std::max(a.array_step, 1);
+      }
+      if (Lookup(env, "SLURM_ARRAY_TASK_COUNT") != nullptr) {
+        PILEPREP_ASSIGN_OR_RETURN(a.array_count, EnvInt(env, "SLURM_ARRAY_TASK_COUNT"));
+      }
       return a;
     }
     if (Lookup(env, f.rank) == nullptr || Lookup(env, f.size) == nullptr) continue;
     PILEPREP_ASSIGN_OR_RETURN(a.rank, EnvInt(env, f.rank));
     PILEPREP_ASSIGN_OR_RETURN(a.size, EnvInt(env, f.size));
-    if (Lookup(env, "SLURM_ARRAY_TASK_ID") != nullptr && HydraUnderSlurm(env) &&
-        std::string_view(f.rank) == "PMI_RANK") {
-      return MpiexecInArrayTask(env);
+    if (LauncherFamilyInArrayTask(env, f)) {
+      // One process (mpirun -np 1, torchrun --nproc-per-node 1) splits nothing: the array task
+      // makes the file of its number, as without the launcher. It took every file in every task.
+      if (a.size == 1 && SlurmArrayApplies(env)) {
+        a.rank = 0;
+        continue;
+      }
+      return LauncherInArrayTask(env, f);
     }
     a.decided_by = absl::StrCat(f.rank, "=", a.rank, " ", f.size, "=", a.size);
     if (&f == kTorchrunFamily && families.front() == kTorchrunFamily &&
@@ -406,10 +433,19 @@ absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environ
 std::vector<int> FilesNoArrayTaskMakes(const std::vector<int>& files, const RankAssignment& a) {
   std::vector<int> outside;
   if (a.array_task < 0 || a.array_min < 0 || a.array_max < a.array_min) return outside;
+  const int step = std::max(a.array_step, 1);
   for (int n : files) {
-    if (n < a.array_min || n > a.array_max) outside.push_back(n);
+    if (n < a.array_min || n > a.array_max || (n - a.array_min) % step != 0) outside.push_back(n);
   }
   return outside;
+}
+
+int ArrayTasksMissingInRange(const RankAssignment& a) {
+  if (a.array_task < 0 || a.array_min < 0 || a.array_max < a.array_min || a.array_count < 0) {
+    return 0;
+  }
+  const int ids = (a.array_max - a.array_min) / std::max(a.array_step, 1) + 1;
+  return a.array_count < ids ? ids - a.array_count : 0;
 }
 
 std::vector<int> FilesForRank(const std::vector<int>& files, int rank, int size) {

@@ -203,6 +203,31 @@ TEST(ResolveRank, FilesOutsideASlurmArraysTaskIdsAreNamed) {
   // Not an array task (or no MIN/MAX): nothing to say.
   EXPECT_TRUE(FilesNoArrayTaskMakes(all, *ResolveRank({}, {})).empty());
   EXPECT_TRUE(FilesNoArrayTaskMakes(all, *ResolveRank({}, {{"SLURM_ARRAY_TASK_ID", "1"}})).empty());
+  EXPECT_EQ(ArrayTasksMissingInRange(*a), 0);
+}
+
+// A stepped array (`--array 0-6:2`) makes no odd file, and a listed one (`--array 0-9,20-29`,
+// MIN 0, MAX 29, COUNT 20) none of 10..19: the first are named; of the second Slurm tells only how
+// many ids are missing, which is said.
+TEST(ResolveRank, FilesOffAStepOrMissingFromAListedArrayAreSaid) {
+  std::vector<int> all(30);
+  for (int i = 0; i < 30; ++i) all[i] = i;
+  auto stepped = ResolveRank({}, {{"SLURM_ARRAY_TASK_ID", "2"},
+                                  {"SLURM_ARRAY_TASK_MIN", "0"},
+                                  {"SLURM_ARRAY_TASK_MAX", "6"},
+                                  {"SLURM_ARRAY_TASK_STEP", "2"},
+                                  {"SLURM_ARRAY_TASK_COUNT", "4"}});
+  ASSERT_TRUE(stepped.ok()) << stepped.status();
+  EXPECT_THAT(FilesNoArrayTaskMakes({0, 1, 2, 3, 4, 5, 6}, *stepped), ElementsAre(1, 3, 5));
+  EXPECT_EQ(ArrayTasksMissingInRange(*stepped), 0);
+  auto listed = ResolveRank({}, {{"SLURM_ARRAY_TASK_ID", "20"},
+                                 {"SLURM_ARRAY_TASK_MIN", "0"},
+                                 {"SLURM_ARRAY_TASK_MAX", "29"},
+                                 {"SLURM_ARRAY_TASK_STEP", "1"},
+                                 {"SLURM_ARRAY_TASK_COUNT", "20"}});
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_TRUE(FilesNoArrayTaskMakes(all, *listed).empty());
+  EXPECT_EQ(ArrayTasksMissingInRange(*listed), 10);
 }
 
 // An srun step in an array task on a cluster whose srun sets PMI_RANK / PMI_SIZE (the pmi2 plugin:
@@ -281,6 +306,58 @@ TEST(ResolveRank, MpiexecInsideASlurmAllocationSplitsByPmi) {
   EXPECT_EQ(array_nodes.status().code(), absl::StatusCode::kInvalidArgument)
       << (array_nodes.ok() ? array_nodes->decided_by : "");
   EXPECT_THAT(std::string(array_nodes.status().message()), HasSubstr("PMI_SIZE=2"));
+}
+
+// Open MPI's mpirun or torchrun inside a Slurm array task: as mpiexec's (above), several processes
+// are refused; split by them, every array task made the same shares of --files (each file made
+// once per array task, the summaries of rank r overwriting each other). One process splits
+// nothing: the array task's number decides, as without the launcher (it took every file in every
+// task).
+TEST(ResolveRank, LaunchersInsideASlurmArrayTaskAreRefusedUnlessOneProcess) {
+  const Environment array = {{"SLURM_JOB_ID", "5"},
+                             {"SLURM_ARRAY_TASK_ID", "3"},
+                             {"SLURM_ARRAY_TASK_MIN", "0"},
+                             {"SLURM_ARRAY_TASK_MAX", "6"},
+                             {"SLURM_PROCID", "0"}};
+  auto with = [&](std::initializer_list<std::pair<const std::string, std::string>> more) {
+    Environment env = array;
+    env.insert(more);
+    return env;
+  };
+  for (const Environment& env :
+       {with({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "4"}}),
+        with({{"RANK", "1"},
+              {"WORLD_SIZE", "2"},
+              {"LOCAL_WORLD_SIZE", "2"},
+              {"TORCHELASTIC_RUN_ID", "x"}})}) {
+    for (const RankFlags& flags : {RankFlags{}, RankFlags{.nodes = 4}, RankFlags{.rank = 1}}) {
+      auto a = ResolveRank(flags, env);
+      ASSERT_FALSE(a.ok()) << a->decided_by;
+      EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_THAT(std::string(a.status().message()),
+                  HasSubstr("Slurm array task (SLURM_ARRAY_TASK_ID=3) running"));
+    }
+  }
+  for (const Environment& env :
+       {with({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"}}),
+        with({{"RANK", "0"},
+              {"WORLD_SIZE", "1"},
+              {"LOCAL_WORLD_SIZE", "1"},
+              {"TORCHELASTIC_RUN_ID", "x"}})}) {
+    auto a = ResolveRank({}, env);
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(a->array_task, 3);
+    EXPECT_EQ(a->decided_by, "SLURM_ARRAY_TASK_ID=3");
+    // A single flag there is refused as in any array task.
+    auto one = ResolveRank({.nodes = 1}, env);
+    ASSERT_FALSE(one.ok()) << one->decided_by;
+    EXPECT_THAT(std::string(one.status().message()), HasSubstr("--nodes 1 in a Slurm array task"));
+  }
+  // Both flags decide alone, as ever.
+  auto both = ResolveRank({.nodes = 4, .rank = 1},
+                          with({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "4"}}));
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ(both->rank, 1);
 }
 
 // Each array task running a 2-task srun step: split by SLURM_PROCID, every array task made the same

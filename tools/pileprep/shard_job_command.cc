@@ -595,8 +595,15 @@ bool PrintPlan(const std::vector<int>& files, const RankAssignment& a, const Job
   if (const std::vector<int> unmade = FilesNoArrayTaskMakes(files, a); !unmade.empty()) {
     std::printf(
         "note: %zu of the --files numbers (the first %02d) are outside this Slurm array's "
-        "task ids %d-%d: no task of this array makes them\n",
-        unmade.size(), unmade.front(), a.array_min, a.array_max);
+        "task ids %d-%d%s: no task of this array makes them\n",
+        unmade.size(), unmade.front(), a.array_min, a.array_max,
+        a.array_step > 1 ? absl::StrCat(" by steps of ", a.array_step).c_str() : "");
+  }
+  if (const int missing = ArrayTasksMissingInRange(a); missing > 0) {
+    std::printf(
+        "note: this Slurm array has %d tasks, %d fewer than the ids %d-%d: the --files "
+        "numbers among those no task has are made by no task of this array\n",
+        a.array_count, missing, a.array_min, a.array_max);
   }
   std::printf("summary: %s/pileprep-summary-rank%d.json\n", job.output_dir.c_str(),
               a.array_task >= 0 ? a.array_task : a.rank);
@@ -873,10 +880,21 @@ int RunShardJob(int argc, char** argv, int first) {
   if (const std::vector<int> unmade = FilesNoArrayTaskMakes(*files, *assignment); !unmade.empty()) {
     std::fprintf(stderr,
                  "pileprep: note: %zu of the --files numbers (the first %d) are outside this Slurm "
-                 "array's task ids %d-%d (SLURM_ARRAY_TASK_MIN/MAX): no task of this array makes "
-                 "them (as intended when rerunning some shards; else give --array the numbers of "
-                 "--files)\n",
-                 unmade.size(), unmade.front(), assignment->array_min, assignment->array_max);
+                 "array's task ids %d-%d%s (SLURM_ARRAY_TASK_MIN/MAX%s): no task of this array "
+                 "makes them (as intended when rerunning some shards; else give --array the "
+                 "numbers of --files)\n",
+                 unmade.size(), unmade.front(), assignment->array_min, assignment->array_max,
+                 assignment->array_step > 1
+                     ? absl::StrCat(" by steps of ", assignment->array_step).c_str()
+                     : "",
+                 assignment->array_step > 1 ? "/STEP" : "");
+  }
+  if (const int missing = ArrayTasksMissingInRange(*assignment); missing > 0) {
+    std::fprintf(stderr,
+                 "pileprep: note: this Slurm array has %d tasks (SLURM_ARRAY_TASK_COUNT), %d "
+                 "fewer than the ids %d-%d: the --files numbers among those no task has are made "
+                 "by no task of this array (as intended when rerunning some shards)\n",
+                 assignment->array_count, missing, assignment->array_min, assignment->array_max);
   }
 
   // Outputs made with other settings (their records say so): this run would leave a directory of
