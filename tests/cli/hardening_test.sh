@@ -265,6 +265,29 @@ grep -q "merged: cancelled" "$work/err" && ok "merge: SIGINT says cancelled" || 
 left=$(ls "$work/mg")
 [[ -z $left ]] && ok "merge: SIGINT leaves no temporaries, lock or outputs" || bad "merge SIGINT left: $left"
 
+# The shard job stopped by a signal while it checks finished shards (the shim holds the check's open
+# of 00's .idx until the signal has come): their outputs, an earlier run's, stay in place and the
+# summary says they were not checked, not "not started" (and the closing line not "not published").
+rm -rf "$work/chk"
+"$PILEPREP" --url "$src" --files 0-1 --output-dir "$work/chk" --threads 2 >/dev/null 2>&1
+sums_before=$(cat "$work"/chk/my-gpt3_0[01]_text_document.* | sha256sum)
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" LD_PRELOAD=$SHIM \
+  PILEPREP_FAULT_PAUSE_OPEN="$work/chk/my-gpt3_00_text_document.idx" "$PILEPREP" --url "$src" \
+  --files 0-1 --output-dir "$work/chk" --threads 2 >"$work/out" 2>"$work/err" &
+pid=$!
+for _ in $(seq 1 600); do grep -q "fault shim: paused" "$work/err" && break; sleep 0.05; done
+grep -q "fault shim: paused" "$work/err" && ok "shard job: held as it checks a finished shard" \
+  || bad "shard job: never opened 00's .idx to check it: $(cat "$work/err")"
+kill -INT $pid; wait $pid; rc=$?
+[[ $rc -eq 130 ]] && ok "shard job stopped while checking: exit 130" || bad "stopped while checking: exit $rc"
+[[ $(grep -c '"error": "not checked: stopped by a signal' "$work/chk/pileprep-summary-rank0.json") -eq 2 ]] \
+  && ok "stopped while checking: both shards reported not checked" \
+  || bad "stopped while checking: $(cat "$work/chk/pileprep-summary-rank0.json")"
+grep -q "were not published" "$work/err" && bad "stopped while checking: says not published: $(cat "$work/err")" \
+  || ok "stopped while checking: not called unpublished"
+[[ $(cat "$work"/chk/my-gpt3_0[01]_text_document.* | sha256sum) == "$sums_before" ]] \
+  && ok "stopped while checking: the outputs are left as they were" || bad "stopped while checking: outputs changed"
+
 # ---------------------------------------------------------------- disk full, read-only directory
 mnt=$work/mnt; mkdir -p "$mnt"
 if mount -t tmpfs -o size=1m tmpfs "$mnt" 2>/dev/null; then

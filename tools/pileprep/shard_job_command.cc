@@ -210,6 +210,18 @@ std::vector<std::string> DatasetsMadeWithOtherSettings(const JobConfig& job, con
   return found;
 }
 
+// Whether every .bin and .idx of shard n is there (unchecked).
+bool HasOutputs(const JobConfig& job, const Common& c, int n) {
+  for (const std::string& p : PrefixesFor(job, c, n)) {
+    std::error_code ec_bin, ec_idx;
+    if (!std::filesystem::exists(p + ".bin", ec_bin) ||
+        !std::filesystem::exists(p + ".idx", ec_idx)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // True when every output of shard n exists and validates; fills the outcome's counts from them.
 bool AlreadyComplete(const JobConfig& job, const Common& c, const Gpt2Tokenizer& tokenizer, int n,
                      ShardOutcome* outcome) {
@@ -927,6 +939,8 @@ int RunShardJob(int argc, char** argv, int first) {
   std::vector<ShardOutcome> outcomes(mine->size());
   std::vector<PathLocks> locks(mine->size());
   std::vector<size_t> todo;
+  // Shards whose outputs were there when a signal stopped the run before it checked them.
+  std::vector<char> unchecked(mine->size(), false);
   std::vector<std::string> other_settings;  // complete datasets made with other settings
   int busy = 0;  // shards left alone: another process holds them, or their pending records
                  // cannot be read
@@ -1000,6 +1014,9 @@ int RunShardJob(int argc, char** argv, int first) {
       }
     }
     if (job.force || Cancelled()) {
+      // Stopped before this shard was checked: an earlier run's outputs may be in place, which
+      // the summary must not call unpublished.
+      if (!job.force && HasOutputs(job, c, n)) unchecked[i] = true;
       todo.push_back(i);
       continue;
     }
@@ -1060,6 +1077,7 @@ int RunShardJob(int argc, char** argv, int first) {
       }
       continue;
     }
+    if (Cancelled() && HasOutputs(job, c, n)) unchecked[i] = true;  // stopped while checking them
     todo.push_back(i);
   }
   if (!other_settings.empty()) {
@@ -1145,7 +1163,9 @@ int RunShardJob(int argc, char** argv, int first) {
     if (Cancelled()) {
       // Stopped by a signal: the shards not started yet are listed as such in the summary.
       outcome.status = "cancelled";
-      outcome.error = "not started: stopped by a signal";
+      outcome.error = unchecked[i] ? "not checked: stopped by a signal; the outputs of an "
+                                     "earlier run are left in place (a rerun checks them)"
+                                   : "not started: stopped by a signal";
       return;
     }
     const std::vector<std::string> prefixes = PrefixesFor(job, shard_c, n);
@@ -1353,8 +1373,9 @@ int RunShardJob(int argc, char** argv, int first) {
     if (failed == 0) return kExitFailed;
   }
   if (cancel_exit != 0) {
-    std::fprintf(stderr, "pileprep: stopped by a signal; completed shards are in place, the rest "
-                         "(marked cancelled) were not published. Rerun to finish them.\n");
+    std::fprintf(stderr,
+                 "pileprep: stopped by a signal; completed shards are in place, the rest "
+                 "(marked cancelled) were not made by this run. Rerun to finish them.\n");
     return cancel_exit;
   }
   if (failed > 0) {
