@@ -5,8 +5,11 @@
 //   JsonRecordParser parser({.json_keys = {"text"}});     // one per thread
 //   ForEachLine(chunk, [&](std::string_view line) {
 //     JsonRecordParser::Result r = parser.Parse(line);
-//     if (r.ok) Tokenize(parser.texts()[0]);              // valid UTF-8, valid until the next
-//     Parse() else CountBad(r.kind, r.detail);
+//     if (r.ok) {
+//       Tokenize(parser.texts()[0]);  // valid UTF-8, valid until the next Parse()
+//     } else {
+//       CountBad(r.kind, r.detail);
+//     }
 //   });
 //
 // Lines. Split on '\n' only; one trailing '\r' is removed (CRLF files equal their LF twins). A last
@@ -23,26 +26,25 @@
 //   2. Raw invalid UTF-8: each maximal invalid subsequence becomes U+FFFD, exactly Python's
 //      `bytes.decode('utf-8', 'replace')`, counted. Happens before JSON parsing, so a bad byte
 //      inside a key makes that key not match.
-//   3. Escaped lone or misordered UTF-16 surrogates (`\ud800`, `\udc00`, `\udc00\ud800`, a high one
-//   not
-//      followed by a low `\u` escape) each become U+FFFD, counted; a proper high+low pair is one
-//      code point (Python would keep the lone surrogate and Megatron would crash encoding it).
+//   3. Escaped lone or misordered UTF-16 surrogates (`\ud800`, `\udc00`, `\udc00\ud800`, a high
+//      one not followed by a low `\u` escape) each become U+FFFD, counted; a proper high+low pair
+//      is one code point (Python would keep the lone surrogate and Megatron would crash encoding
+//      it).
 //   4. Anything Python's `json.loads` (strict=True) rejects                -> kInvalidJson. That
-//   includes raw
-//      control characters U+0000..U+001F inside strings (Python's strict mode rejects them, as does
-//      RFC 8259; the README counts agree) and a leading UTF-8 BOM. Python's extensions are accepted
-//      like Python does: NaN, Infinity, -Infinity and numbers of any exponent; an integer of more
-//      than 4,300 digits is invalid, as Python 3.11's int conversion limit makes it. Nesting
-//      deeper than 1024 is invalid (Python raises RecursionError near 1000; Megatron would crash).
+//      includes raw control characters U+0000..U+001F inside strings (Python's strict mode rejects
+//      them, as does RFC 8259; the README counts agree) and a leading UTF-8 BOM. Python's
+//      extensions are accepted like Python does: NaN, Infinity, -Infinity and numbers of any
+//      exponent; an integer of more than 4,300 digits is invalid, as Python 3.11's int conversion
+//      limit makes it. Nesting deeper than 1024 is invalid (Python raises RecursionError near 1000;
+//      Megatron would crash).
 //   5. Top level not an object                                              -> kNotAnObject.
 //   6. A requested key absent (keys are compared after unescaping, `"te\u0078t"` is "text")
 //                                                                           -> kMissingKey.
 //   7. A requested key's value not a string (number, null, bool, array, object) -> kNotAString.
 //      "" is a valid (empty) document. Duplicate keys: the last one wins, as in json.loads.
 //   8. A line longer than max_line_bytes (before or after U+FFFD repair)    -> kLineTooLong. Unlike
-//   the
-//      others this is a resource limit: JsonlReader fails with an error, and the pipeline should
-//      too.
+//      the others this is a resource limit: JsonlReader fails with an error, and the pipeline
+//      should too.
 // Texts are returned exactly as decoded (no normalization), always valid UTF-8; they may contain
 // U+0000.
 //
@@ -73,8 +75,7 @@ struct JsonlOptions {
   // Top-level keys whose string values are the documents (Megatron --json-keys). A record is good
   // only if every key is present with a string value.
   std::vector<std::string> json_keys = {"text"};
-  // More bad records than this fail the shard (JsonlReader returns kResourceExhausted); -1 =
-  // unlimited.
+  // More bad records than this fail the shard (JsonlReader returns kDataLoss); -1 = unlimited.
   int64_t max_bad_records = 1000;
   // Longest line accepted, in bytes, before and after U+FFFD repair; at most the parser's ceiling
   // (0xFFFFFFFF). Memory use is a small multiple of the longest line.
@@ -120,8 +121,10 @@ void ForEachLine(std::string_view chunk, F&& f) {
 //
 // Thread model: not thread-safe; use one parser per thread. It owns simdjson's parser and scratch
 // buffers, reused from line to line; they grow to the current line (simdjson's DOM needs about 14
-// bytes per input byte) and, above 32 MiB, are released again at the next ordinary line. Never
-// throws; every outcome is a Result.
+// bytes per input byte) and, above 32 MiB, are released again at the next ordinary line. Every
+// outcome of a line is a Result; the one exception is std::bad_alloc, when the buffers for a long
+// line cannot be had (ulimit -v, overcommit off), which JsonlReader::Feed passes on too
+// (RunPipeline turns it into the input's ResourceExhausted error).
 class JsonRecordParser {
  public:
   explicit JsonRecordParser(JsonlOptions options = {});

@@ -241,6 +241,8 @@ struct BlendingIndices {
 
 // helpers.cpp build_blending_indices: `size` picks, each from the dataset with the largest
 // w·max(s,1) − count (first wins ties). `weights` as given (Megatron passes normalized weights).
+// Precondition: at most kMaxBlendDatasets weights (dataset ids are int16; GptDataset::Open and
+// the Python module check it), each finite and > 0.
 BlendingIndices BuildBlendingIndices(absl::Span<const double> weights, int64_t size);
 // helpers.cpp build_exhaustive_blending_indices: exactly sizes[d] picks from each dataset d, in the
 // same greedy order with weights sizes[d] / Σ sizes. Datasets of size 0 are never picked.

@@ -1,4 +1,5 @@
-// The preparation pipeline: bytes (zstd or plain JSON lines) -> documents -> GPT-2 ids -> .bin/.idx.
+// The preparation pipeline: bytes (zstd or plain JSON lines) -> documents -> GPT-2 ids ->
+// .bin/.idx.
 //
 //   PILEPREP_ASSIGN_OR_RETURN(auto source, OpenFileSource("00.jsonl.zst"));
 //   PipelineOptions options;                       // every knob and its default
@@ -6,24 +7,29 @@
 //   PILEPREP_RETURN_IF_ERROR(RunPipeline(*source, InputFormat::kZstd, *tokenizer,
 //                                        {"out/my-gpt3_00_text_document"}, options, &stats));
 //
-// Stages, joined by an order-preserving oneTBB parallel_pipeline with a bounded number of batches in
-// flight (memory is a small multiple of threads x batch size, plus the largest document):
+// Stages, joined by an order-preserving oneTBB parallel_pipeline with a bounded number of batches
+// in flight (memory is a small multiple of threads x batch size, plus the largest document):
 //   1. serial, in order: read the source, decompress, cut the stream into batches of whole lines
 //      (zstd input is read and decoded on a thread of its own, two batches ahead, and the stage
 //      only hands its batches on: PipelineOptions::zstd_decode_thread);
-//   2. parallel: parse each line's JSON (JsonRecordParser) and tokenize it (Gpt2Tokenizer), one parser
+//   2. parallel: parse each line's JSON (JsonRecordParser) and tokenize it (Gpt2Tokenizer), one
+//   parser
 //      and one pre-token cache per worker thread;
-//   3. serial, in order: append documents (ids + EOD) to one IndexedDatasetWriter per JSON key, count bad
+//   3. serial, in order: append documents (ids + EOD) to one IndexedDatasetWriter per JSON key,
+//   count bad
 //      records with their line numbers, report progress.
 // Output bytes never depend on the thread count or on how the source chunks its bytes.
 //
-// Thread model: RunPipeline blocks the calling thread and uses up to `options.threads` threads, in its
-// own oneTBB arena, so several pipelines can run at once, and, for zstd input, one more thread that
-// reads and decodes (PipelineOptions::zstd_decode_thread); a .bin written with O_DIRECT is
+// Thread model: RunPipeline blocks the calling thread and uses up to `options.threads` threads, in
+// its own oneTBB arena, so several pipelines can run at once, and, for zstd input, one more thread
+// that reads and decodes (PipelineOptions::zstd_decode_thread); a .bin written with O_DIRECT is
 // written from a thread of its own. The tokenizer is shared read-only. Each of
 // the arena's thread slots gets its own JSON parser and pre-token cache when it first works, so
 // there are at most `options.threads` of them however TBB moves its threads between arenas. A
-// ProgressObserver is called from one thread at a time.
+// ProgressObserver is called from one thread at a time. While it runs, oneTBB's process-wide
+// max_allowed_parallelism is raised to `options.threads` where it is below (a global_control); a
+// lower one the embedding program set stays in force (TBB applies the smallest), and the arena
+// then takes that many threads (the output is the same).
 #ifndef PILEPREP_PIPELINE_H_
 #define PILEPREP_PIPELINE_H_
 
@@ -117,7 +123,9 @@ struct PipelineOptions {
   size_t read_bytes = size_t{1} << 16;      // bytes read from the source per call (> 0)
   int max_batches_in_flight = 0;            // 0: 2 x threads + 2; for zstd input with
                                             // zstd_decode_thread, 3 more beside them
-  bool append_eod = true;                   // Megatron's --append-eod
+  // Megatron's --append-eod. On by default, as the shard job makes its outputs; `pileprep
+  // preprocess`, a drop-in for preprocess_data.py, sets it only when given --append-eod.
+  bool append_eod = true;
   size_t max_bad_record_reports = 100;      // bad records kept with line numbers (all are counted)
   JsonlOptions jsonl;                       // keys and the bad-record limit
   ZstdDecoderOptions zstd;                  // window limit (source_name is filled in per source)

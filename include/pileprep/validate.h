@@ -38,7 +38,8 @@
 // check_tokens = false skips reading the .bin (its size is still checked): a cheap structural
 // check.
 //
-// Thread model: ValidateDataset is reentrant; it blocks and uses up to `options.threads` threads.
+// Thread model: ValidateDataset is reentrant; it blocks and uses up to `options.threads` threads
+// (raising oneTBB's process-wide thread limit while it runs, as RunPipeline does; pipeline.h).
 // Errors (absl::Status) are only for files that cannot be opened or mapped (a missing .bin or .idx:
 // NotFound, naming the path); problems with their contents are Violations in the report.
 #ifndef PILEPREP_VALIDATE_H_

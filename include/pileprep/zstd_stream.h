@@ -3,7 +3,7 @@
 //   ZstdDecoder decoder({.source_name = "00.jsonl.zst"});
 //   for (std::string_view chunk : chunks) {
 //     PILEPREP_RETURN_IF_ERROR(decoder.Feed(chunk, [&](std::string_view bytes) {
-//       return jsonl.Feed(bytes);   // bytes are valid only during the call
+//       return jsonl.Feed(bytes, on_document);  // a JsonlReader; bytes valid only during the call
 //     }));
 //   }
 //   PILEPREP_RETURN_IF_ERROR(decoder.Finish());   // the stream must end on a frame boundary

@@ -443,6 +443,17 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
   if (num_keys == 0 || output_prefixes.size() != num_keys) {
     return absl::InvalidArgumentError("one output prefix is needed per JSON key");
   }
+  // Two datasets under one prefix would share their temporaries: found at the end, after all the
+  // work, as a missing temporary.
+  for (size_t k = 0; k < num_keys; ++k) {
+    for (size_t j = 0; j < k; ++j) {
+      if (output_prefixes[j] == output_prefixes[k]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("output prefix ", output_prefixes[k], " given for two JSON keys (",
+                         options.jsonl.json_keys[j], ", ", options.jsonl.json_keys[k], ")"));
+      }
+    }
+  }
   // A read of 0 bytes is the end of the input: every input would look empty.
   if (options.read_bytes == 0 || options.batch_bytes == 0) {
     return absl::InvalidArgumentError("PipelineOptions: read_bytes and batch_bytes must be > 0");

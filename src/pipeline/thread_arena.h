@@ -2,6 +2,7 @@
 #ifndef PILEPREP_PIPELINE_THREAD_ARENA_H_
 #define PILEPREP_PIPELINE_THREAD_ARENA_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <optional>
 #include <utility>
@@ -29,10 +30,21 @@ inline std::optional<tbb::global_control> AllowThreads(int threads) {
                                                  static_cast<size_t>(threads));
 }
 
+// The arena's size: `threads`, but no more than the process-wide limit in force once AllowThreads
+// has raised it: a lower limit the embedding program set (a global_control of its own) wins, and
+// an arena larger than it made oneTBB print a warning on stderr.
+inline int ArenaThreads(int threads) {
+  if (threads <= 0) return tbb::task_arena::automatic;
+  const size_t limit =
+      tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism);
+  return static_cast<int>(
+      std::min<size_t>(static_cast<size_t>(threads), std::max<size_t>(limit, 1)));
+}
+
 class ThreadArena {
  public:
   explicit ThreadArena(int threads)
-      : allow_(AllowThreads(threads)), arena_(threads > 0 ? threads : tbb::task_arena::automatic) {}
+      : allow_(AllowThreads(threads)), arena_(ArenaThreads(threads)) {}
 
   template <typename F>
   void execute(F&& f) {

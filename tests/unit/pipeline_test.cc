@@ -22,6 +22,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "oneapi/tbb/global_control.h"
 #include "testing/files.h"
 #include "testing/memory_source.h"
 #include "testing/peak_rss.h"
@@ -168,6 +169,37 @@ TEST_F(PipelineTest, ThreadCountAndBatchSizeNeverChangeBytes) {
   EXPECT_EQ(Run(zst, InputFormat::kZstd, 1 << 16, 2, 1 << 20), one);
   EXPECT_EQ(Run(zst, InputFormat::kZstd, 1 << 16, 7, 1 << 20), one);
   EXPECT_EQ(Run(zst, InputFormat::kZstd, 4093, 7, 5000), one);
+}
+
+// One prefix for two keys: the two writers would share their temporaries; refused before any
+// work (it failed at the end with a missing temporary).
+TEST_F(PipelineTest, OnePrefixForTwoKeysIsRefusedBeforeAnyWork) {
+  PipelineOptions options;
+  options.jsonl.json_keys = {"text", "text"};
+  const std::string prefix = (dir_ / "dup").string();
+  MemorySource source("{\"text\": \"a\"}\n", 64);
+  ShardStats stats;
+  const absl::Status s =
+      RunPipeline(source, InputFormat::kPlain, *tokenizer_, {prefix, prefix}, options, &stats);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_EQ(stats.documents, 0);
+  ExpectNothingNamed(prefix);
+}
+
+// A program that caps oneTBB's threads itself (a global_control of its own, lower than the threads
+// asked for): the library raised its limit but the smaller one stays in force, and the arena of
+// the threads asked for made oneTBB print a warning on stderr, from a library that prints nothing.
+// The same bytes, and nothing printed.
+TEST_F(PipelineTest, AnEmbeddersLowerThreadLimitIsKeptWithoutAWarning) {
+  const std::string zst = ReadFile(PILEPREP_TEST_DATA_DIR "/bad/multi-frame.jsonl.zst");
+  const std::string free_run = Run(zst, InputFormat::kZstd, 1 << 16, 4, 1 << 20);
+  ASSERT_FALSE(free_run.empty());
+  tbb::global_control cap(tbb::global_control::max_allowed_parallelism, 1);
+  ::testing::internal::CaptureStderr();
+  const std::string capped = Run(zst, InputFormat::kZstd, 1 << 16, 4, 1 << 20);
+  const std::string printed = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(capped, free_run);
+  EXPECT_EQ(printed, "");
 }
 
 // Stats too: line numbers of bad records (some at batch edges when a batch is one line), counts,
