@@ -4,21 +4,66 @@
 //
 // Input layout: u32 little-endian n, then n bytes of .idx (n is clamped to what is left), then the
 // .bin. Oracles beyond "no crash, no out-of-bounds read" (ASan): a pair the validator calls sound
-// must open with IndexedDatasetReader and every sequence and document must read back.
+// must open with IndexedDatasetReader and every sequence and document must read back; and with
+// the loader's IndexedDatasetView (which maps files: the pair is written to a temporary directory
+// first), and any pair the view opens has every sequence inside its .bin, as its Open promises.
 #ifndef PILEPREP_TESTS_FUZZ_IDX_FUZZ_TARGET_H_
 #define PILEPREP_TESTS_FUZZ_IDX_FUZZ_TARGET_H_
 
+#include <unistd.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <string_view>
 #include <vector>
 
+#include "pileprep/indexed_dataset_view.h"
 #include "pileprep/indexed_reader.h"
 #include "pileprep/validate.h"
 
 namespace pileprep::fuzz {
+
+// Writes `bytes` to `path` whole, or aborts (a fuzz run that cannot write its files finds nothing).
+inline void WriteWholeFile(const std::string& path, std::string_view bytes) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) std::abort();
+  if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) std::abort();
+  if (std::fclose(f) != 0) std::abort();
+}
+
+// The view's oracle: `sound` (the validator's verdict) means it must open; opened, every sequence
+// (the first 4096) lies inside the .bin.
+inline void CheckIndexedDatasetView(std::string_view idx, std::string_view bin, bool sound) {
+  // One directory for the process's inputs, removed at exit.
+  struct TempDir {
+    std::string path;
+    TempDir() {
+      char tmpl[] = "/tmp/pileprep_idx_fuzz_XXXXXX";
+      if (::mkdtemp(tmpl) == nullptr) std::abort();
+      path = tmpl;
+    }
+    ~TempDir() {
+      std::remove((path + "/p.idx").c_str());
+      std::remove((path + "/p.bin").c_str());
+      ::rmdir(path.c_str());
+    }
+  };
+  static const TempDir dir;
+  const std::string prefix = dir.path + "/p";
+  WriteWholeFile(prefix + ".idx", idx);
+  WriteWholeFile(prefix + ".bin", bin);
+  const auto view = IndexedDatasetView::Open(prefix);
+  if (sound && !view.ok()) std::abort();  // sound to the validator, refused by the loader
+  if (view.ok()) {
+    for (int64_t i = 0; i < (*view)->num_sequences() && i < 4096; ++i) {
+      if ((*view)->CheckedSequenceData(i) == nullptr) std::abort();  // Open let it through
+    }
+  }
+}
 
 inline int RunIdxFuzzInput(const uint8_t* data, size_t size) {
   if (size < 4) return 0;
@@ -37,6 +82,8 @@ inline int RunIdxFuzzInput(const uint8_t* data, size_t size) {
   const ValidationReport report = ValidateBuffers(idx, bin, "fuzz", options);
   (void)FormatValidationReport(report);
   (void)ValidationReportToJson(report);
+
+  CheckIndexedDatasetView(idx, bin, report.ok());
 
   auto reader = IndexedDatasetReader::FromBuffers(idx, bin, "fuzz");
   if (report.ok() && !reader.ok()) std::abort();  // sound but unreadable
