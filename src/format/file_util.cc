@@ -229,6 +229,9 @@ absl::Status PublishDataset(const std::string& bin_tmp, const std::string& idx_t
   if (!status.ok()) {
     RemoveFileIfExists(bin).IgnoreError();
     RemoveFileIfExists(idx).IgnoreError();
+    // Best effort: the removal lasts as the rename before it would have (the status says what
+    // failed already).
+    if (sync) SyncDirectory(dir).IgnoreError();
   }
   return status;
 }

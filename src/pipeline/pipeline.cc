@@ -983,12 +983,39 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
   // the shard would read as made while a key's outputs were missing, and a --force run would leave
   // an older input's dataset for that key.
   std::vector<bool> renamed(writers.size(), false);
-  auto withdraw = [&] {
+  // Removes the renamed keys' files and syncs their directories (the removal must last as the
+  // renames did); returns what could not be removed, "" when all went, for the caller's error: a
+  // key left published beside a failed one must be named, not found later.
+  auto withdraw = [&]() -> std::string {
+    std::string left;
+    std::vector<std::string> dirs;
     for (size_t j = 0; j < writers.size(); ++j) {
       if (!renamed[j]) continue;  // older outputs not yet replaced are left as they are
-      internal::RemoveFileIfExists(writers[j]->idx_path()).IgnoreError();
-      internal::RemoveFileIfExists(writers[j]->bin_path()).IgnoreError();
+      for (const std::string& path : {writers[j]->idx_path(), writers[j]->bin_path()}) {
+        if (absl::Status s = internal::RemoveFileIfExists(path); !s.ok()) {
+          absl::StrAppend(&left, left.empty() ? "" : "; ", s.message());
+        }
+        const std::string dir = internal::DirName(path);
+        if (std::find(dirs.begin(), dirs.end(), dir) == dirs.end()) dirs.push_back(dir);
+      }
     }
+    if (options.writer.sync) {
+      for (const std::string& dir : dirs) {
+        if (absl::Status s = internal::SyncDirectory(dir); !s.ok()) {
+          absl::StrAppend(&left, left.empty() ? "" : "; ", s.message());
+        }
+      }
+    }
+    return left;
+  };
+  // `status`, with what a withdrawal left behind.
+  auto withdrawn = [&](const absl::Status& status) {
+    const std::string left = withdraw();
+    if (left.empty()) return status;
+    return absl::Status(status.code(), absl::StrCat(status.message(),
+                                                    "; the keys published before it could not "
+                                                    "all be withdrawn (",
+                                                    left, ")"));
   };
   // Every key's files complete under their temporary names first, then (the caller's hook
   // between) every rename: a key that fails or has no tokens stops the shard before any key is
@@ -1044,9 +1071,8 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
   for (size_t k = 0; k < writers.size(); ++k) {
     absl::StatusOr<IndexedDatasetWriter::Result> r = guarded([&] { return writers[k]->Publish(); });
     if (!r.ok()) {
-      withdraw();
       for (size_t j = k + 1; j < writers.size(); ++j) writers[j]->Abort();
-      return r.status();
+      return withdrawn(r.status());
     }
     renamed[k] = true;
   }

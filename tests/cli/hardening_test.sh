@@ -288,6 +288,48 @@ grep -q "were not published" "$work/err" && bad "stopped while checking: says no
 [[ $(cat "$work"/chk/my-gpt3_0[01]_text_document.* | sha256sum) == "$sums_before" ]] \
   && ok "stopped while checking: the outputs are left as they were" || bad "stopped while checking: outputs changed"
 
+# preprocess with two keys whose second fails its rename once the first is in place, and whose
+# withdrawal of the first fails too (the shim): the first key's new dataset stays published beside
+# a failed run, and the error must name it (the failed removal was dropped without a word).
+mkdir -p "$work/wd"
+/usr/bin/python3 -c 'import json
+for i in range(20): print(json.dumps({"text": "body %d" % i, "title": "T%d" % i}))' >"$work/two.jsonl"
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" LD_PRELOAD=$SHIM \
+  PILEPREP_FAULT_RENAME_TO="$work/wd/two_title_document.bin" \
+  PILEPREP_FAULT_UNLINK_AFTER="$work/wd/two_text_document.bin:$work/wd/two_text_document.idx" \
+  "$PILEPREP" preprocess --input "$work/two.jsonl" --output-prefix "$work/wd/two" --json-keys text title \
+  --workers 1 >"$work/out" 2>"$work/err"
+rc=$?
+[[ $rc -eq 1 ]] && grep -q "could not all be withdrawn (.*two_text_document" "$work/err" \
+  && ok "preprocess: a key left published by a failed withdrawal is named" \
+  || bad "preprocess: failed withdrawal (rc $rc): $(cat "$work/err")"
+
+# An output directory this user may write and enter but not read (mode 0733): a publish syncs the
+# directory, which opens it for reading, so every output failed at its publish, after all the work.
+# A set-up error now (exit 2), the dry run's too. Run as nobody: root reads any directory.
+if [[ $(id -u) -eq 0 ]] && command -v setpriv >/dev/null; then
+  as_nobody=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+  chmod 0755 "$work"
+  mkdir -p "$work/nob_ok" "$work/nob_wonly"; chmod 0777 "$work/nob_ok"; chmod 0733 "$work/nob_wonly"
+  printf '{"text": "hello"}\n' >"$work/nobody.jsonl"; chmod 0644 "$work/nobody.jsonl"
+  # Only where nobody can run pileprep at all (the binary and the vocabulary readable to it).
+  if "${as_nobody[@]}" "$PILEPREP" preprocess --input "$work/nobody.jsonl" --output-prefix "$work/nob_ok/x" \
+       -q >/dev/null 2>&1; then
+    expect "write-only output directory: a set-up error" 2 "not readable" -- \
+      "${as_nobody[@]}" "$PILEPREP" preprocess --input "$work/nobody.jsonl" --output-prefix "$work/nob_wonly/x" -q
+    [[ -z $(ls -A "$work/nob_wonly") ]] && ok "write-only output directory: nothing made there" \
+      || bad "write-only output directory: $(ls -A "$work/nob_wonly")"
+    expect "write-only output directory: the shard job refuses it too" 2 "not readable" -- \
+      "${as_nobody[@]}" "$PILEPREP" --url "$src" --files 0 --output-dir "$work/nob_wonly" -q
+    expect "write-only output directory: and its dry run" 2 "not readable" -- \
+      "${as_nobody[@]}" "$PILEPREP" --url "$src" --files 0 --output-dir "$work/nob_wonly" --dry-run
+  else
+    echo "skip: write-only output directory (nobody cannot run $PILEPREP here)"
+  fi
+else
+  echo "skip: write-only output directory (needs root and setpriv)"
+fi
+
 # ---------------------------------------------------------------- disk full, read-only directory
 mnt=$work/mnt; mkdir -p "$mnt"
 if mount -t tmpfs -o size=1m tmpfs "$mnt" 2>/dev/null; then

@@ -278,6 +278,11 @@ absl::Status CheckDirectoryCouldBeMade(const std::string& dir, absl::string_view
     return absl::PermissionDeniedError(absl::StrCat(
         flag, " ", dir, exists ? ": not writable: " : ": cannot create: ", std::strerror(errno)));
   }
+  if (exists && ::access(p.c_str(), R_OK) != 0) {  // as EnsureDirectory
+    return absl::PermissionDeniedError(absl::StrCat(
+        flag, " ", dir, ": not readable (outputs are made durable by syncing their directory): ",
+        std::strerror(errno)));
+  }
   return absl::OkStatus();
 }
 
@@ -305,6 +310,13 @@ absl::Status EnsureDirectory(const std::string& dir, absl::string_view flag) {
   if (::access(dir.c_str(), W_OK) != 0) {
     return absl::PermissionDeniedError(
         absl::StrCat(flag, " ", dir, ": not writable: ", std::strerror(errno)));
+  }
+  // A publish syncs the directory, which opens it for reading: a directory this process may write
+  // but not read (mode 0733) failed every output at its publish, after all the work.
+  if (::access(dir.c_str(), R_OK) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        flag, " ", dir, ": not readable (outputs are made durable by syncing their directory): ",
+        std::strerror(errno)));
   }
   return absl::OkStatus();
 }

@@ -275,8 +275,8 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& dat
   while (done < data.size()) {
     const ssize_t w = ::write(fd, data.data() + done, data.size() - done);
     if (w < 0 && errno == EINTR) continue;
-    if (w < 0) {
-      const int err = errno;
+    if (w <= 0) {  // 0: no progress, which a regular file does not make; said, not looped on
+      const int err = w < 0 ? errno : EIO;
       ::close(fd);
       ::unlink(tmp.c_str());
       return absl::DataLossError(absl::StrCat(tmp, ": write: ", std::strerror(err)));
@@ -284,12 +284,19 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& dat
     done += static_cast<size_t>(w);
   }
   int err = 0;
+  const char* step = "fsync";
   if (::fsync(fd) != 0) err = errno;
-  if (::close(fd) != 0 && err == 0) err = errno;  // closed either way
-  if (err == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
+  if (::close(fd) != 0 && err == 0) {  // closed either way
+    err = errno;
+    step = "close";
+  }
+  if (err == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    err = errno;
+    step = "rename to its final name";
+  }
   if (err != 0) {
     ::unlink(tmp.c_str());
-    return absl::DataLossError(absl::StrCat(path, ": ", std::strerror(err)));
+    return absl::DataLossError(absl::StrCat(tmp, ": ", step, ": ", std::strerror(err)));
   }
   if (absl::Status synced = internal::SyncDirectory(internal::DirName(path)); !synced.ok()) {
     return absl::DataLossError(
@@ -1235,12 +1242,20 @@ int RunShardJob(int argc, char** argv, int first) {
       // Published: each pending record becomes the record (the older one goes by the rename).
       for (const std::string& p : prefixes) {
         absl::Status s = internal::RenameFile(PendingRecordPath(p), RecordPath(p));
-        if (s.ok()) s = internal::SyncDirectory(internal::DirName(p));
         if (!s.ok()) {
           std::fprintf(stderr,
                        "%s: outputs published; their record stays pending at %s (%s): the next "
                        "run completes it\n",
                        outcome.name.c_str(), PendingRecordPath(p).c_str(),
+                       std::string(s.message()).c_str());
+        } else if (s = internal::SyncDirectory(internal::DirName(p)); !s.ok()) {
+          // Renamed, so no longer pending: only its directory entry may not survive a crash,
+          // which the next run finds as a pending record again (kept) or as this record.
+          std::fprintf(stderr,
+                       "%s: outputs published and their record renamed to %s, but its directory "
+                       "was not synced (%s): a crash now may leave it pending, which the next run "
+                       "completes\n",
+                       outcome.name.c_str(), RecordPath(p).c_str(),
                        std::string(s.message()).c_str());
         }
       }
