@@ -142,6 +142,22 @@ ff=$work/fifo; mkdir -p "$ff"; mkfifo "$ff/f.idx"; cp "$p0.bin" "$ff/f.bin"
 expect "validate refuses a FIFO" 1 "$ff/f.idx: not a regular file" -- timeout 60 "$PILEPREP" validate "$ff/f"
 expect "inspect refuses a FIFO" 1 "$ff/f.idx: not a regular file" -- timeout 60 "$PILEPREP" inspect "$ff/f"
 expect "validate DIR refuses a FIFO" 1 "$ff/f.idx: not a regular file" -- timeout 60 "$PILEPREP" validate "$ff"
+# Each input merged once: a glob names each pair twice, as its .bin and its .idx, which is one input
+# (it merged every dataset twice); a prefix given twice, or the same files by another path, is a
+# usage error (Megatron's merge takes each pair of a directory once).
+mkdir -p "$m/glob"
+cp "$p0".bin "$p0".idx "$g/my-gpt3_01_text_document".bin "$g/my-gpt3_01_text_document".idx "$m/glob/"
+expect "merge of a glob: each pair once" 0 "merged 2 datasets" -- \
+  "$PILEPREP" merge --output-prefix "$m/globbed" "$m"/glob/*
+cmp -s "$m/globbed.bin" "$m/dir.bin" && cmp -s "$m/globbed.idx" "$m/dir.idx" \
+  && echo "ok: merge of a glob equals merge --input-dir" \
+  || { echo "FAIL: merge of a glob differs from merge --input-dir"; fail=1; }
+expect "merge refuses a prefix given twice" 2 "each input is merged once" -- \
+  "$PILEPREP" merge --output-prefix "$m/twice" "$p0" "$g/my-gpt3_01_text_document" "$p0"
+expect "merge refuses the same files by another path" 2 "by another path" -- \
+  "$PILEPREP" merge --output-prefix "$m/twice" "$m/glob/my-gpt3_00_text_document" \
+  "$m/glob/../glob/my-gpt3_00_text_document"
+[[ -e "$m/twice.bin" ]] && { echo "FAIL: a refused merge published"; fail=1; }
 expect "merge needs inputs" 2 "merge needs input PREFIXes or --input-dir DIR (see --help)" -- "$PILEPREP" merge --output-prefix "$m/x"
 expect "merge takes inputs one way" 2 "merge takes --input-dir DIR or --input DIR (the same flag), not both" -- \
   "$PILEPREP" merge --output-prefix "$m/x" --input-dir "$m" --input "$m"

@@ -1,6 +1,8 @@
 // `pileprep merge --output-prefix P PREFIX... | --input-dir DIR`: Megatron's merge_datasets.py,
 // streaming.
 
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -78,7 +80,40 @@ int RunMerge(int argc, char** argv, int first) {
     }
     inputs = *std::move(found);
   } else {
-    for (const std::string& p : args.positional()) inputs.push_back(StripPairSuffix(p));
+    // A glob (`merge -o P shards/*`) names each pair twice, as its .bin and its .idx: one input.
+    // Any other repeat (a prefix given twice, or the same files by two paths) would merge a
+    // dataset twice, which Megatron's merge (a directory's pairs, each once) never does: refused.
+    std::vector<std::string> given;  // the argument each input came from
+    std::vector<std::pair<dev_t, ino_t>> files;
+    std::vector<char> halves;  // inputs[i] came from a .bin or .idx argument, not yet paired
+    for (const std::string& arg : args.positional()) {
+      const std::string prefix = StripPairSuffix(arg);
+      const bool half = prefix != arg;
+      struct stat st;
+      const bool known = ::stat((prefix + ".idx").c_str(), &st) == 0;
+      size_t seen = inputs.size();
+      for (size_t i = 0; i < inputs.size() && seen == inputs.size(); ++i) {
+        if (inputs[i] == prefix ||
+            (known && files[i] == std::pair{st.st_dev, st.st_ino} && files[i].second != 0)) {
+          seen = i;
+        }
+      }
+      if (seen == inputs.size()) {
+        inputs.push_back(prefix);
+        given.push_back(arg);
+        files.push_back(known ? std::pair{st.st_dev, st.st_ino} : std::pair<dev_t, ino_t>{0, 0});
+        halves.push_back(half);
+        continue;
+      }
+      if (half && halves[seen] && inputs[seen] == prefix && given[seen] != arg) {
+        halves[seen] = false;  // the other half of the pair: one input
+        continue;
+      }
+      PrintError(absl::StrCat("input ", arg, " is ", given[seen],
+                              inputs[seen] == prefix ? " again" : "'s dataset by another path",
+                              ": each input is merged once (list it once)"));
+      return kExitUsage;
+    }
   }
   // A usage error changes nothing on disk: the name is checked before its directory is made.
   if (output.back() == '/') {
