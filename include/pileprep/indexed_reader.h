@@ -105,12 +105,14 @@ class IndexedDatasetReader {
 };
 
 // The dataset prefixes in `dir`: every `NAME.idx` with a `NAME.bin` beside it, as `dir/NAME`,
-// sorted lexicographically by byte (the order of Megatron's tools/merge_datasets.py, Python's
-// sorted()). Files other than .bin/.idx are ignored, and directories; an entry so named that is no
-// regular file (a dangling symlink, a FIFO) counts, and fails where it is opened. Errors: the
-// directory cannot be listed; a .idx without its .bin or a .bin without its .idx
-// (FailedPrecondition naming it), unless `unpaired` is given: then such files' paths go there
-// (sorted) and the pairs are returned (validate checks the pairs it can).
+// in the order of Megatron's tools/merge_datasets.py, Python's sorted() of os.listdir's names: by
+// code point, a name that is not valid UTF-8 read as Python reads it (each byte that does not
+// decode as U+DC00 + byte); for UTF-8 names that is their byte order. Files other than .bin/.idx
+// are ignored, and directories; an entry so named that is no regular file (a dangling symlink, a
+// FIFO) counts, and fails where it is opened. Errors: the directory cannot be listed; a .idx
+// without its .bin or a .bin without its .idx (FailedPrecondition naming it), unless `unpaired` is
+// given: then such files' paths go there (sorted) and the pairs are returned (validate checks the
+// pairs it can).
 absl::StatusOr<std::vector<std::string>> FindDatasetPrefixes(
     const std::string& dir, std::vector<std::string>* unpaired = nullptr);
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "format/mapped_file.h"
@@ -195,6 +196,51 @@ absl::Status IndexedDatasetReader::ReadDocument(uint64_t d, std::vector<uint32_t
   });
 }
 
+namespace {
+
+// A file name as Python's os.listdir gives it, as code points: UTF-8 decoded strictly (no
+// surrogates, no overlong forms, nothing past U+10FFFF), each byte that does not decode taken as
+// U+DC00 + byte (the surrogateescape error handler). Python's sorted() of the names is the order
+// of these sequences; a byte order differs from it only where a name is not valid UTF-8 (a byte
+// 0x80..0xFF that does not decode sorts as U+DC80..U+DCFF, below U+E000..U+FFFF and the
+// supplementary planes).
+std::vector<uint32_t> PythonFsDecode(std::string_view name) {
+  std::vector<uint32_t> out;
+  const auto* b = reinterpret_cast<const unsigned char*>(name.data());
+  const size_t n = name.size();
+  auto cont = [&](size_t i, unsigned char lo = 0x80, unsigned char hi = 0xBF) {
+    return i < n && b[i] >= lo && b[i] <= hi;
+  };
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = b[i];
+    if (c < 0x80) {
+      out.push_back(c);
+      ++i;
+    } else if (c >= 0xC2 && c <= 0xDF && cont(i + 1)) {
+      out.push_back((uint32_t{c} & 0x1F) << 6 | (b[i + 1] & 0x3F));
+      i += 2;
+    } else if (c >= 0xE0 && c <= 0xEF &&
+               cont(i + 1, c == 0xE0 ? 0xA0 : 0x80, c == 0xED ? 0x9F : 0xBF) && cont(i + 2)) {
+      out.push_back((uint32_t{c} & 0x0F) << 12 | (b[i + 1] & 0x3F) << 6 | (b[i + 2] & 0x3F));
+      i += 3;
+    } else if (c >= 0xF0 && c <= 0xF4 &&
+               cont(i + 1, c == 0xF0 ? 0x90 : 0x80, c == 0xF4 ? 0x8F : 0xBF) && cont(i + 2) &&
+               cont(i + 3)) {
+      out.push_back((uint32_t{c} & 0x07) << 18 | (b[i + 1] & 0x3F) << 12 | (b[i + 2] & 0x3F) << 6 |
+                    (b[i + 3] & 0x3F));
+      i += 4;
+    } else {
+      // The bytes of a maximal invalid subsequence each escape alone; a byte after its first is a
+      // continuation byte, which never starts a character, so one at a time gives the same.
+      out.push_back(0xDC00 + c);
+      ++i;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<std::string>> FindDatasetPrefixes(const std::string& dir,
                                                              std::vector<std::string>* unpaired) {
   namespace fs = std::filesystem;
@@ -221,7 +267,11 @@ absl::StatusOr<std::vector<std::string>> FindDatasetPrefixes(const std::string& 
   if (ec) return absl::UnavailableError(absl::StrCat(dir, ": cannot list: ", ec.message()));
   std::vector<std::string> prefixes;
   const std::string base = (dir.empty() || dir.back() == '/') ? dir : dir + "/";
-  for (const std::string& name : idx) {
+  // Python's order of the names (merge_datasets.py: sorted() of os.listdir's str names).
+  std::vector<std::pair<std::vector<uint32_t>, std::string>> names;
+  for (const std::string& name : idx) names.emplace_back(PythonFsDecode(name), name);
+  std::sort(names.begin(), names.end());
+  for (const auto& [decoded, name] : names) {
     if (!bin.count(name)) {
       if (unpaired == nullptr) {
         return absl::FailedPreconditionError(
@@ -242,8 +292,6 @@ absl::StatusOr<std::vector<std::string>> FindDatasetPrefixes(const std::string& 
     }
   }
   if (unpaired != nullptr) std::sort(unpaired->begin(), unpaired->end());
-  // std::set orders std::string by byte (char_traits compares as unsigned char), which is
-  // Python's code-point order for UTF-8 names.
   return prefixes;
 }
 

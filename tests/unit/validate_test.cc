@@ -687,5 +687,28 @@ TEST(FindDatasetPrefixes, SortsLikePythonAndRefusesOrListsLoneFiles) {
   fs::remove_all(dir);
 }
 
+// Names that are not valid UTF-8 sort as Python's sorted(os.listdir()) sorts them: each byte that
+// does not decode as U+DC00 + byte (surrogateescape), so "\xff" (U+DCFF) comes before "\ue000"
+// (EE 80 80) and after "\ud7ff" (ED 9F BF), where a byte order put it last; "\xed\xa0\x80" (an
+// encoded surrogate, which Python does not decode) is three escapes, U+DCED first.
+TEST(FindDatasetPrefixes, NamesThatAreNotUtf8SortAsPythonDecodesThem) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("pileprep_find_prefixes_bytes_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::vector<std::string> python_order = {"a",    "\xed\x9f\xbf", "\xed\xa0\x80",
+                                                 "\xff", "\xee\x80\x80", "\xf0\x9f\x98\x80"};
+  for (const std::string& name : python_order) {
+    WriteFile(dir / (name + ".bin"), "x");
+    WriteFile(dir / (name + ".idx"), "x");
+  }
+  auto found = FindDatasetPrefixes(dir.string());
+  ASSERT_TRUE(found.ok()) << found.status();
+  std::vector<std::string> want;
+  for (const std::string& name : python_order) want.push_back(dir.string() + "/" + name);
+  EXPECT_EQ(*found, want);
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace pileprep
