@@ -20,6 +20,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -83,11 +84,14 @@ class Gpt2Tokenizer {
                                                                     std::string_view merges_txt,
                                                                     Options options);
   // Finds GPT-2's encoder.json and vocab.bpe shipped with pileprep, in the first of:
-  // $PILEPREP_TOKENIZER_DIR (the directory holding the two files), next to the executable
+  // $PILEPREP_TOKENIZER_DIR (the directory holding the two files; when set, it must hold them:
+  // NotFound, rather than the shipped files in its place), next to the executable
   // (../share/pileprep/tokenizers/gpt2), where `cmake --install` put them
   // (PREFIX/share/pileprep/tokenizers/gpt2, PREFIX as configured), the source tree it was built
   // from (tokenizers/gpt2). NotFound names every place looked in.
   static absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> FromDefaultFiles(Options options);
+  // The paths FromDefaultFiles loads: {encoder.json, vocab.bpe}.
+  static absl::StatusOr<std::pair<std::string, std::string>> DefaultFiles();
 
   // Per-thread pre-token cache. Holds no pointer into text passed to Encode. A cache serves one
   // tokenizer at a time: the one it was made for, or else the first it is used with; used with

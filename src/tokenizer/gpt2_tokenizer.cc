@@ -628,9 +628,25 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromFiles(
 }
 
 absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromDefaultFiles(Options options) {
+  PILEPREP_ASSIGN_OR_RETURN(auto files, DefaultFiles());
+  return FromFiles(files.first, files.second, options);
+}
+
+absl::StatusOr<std::pair<std::string, std::string>> Gpt2Tokenizer::DefaultFiles() {
   std::vector<std::filesystem::path> dirs;
-  if (const char* env = std::getenv("PILEPREP_TOKENIZER_DIR"); env && *env) dirs.emplace_back(env);
   std::error_code ec;
+  if (const char* env = std::getenv("PILEPREP_TOKENIZER_DIR"); env && *env) {
+    // Named, so meant: the shipped files in its place would tokenize with another vocabulary
+    // than the one asked for, without a word.
+    const std::filesystem::path dir(env);
+    if (!std::filesystem::exists(dir / "encoder.json", ec) ||
+        !std::filesystem::exists(dir / "vocab.bpe", ec)) {
+      return absl::NotFoundError(absl::StrCat("PILEPREP_TOKENIZER_DIR=", env,
+                                              ": no encoder.json and vocab.bpe there (unset it "
+                                              "for the GPT-2 files shipped with pileprep)"));
+    }
+    dirs.push_back(dir);
+  }
   const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) {
     dirs.push_back(exe.parent_path() / ".." / "share" / "pileprep" / "tokenizers" / "gpt2");
@@ -646,7 +662,7 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromDefaultFiles(O
     const auto vocab = dir / "encoder.json";
     const auto merges = dir / "vocab.bpe";
     if (std::filesystem::exists(vocab, ec) && std::filesystem::exists(merges, ec)) {
-      return FromFiles(vocab.string(), merges.string(), options);
+      return std::pair{vocab.string(), merges.string()};
     }
     absl::StrAppend(&tried, tried.empty() ? "" : ", ", dir.string());
   }
@@ -675,6 +691,11 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromBuffers(
   simdjson::dom::parser parser;
   simdjson::padded_string padded(vocab_json);
   simdjson::dom::object obj;
+  if (vocab_json.substr(0, 3) == "\xEF\xBB\xBF") {
+    return absl::InvalidArgumentError(
+        "vocabulary starts with a UTF-8 byte-order mark, which JSON does not allow (Megatron's "
+        "json.load fails on it too): remove its first three bytes");
+  }
   if (auto err = parser.parse(padded).get(obj)) {
     return absl::InvalidArgumentError(
         absl::StrCat("vocabulary is not a JSON object: ", simdjson::error_message(err)));
@@ -705,18 +726,28 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromBuffers(
     }
     spelled_to_id[field.key] = static_cast<uint32_t>(id);
     if (t.id_bytes.size() <= static_cast<size_t>(id)) {
-      t.id_bytes.resize(id + 1);
-      id_taken.resize(id + 1);
+      try {  // a table entry per id up to the largest: an id of 2^31 cannot have one
+        t.id_bytes.resize(id + 1);
+        id_taken.resize(id + 1);
+      } catch (const std::exception&) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("vocabulary entry \"", std::string(field.key), "\" has id ", id,
+                         ": the table of ids up to it does not fit in memory"));
+      }
     }
-    // Two tokens with one id would make Decode and the merges disagree about its bytes.
-    if (id_taken[id]) {
+    // Two tokens with one id would make Decode and the merges disagree about its bytes. (The
+    // same token again with its id, a repeated key, is json.load's last-one-wins: nothing.)
+    if (id_taken[id] && t.id_bytes[id] != bytes) {
       return absl::InvalidArgumentError(absl::StrCat("vocabulary entry \"", std::string(field.key),
-                                                     "\" reuses id ", id));
+                                                     "\" has id ", id,
+                                                     ", which another entry has already"));
     }
     id_taken[id] = true;
     t.id_bytes[id] = bytes;
   }
-  tok->vocab_size_ = obj.size();
+  // Megatron's len(encoder): distinct keys (a repeated key counts once, as in json.load); it picks
+  // the .bin's dtype.
+  tok->vocab_size_ = spelled_to_id.size();
   if (!t.has_endoftext) {
     return absl::InvalidArgumentError("vocabulary has no <|endoftext|> entry");
   }
@@ -744,6 +775,8 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromBuffers(
   uint32_t rank = 0;
   size_t line_no = 0;
   std::string a, b, joined;
+  // A byte-order mark before the "#version" line: Megatron drops the first line whatever it holds.
+  if (merges_txt.substr(0, 3) == "\xEF\xBB\xBF") merges_txt.remove_prefix(3);
   for (size_t pos = 0; pos < merges_txt.size();) {
     size_t nl = merges_txt.find('\n', pos);
     if (nl == std::string_view::npos) nl = merges_txt.size();
@@ -766,8 +799,15 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromBuffers(
         return absl::InvalidArgumentError(
             absl::StrCat("merges line ", line_no, ": not in GPT-2's byte alphabet"));
       }
-      return absl::InvalidArgumentError(absl::StrCat(
-          "merges line ", line_no, ": token \"", std::string(line), "\" is not in the vocabulary"));
+      std::string missing;
+      for (const auto& [it, spelled] : {std::pair{ia, std::string(sa)},
+                                        std::pair{ib, std::string(sb)}, std::pair{iab, joined}}) {
+        if (it != spelled_to_id.end()) continue;
+        absl::StrAppend(&missing, missing.empty() ? "" : ", ", "\"", spelled, "\"");
+      }
+      return absl::InvalidArgumentError(absl::StrCat("merges line ", line_no, " (\"",
+                                                     std::string(line), "\"): ", missing,
+                                                     " not in the vocabulary"));
     }
     // A repeated pair keeps its later rank (PairTable::Build).
     pairs.push_back({ia->second, ib->second, rank, iab->second});

@@ -212,7 +212,9 @@ TEST(SyntheticVocab, VocabularyThatReusesAnIdIsRefused) {
   auto tok = Gpt2Tokenizer::FromFiles(dir + "/encoder.json", dir + "/vocab.bpe", {});
   ASSERT_FALSE(tok.ok());
   EXPECT_EQ(tok.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(tok.status().message().find("reuses id 7"), std::string::npos) << tok.status();
+  EXPECT_NE(tok.status().message().find("has id 7, which another entry has already"),
+            std::string::npos)
+      << tok.status();
 }
 
 // encoder.json and vocab.bpe as buffers; `respelled`: the same vocabulary and merges written
@@ -274,6 +276,53 @@ TEST(SyntheticVocab, VocabularyWithHolesInItsIdsIsBoundedByItsLargestId) {
   std::vector<uint32_t> ids;
   (*tok)->Encode("the<|endoftext|>", cache, &ids);
   EXPECT_THAT(ids, ::testing::ElementsAre(256, 'e', 300));
+}
+
+// Files Megatron's reader takes as they are: a key repeated with its id (json.load keeps one), a
+// byte-order mark before the merges' "#version" line (Megatron drops the first line whatever it
+// holds). Loaded, with the ids of the plain files and Megatron's entry count (len(encoder), which
+// picks the .bin's dtype: a repeated key counted twice could make it int32 where Megatron writes
+// uint16).
+TEST(SyntheticVocab, ARepeatedKeyAndAMergesByteOrderMarkAreReadAsMegatronReadsThem) {
+  const auto [json, merges] = VocabBuffers(ThHe());
+  Gpt2Tokenizer::Options options;
+  options.cache_entries = 4096;
+  auto plain = Gpt2Tokenizer::FromBuffers(json, merges, options);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  std::string repeated = json;
+  repeated.insert(1, JsonString(Alphabet("th")) + ": 256, ");
+  auto with_repeat = Gpt2Tokenizer::FromBuffers(repeated, "\xEF\xBB\xBF" + merges, options);
+  ASSERT_TRUE(with_repeat.ok()) << with_repeat.status();
+  EXPECT_EQ((*with_repeat)->vocab_size(), (*plain)->vocab_size());
+  EXPECT_EQ((*with_repeat)->fingerprint(), (*plain)->fingerprint());
+  // A byte-order mark before encoder.json is no JSON (json.load fails too): refused, named.
+  auto bom = Gpt2Tokenizer::FromBuffers("\xEF\xBB\xBF" + json, merges, options);
+  EXPECT_EQ(bom.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bom.status().message().find("byte-order mark"), std::string::npos) << bom.status();
+  // A merge whose result the vocabulary lacks names that token, not the line's two.
+  auto lacking = Gpt2Tokenizer::FromBuffers(
+      json, merges + Alphabet("e") + " " + Alphabet("h") + "\n", options);
+  EXPECT_EQ(lacking.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(lacking.status().message().find(": \"eh\" not in the vocabulary"), std::string::npos)
+      << lacking.status();
+}
+
+// PILEPREP_TOKENIZER_DIR set to a directory without the two files: NotFound naming it, not the
+// shipped files in its place (another vocabulary than the one asked for, without a word).
+TEST(SyntheticVocab, ATokenizerDirThatLacksTheFilesIsNotFoundNotReplaced) {
+  const ScopedTempDir empty("tokenizer_dir_empty");
+  ::setenv("PILEPREP_TOKENIZER_DIR", empty.path().c_str(), 1);
+  auto files = Gpt2Tokenizer::DefaultFiles();
+  auto tok = Gpt2Tokenizer::FromDefaultFiles({});
+  ::unsetenv("PILEPREP_TOKENIZER_DIR");
+  EXPECT_EQ(files.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(tok.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(tok.status().message().find("PILEPREP_TOKENIZER_DIR=" + empty.path()),
+            std::string::npos)
+      << tok.status();
+  auto shipped = Gpt2Tokenizer::DefaultFiles();
+  ASSERT_TRUE(shipped.ok()) << shipped.status();
+  EXPECT_NE(shipped->second.find("vocab.bpe"), std::string::npos);
 }
 
 // The fingerprint names the mapping from text to ids: not the files' spelling, not the cache.

@@ -13,6 +13,7 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -119,9 +120,11 @@ std::string ExitCodeHelp(ExitHelpFor command) {
 void AddCommonFlags(Args& args) {
   const PipelineOptions defaults;
   args.Add("vocab-file", Args::Kind::kValue, "FILE",
-           "GPT-2 encoder.json / vocab.json (default: the copy shipped in tokenizers/gpt2)");
+           "GPT-2 encoder.json / vocab.json (default: $PILEPREP_TOKENIZER_DIR/encoder.json when "
+           "that is set, else the copy shipped in tokenizers/gpt2)");
   args.Add("merge-file", Args::Kind::kValue, "FILE",
-           "GPT-2 vocab.bpe / merges.txt (default: the copy shipped in tokenizers/gpt2)");
+           "GPT-2 vocab.bpe / merges.txt (default: $PILEPREP_TOKENIZER_DIR/vocab.bpe when that "
+           "is set, else the copy shipped in tokenizers/gpt2)");
   args.Add("endoftext-as-text", Args::Kind::kSwitch, "",
            "tokenize a literal <|endoftext|> in text as ordinary text (legacy Megatron, tiktoken "
            "encode_ordinary) instead of the single id 50256");
@@ -185,8 +188,10 @@ void WarnOfMergesMegatronReadsOtherwise(const std::string& path) {
   absl::StatusOr<std::string> merges = internal::ReadFileToString(path, internal::kRegularFileOnly);
   if (!merges.ok() || merges->empty()) return;
   std::vector<std::string> lost;
+  // A byte-order mark before "#version" is dropped with the line by Megatron, and by pileprep.
+  const size_t bom = merges->rfind("\xEF\xBB\xBF", 0) == 0 ? 3 : 0;
   // An empty first line is dropped by both (pileprep skips empty lines): no difference.
-  if (merges->rfind("#version", 0) != 0 && merges->front() != '\n' &&
+  if (merges->rfind("#version", bom) != bom && merges->front() != '\n' &&
       merges->rfind("\r\n", 0) != 0) {
     lost.push_back(
         absl::StrCat("its first line (\"", merges->substr(0, merges->find('\n')),
@@ -206,9 +211,15 @@ void WarnOfMergesMegatronReadsOtherwise(const std::string& path) {
 }
 
 absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> LoadTokenizer(const Common& c) {
-  auto tokenizer = c.vocab_file.empty()
-                       ? Gpt2Tokenizer::FromDefaultFiles(c.tokenizer)
-                       : Gpt2Tokenizer::FromFiles(c.vocab_file, c.merge_file, c.tokenizer);
+  // The files loaded, given or found (PILEPREP_TOKENIZER_DIR may name others than the shipped
+  // ones): the warnings below are about them.
+  std::string vocab_file = c.vocab_file, merge_file = c.merge_file;
+  if (vocab_file.empty()) {
+    absl::StatusOr<std::pair<std::string, std::string>> found = Gpt2Tokenizer::DefaultFiles();
+    if (!found.ok()) return found.status();
+    std::tie(vocab_file, merge_file) = *found;
+  }
+  auto tokenizer = Gpt2Tokenizer::FromFiles(vocab_file, merge_file, c.tokenizer);
   if (tokenizer.ok() && (*tokenizer)->id_limit() != (*tokenizer)->vocab_size()) {
     // Written as Megatron writes them, but a training job sizes its embedding by the entry count
     // (Megatron's vocab_size is len(encoder)): ids past it fail there, and `pileprep validate`
@@ -217,10 +228,10 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> LoadTokenizer(const Common& c) {
                  "pileprep: warning: %s leaves ids out: %zu entries, ids up to %zu. Megatron "
                  "sizes its embedding by the entry count, so ids of %zu or more would fail "
                  "there (validate them with --vocab-size %zu)\n",
-                 c.vocab_file.c_str(), (*tokenizer)->vocab_size(), (*tokenizer)->id_limit() - 1,
+                 vocab_file.c_str(), (*tokenizer)->vocab_size(), (*tokenizer)->id_limit() - 1,
                  (*tokenizer)->vocab_size(), (*tokenizer)->id_limit());
   }
-  if (tokenizer.ok() && !c.merge_file.empty()) WarnOfMergesMegatronReadsOtherwise(c.merge_file);
+  if (tokenizer.ok()) WarnOfMergesMegatronReadsOtherwise(merge_file);
   return tokenizer;
 }
 
