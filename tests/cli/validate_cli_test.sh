@@ -158,6 +158,10 @@ expect "merge refuses the same files by another path" 2 "by another path" -- \
   "$PILEPREP" merge --output-prefix "$m/twice" "$m/glob/my-gpt3_00_text_document" \
   "$m/glob/../glob/my-gpt3_00_text_document"
 [[ -e "$m/twice.bin" ]] && { echo "FAIL: a refused merge published"; fail=1; }
+# A missing input fails before the output's directory is made: a failed merge leaves nothing.
+expect "merge of a missing input" 1 "nothere.idx: cannot open: No such file or directory" -- \
+  "$PILEPREP" merge --output-prefix "$m/newdir/x" "$m/nothere"
+[[ -e "$m/newdir" ]] && { echo "FAIL: a merge of a missing input made its output directory"; fail=1; }
 expect "merge needs inputs" 2 "merge needs input PREFIXes or --input-dir DIR (see --help)" -- "$PILEPREP" merge --output-prefix "$m/x"
 expect "merge takes inputs one way" 2 "merge takes --input-dir DIR or --input DIR (the same flag), not both" -- \
   "$PILEPREP" merge --output-prefix "$m/x" --input-dir "$m" --input "$m"

@@ -2,8 +2,11 @@
 // streaming.
 
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -121,6 +124,16 @@ int RunMerge(int argc, char** argv, int first) {
         absl::StrCat("--output-prefix ", output,
                      ": names no file (P.bin and P.idx are written; P must not end in '/')"));
     return kExitUsage;
+  }
+  // An input that is not there fails before the output's directory is made: a failed merge leaves
+  // nothing behind (the inputs are read and checked in full by the merge itself).
+  for (const std::string& input : inputs) {
+    for (const char* ext : {".idx", ".bin"}) {
+      if (::access((input + ext).c_str(), F_OK) != 0) {
+        PrintError(absl::StrCat(input, ext, ": cannot open: ", std::strerror(errno)));
+        return kExitFailed;
+      }
+    }
   }
   if (auto s = EnsureDirectory(DirectoryOf(output), "--output-prefix"); !s.ok()) {
     PrintError(std::string(s.message()));
