@@ -171,6 +171,18 @@ truncate -s 1000 "$work/r/my-gpt3_03_text_document.bin"
 touch "$work/r/my-gpt3_04_text_document.bin.pileprep-tmp"
 "$PILEPREP" --url "$work/src" --files 0-6 --output-dir "$work/r" --threads 2 >"$work/out" 2>"$work/err" || bad "resume run failed"
 [[ $(grep -c "already complete and valid; skipped" "$work/err") -eq 6 ]] || { bad "resume: want 6 skipped"; cat "$work/err"; }
+# A skipped shard's counts in the summary are its outputs' (its empty documents were reported 0).
+/usr/bin/python3 - "$work/ref/pileprep-summary-rank0.json" "$work/r/pileprep-summary-rank0.json" <<'PY' ||
+import json, sys
+ref = {s["shard"]: s for s in json.load(open(sys.argv[1]))["shards"]}
+run = {s["shard"]: s for s in json.load(open(sys.argv[2]))["shards"]}
+skipped = [n for n, s in run.items() if s["status"] == "skipped"]
+assert len(skipped) == 6 and any(ref[n]["empty_documents"] > 0 for n in skipped), skipped
+for n in skipped:
+    for k in ("documents", "empty_documents", "tokens"):
+        assert run[n][k] == ref[n][k], (n, k, run[n][k], ref[n][k])
+PY
+  bad "resume: a skipped shard's counts in the summary differ from the run that made it"
 grep -q "my-gpt3_03_text_document: existing outputs do not validate" "$work/err" || bad "damaged shard not reported"
 grep -q "removed a stale temporary file" "$work/err" || bad "stale temporary not removed"
 cmp -s "$work/ref/my-gpt3_03_text_document.bin" "$work/r/my-gpt3_03_text_document.bin" || bad "damaged shard not remade"

@@ -54,7 +54,12 @@ void ConsoleProgress::set_download(std::function<FetchStats()> download) {
 }
 
 std::string ConsoleProgress::Line(const Snapshot& s) const {
-  const double rate = s.seconds > 0 ? s.bytes_decompressed / s.seconds : 0;
+  // Seconds until now, not until the last batch (s.seconds): during a stall the rate falls and the
+  // ETA grows, where they stood still at the last batch's values.
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const double seconds = std::max(elapsed, s.seconds);
+  const double rate = seconds > 0 ? s.bytes_decompressed / seconds : 0;
   std::string line = label_ + ": ";
   FetchStats fetch;
   int64_t size = s.size_hint;
@@ -69,19 +74,19 @@ std::string ConsoleProgress::Line(const Snapshot& s) const {
     const double frac = static_cast<double>(s.bytes_in) / size;
     absl::StrAppendFormat(&line, " / %s (%.0f%%)", HumanBytes(size), 100 * frac);
     if (frac > 0.001) {
-      absl::StrAppend(&line, ", ETA ", HumanDuration(s.seconds * (1 - frac) / frac));
+      absl::StrAppend(&line, ", ETA ", HumanDuration(seconds * (1 - frac) / frac));
     }
   }
-  // Downloaded bytes per second of the whole run so far (the batch's `seconds` is older).
-  const double elapsed =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  // Downloaded bytes per second of the whole run so far.
   if (download_ && elapsed > 0) {
     absl::StrAppend(&line, ", ", HumanBytes(fetch.bytes_delivered / elapsed), "/s in");
   }
   absl::StrAppend(&line, ", ", HumanBytes(rate), "/s of JSON, ", HumanCount(s.documents), " docs, ",
                   HumanCount(s.tokens), " tokens");
   if (s.bad_records > 0) absl::StrAppend(&line, ", ", s.bad_records, " bad records");
-  if (fetch.retries > 0) absl::StrAppend(&line, ", ", fetch.retries, " retries");
+  if (fetch.retries > 0) {
+    absl::StrAppend(&line, ", ", fetch.retries, fetch.retries == 1 ? " retry" : " retries");
+  }
   return line;
 }
 

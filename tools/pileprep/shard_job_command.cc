@@ -234,7 +234,7 @@ bool AlreadyComplete(const JobConfig& job, const Common& c, const Gpt2Tokenizer&
   v.check_tokens = true;
   v.threads = c.pipeline.threads;
   v.cancel = &CancelFlag();  // a signal need not wait for a many-GB .bin's token check
-  uint64_t documents = 0, tokens = 0, bytes = 0;
+  uint64_t documents = 0, empty_documents = 0, tokens = 0;
   for (const std::string& p : PrefixesFor(job, c, n)) {
     // The error_code forms: one that cannot be checked (EACCES, EIO) is made again, and that run
     // names the error, rather than a filesystem_error thrown out of the job.
@@ -255,12 +255,17 @@ bool AlreadyComplete(const JobConfig& job, const Common& c, const Gpt2Tokenizer&
       return false;
     }
     documents = report->documents;
+    // One sequence per document with tokens (no sentence splitting): the rest are empty, as the
+    // run that made the shard counted them (the first key's, as a run's count is).
+    if (empty_documents == 0 && outcome->outputs.empty()) {
+      empty_documents = report->documents - std::min(report->documents, report->sequences);
+    }
     tokens += report->tokens;
-    bytes += report->bin_bytes;
     outcome->outputs.push_back(p);
   }
   outcome->status = "skipped";
   outcome->stats.documents = documents;
+  outcome->stats.empty_documents = empty_documents;
   outcome->stats.tokens = tokens;
   outcome->stats.published = true;
   return true;
@@ -882,11 +887,11 @@ int RunShardJob(int argc, char** argv, int first) {
   const int used_threads =
       c.pipeline.threads > 0 ? c.pipeline.threads : tbb::info::default_concurrency();
   if (!c.console.quiet) {
-    std::fprintf(stderr,
-                 "pileprep %s: rank %d of %d (%s): %zu of %zu shard(s) from %s -> %s, %d threads\n",
-                 PILEPREP_VERSION, assignment->rank, assignment->size,
-                 assignment->decided_by.c_str(), mine->size(), files->size(),
-                 RedactUrl(job.source.base).c_str(), job.output_dir.c_str(), used_threads);
+    std::fprintf(
+        stderr, "pileprep %s: rank %d of %d (%s): %zu of %zu shard(s) from %s -> %s, %d thread%s\n",
+        PILEPREP_VERSION, assignment->rank, assignment->size, assignment->decided_by.c_str(),
+        mine->size(), files->size(), RedactUrl(job.source.base).c_str(), job.output_dir.c_str(),
+        used_threads, used_threads == 1 ? "" : "s");
   }
   if (mine->empty() && !c.console.quiet) {
     std::fprintf(stderr,
