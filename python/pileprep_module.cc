@@ -78,6 +78,13 @@ namespace {
 // cls.__new__(cls) and no __init__ (pybind11 would hand out uninitialised storage).
 template <typename T>
 const T& Self(py::handle self) {
+  // `self` is taken untyped (a method called through the class may be handed anything):
+  // checked first, as pybind11 would have for a typed argument.
+  if (!py::isinstance(self, py::type::of<T>())) {
+    throw py::type_error(
+        absl::StrCat("expected a ", py::str(py::type::of<T>().attr("__name__")).cast<std::string>(),
+                     ", got ", py::str(self.get_type().attr("__name__")).cast<std::string>()));
+  }
   auto* inst = reinterpret_cast<py::detail::instance*>(self.ptr());
   py::detail::value_and_holder v =
       inst->get_value_and_holder(py::detail::get_type_info(typeid(T)), /*throw_if_missing=*/false);

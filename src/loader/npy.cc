@@ -359,8 +359,13 @@ FileLock::FileLock(const std::string& path) {
 void FileLock::Release() {
   HeldLocks& held = Held();
   std::lock_guard<std::mutex> lock(held.mu);
-  held.fds.erase(std::find(held.fds.begin(), held.fds.end(), fd_));
-  close(fd_);  // releases the lock
+  const auto it = std::find(held.fds.begin(), held.fds.end(), fd_);
+  // Not there: this is a forked child, which closed its copy at the fork (the number may name
+  // another file by now).
+  if (it != held.fds.end()) {
+    held.fds.erase(it);
+    close(fd_);  // releases the lock
+  }
   fd_ = -1;
 }
 

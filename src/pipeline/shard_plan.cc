@@ -358,12 +358,18 @@ absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environ
         PILEPREP_ASSIGN_OR_RETURN(a.array_min, EnvInt(env, "SLURM_ARRAY_TASK_MIN"));
         PILEPREP_ASSIGN_OR_RETURN(a.array_max, EnvInt(env, "SLURM_ARRAY_TASK_MAX"));
       }
+      if (Lookup(env, "SLURM_ARRAY_TASK_COUNT") != nullptr) {
+        PILEPREP_ASSIGN_OR_RETURN(a.array_count, EnvInt(env, "SLURM_ARRAY_TASK_COUNT"));
+      }
       if (Lookup(env, "SLURM_ARRAY_TASK_STEP") != nullptr) {
         PILEPREP_ASSIGN_OR_RETURN(a.array_step, EnvInt(env, "SLURM_ARRAY_TASK_STEP"));
         a.array_step = std::max(a.array_step, 1);
-      }
-      if (Lookup(env, "SLURM_ARRAY_TASK_COUNT") != nullptr) {
-        PILEPREP_ASSIGN_OR_RETURN(a.array_count, EnvInt(env, "SLURM_ARRAY_TASK_COUNT"));
+        // A step is trusted only where the count agrees with it (`--array 0-29:2`): of an
+        // irregular list (`--array 0,2,3`) what Slurm gives as the step is not every gap.
+        if (a.array_min >= 0 && a.array_max >= a.array_min && a.array_count >= 0 &&
+            a.array_count != (a.array_max - a.array_min) / a.array_step + 1) {
+          a.array_step = 1;
+        }
       }
       return a;
     }
@@ -373,7 +379,8 @@ absl::StatusOr<RankAssignment> ResolveRank(const RankFlags& flags, const Environ
     if (LauncherFamilyInArrayTask(env, f)) {
       // One process (mpirun -np 1, torchrun --nproc-per-node 1) splits nothing: the array task
       // makes the file of its number, as without the launcher. It took every file in every task.
-      if (a.size == 1 && SlurmArrayApplies(env)) {
+      // (In an array task's srun step of several tasks, the array's family refuses it below.)
+      if (a.size == 1) {
         a.rank = 0;
         continue;
       }

@@ -1073,9 +1073,20 @@ def test_python_edges(pileprep, tmp):
          "            fails += 1\n"
          "        except TypeError as e:\n"
          "            fails += '__init__ was not called' not in str(e)\n"
+         "# A method called through its class on another object (it crashed: self is untyped).\n"
+         f"g = pileprep.GPTDataset({golden!r}, seq_length=4)\n"
+         "for call in (lambda: pileprep.IndexedDataset.__len__(42),\n"
+         "             lambda: pileprep.IndexedDataset.__reduce__(g),\n"
+         "             lambda: pileprep.IndexedDataset.__getitem__(g, 0),\n"
+         "             lambda: pileprep.GPTDataset.__len__('x')):\n"
+         "    try:\n"
+         "        call()\n"
+         "        fails += 1\n"
+         "    except TypeError:\n"
+         "        pass\n"
          "sys.exit(fails)\n"],
         capture_output=True, text=True, timeout=120)
-    check(child.returncode == 0, f"__new__ without __init__: rc {child.returncode}: "
+    check(child.returncode == 0, f"__new__ without __init__, or another self: rc {child.returncode}: "
           f"{child.stderr[-300:]}")
     ds = pileprep.IndexedDataset(golden)
     g = pileprep.GPTDataset(golden, seq_length=4)

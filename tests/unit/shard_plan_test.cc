@@ -228,6 +228,16 @@ TEST(ResolveRank, FilesOffAStepOrMissingFromAListedArrayAreSaid) {
   ASSERT_TRUE(listed.ok()) << listed.status();
   EXPECT_TRUE(FilesNoArrayTaskMakes(all, *listed).empty());
   EXPECT_EQ(ArrayTasksMissingInRange(*listed), 10);
+  // An irregular list (`--array 0,2,3`) with a step its count does not agree with: the step is not
+  // trusted (file 03 would have been named as made by no task), the missing id counted.
+  auto irregular = ResolveRank({}, {{"SLURM_ARRAY_TASK_ID", "3"},
+                                    {"SLURM_ARRAY_TASK_MIN", "0"},
+                                    {"SLURM_ARRAY_TASK_MAX", "3"},
+                                    {"SLURM_ARRAY_TASK_STEP", "2"},
+                                    {"SLURM_ARRAY_TASK_COUNT", "3"}});
+  ASSERT_TRUE(irregular.ok()) << irregular.status();
+  EXPECT_TRUE(FilesNoArrayTaskMakes({0, 1, 2, 3}, *irregular).empty());
+  EXPECT_EQ(ArrayTasksMissingInRange(*irregular), 1);
 }
 
 // An srun step in an array task on a cluster whose srun sets PMI_RANK / PMI_SIZE (the pmi2 plugin:
@@ -353,6 +363,13 @@ TEST(ResolveRank, LaunchersInsideASlurmArrayTaskAreRefusedUnlessOneProcess) {
     ASSERT_FALSE(one.ok()) << one->decided_by;
     EXPECT_THAT(std::string(one.status().message()), HasSubstr("--nodes 1 in a Slurm array task"));
   }
+  // A launcher of one process in an array task's srun step of several tasks: the step is what is
+  // refused (it was called "1 processes of a launcher").
+  auto step = ResolveRank({}, with({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"LOCAL_WORLD_SIZE", "1"},
+                                    {"TORCHELASTIC_RUN_ID", "x"}, {"SLURM_STEP_NUM_TASKS", "2"},
+                                    {"SLURM_PROCID", "1"}}));
+  ASSERT_FALSE(step.ok()) << step->decided_by;
+  EXPECT_THAT(std::string(step.status().message()), HasSubstr("running an srun step of 2 tasks"));
   // Both flags decide alone, as ever.
   auto both = ResolveRank({.nodes = 4, .rank = 1},
                           with({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "4"}}));

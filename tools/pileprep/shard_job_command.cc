@@ -255,11 +255,11 @@ bool AlreadyComplete(const JobConfig& job, const Common& c, const Gpt2Tokenizer&
       return false;
     }
     documents = report->documents;
-    // One sequence per document with tokens (no sentence splitting): the rest are empty, as the
-    // run that made the shard counted them (the first key's, as a run's count is).
-    if (empty_documents == 0 && outcome->outputs.empty()) {
-      empty_documents = report->documents - std::min(report->documents, report->sequences);
-    }
+    // One sequence per document with tokens in a key (no sentence splitting): the rest are that
+    // key's empty documents. A run counts a document empty when every key is, at most the fewest
+    // of any key's: that (exact with one key).
+    const uint64_t empty_here = report->documents - std::min(report->documents, report->sequences);
+    empty_documents = outcome->outputs.empty() ? empty_here : std::min(empty_documents, empty_here);
     tokens += report->tokens;
     outcome->outputs.push_back(p);
   }
