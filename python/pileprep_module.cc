@@ -29,11 +29,17 @@ namespace py = pybind11;
 namespace pileprep {
 namespace {
 
-// Sets a Python error of `type` whose message is `m` read as UTF-8 with bad bytes replaced (a
-// path in it need not be UTF-8; PyErr_SetString would leave the message empty).
-[[noreturn]] void Throw(PyObject* type, const std::string& m) {
+// `m` as a Python str, read as UTF-8 with bad bytes replaced (a path in it need not be UTF-8;
+// PyErr_SetString would leave the message empty). A new reference.
+PyObject* Message(const std::string& m) {
   PyObject* message = PyUnicode_DecodeUTF8(m.data(), static_cast<py::ssize_t>(m.size()), "replace");
   if (message == nullptr) throw py::error_already_set();
+  return message;
+}
+
+// Sets a Python error of `type` whose message is `m`.
+[[noreturn]] void Throw(PyObject* type, const std::string& m) {
+  PyObject* message = Message(m);
   PyErr_SetObject(type, message);
   Py_DECREF(message);
   throw py::error_already_set();
@@ -45,10 +51,7 @@ namespace {
   // (FileNotFoundError, PermissionError, NotADirectoryError, IsADirectoryError, ...) with .errno
   // set, as Megatron's open() and numpy.memmap raise. Out of memory stays MemoryError.
   if (const std::optional<int> err = ErrnoOf(s); err && *err != ENOMEM) {
-    PyObject* message =
-        PyUnicode_DecodeUTF8(m.data(), static_cast<py::ssize_t>(m.size()), "replace");
-    if (message == nullptr) throw py::error_already_set();
-    PyObject* e = PyObject_CallFunction(PyExc_OSError, "iN", *err, message);
+    PyObject* e = PyObject_CallFunction(PyExc_OSError, "iN", *err, Message(m));
     if (e == nullptr) throw py::error_already_set();
     PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(e)), e);
     Py_DECREF(e);

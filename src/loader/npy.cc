@@ -33,10 +33,6 @@ namespace {
 
 constexpr char kNpyMagic[] = "\x93NUMPY";
 
-absl::Status Errno(int err, const std::string& path, absl::string_view what) {
-  return ErrnoStatus(err, path, what);
-}
-
 }  // namespace
 
 absl::Status WithErrno(absl::Status status, int err) {
@@ -202,12 +198,12 @@ absl::StatusOr<MappedNpy> MapNpy(const std::string& path) {
   // O_NONBLOCK: a FIFO in the cache directory is refused below, not waited on (it is mapped, never
   // read, so the flag changes nothing for a regular file).
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) return Errno(errno, path, "open");
+  if (fd < 0) return ErrnoStatus(errno, path, "open");
   struct stat st;
   if (fstat(fd, &st) != 0) {
     const int err = errno;
     close(fd);
-    return Errno(err, path, "stat");
+    return ErrnoStatus(err, path, "stat");
   }
   if (!S_ISREG(st.st_mode) || st.st_size == 0) {
     close(fd);
@@ -241,7 +237,7 @@ absl::StatusOr<MappedNpy> MapNpy(const std::string& path) {
       if (n <= 0) {
         const int err = n < 0 ? errno : EIO;
         close(fd);
-        return Errno(err, path, absl::StrCat("read at byte ", done));
+        return ErrnoStatus(err, path, absl::StrCat("read at byte ", done));
       }
       done += static_cast<size_t>(n);
     }
@@ -274,7 +270,7 @@ absl::Status WriteFileAtomically(const std::string& path,
       static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
   std::string tmp = absl::StrCat(path, ".tmp.", getpid(), ".", rng());
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0) return Errno(errno, tmp, "open");
+  if (fd < 0) return ErrnoStatus(errno, tmp, "open");
   uint64_t written = 0;  // bytes of the file so far, for the error's offset
   for (absl::string_view part : parts) {
     size_t done = 0;
@@ -285,7 +281,7 @@ absl::Status WriteFileAtomically(const std::string& path,
         int err = errno;
         close(fd);
         unlink(tmp.c_str());
-        return Errno(err, tmp, absl::StrCat("write at byte ", written + done));
+        return ErrnoStatus(err, tmp, absl::StrCat("write at byte ", written + done));
       }
       done += static_cast<size_t>(n);
     }
@@ -295,17 +291,17 @@ absl::Status WriteFileAtomically(const std::string& path,
     int err = errno;
     close(fd);
     unlink(tmp.c_str());
-    return Errno(err, tmp, "fsync");
+    return ErrnoStatus(err, tmp, "fsync");
   }
   if (close(fd) != 0) {
     int err = errno;
     unlink(tmp.c_str());
-    return Errno(err, tmp, "close");
+    return ErrnoStatus(err, tmp, "close");
   }
   if (rename(tmp.c_str(), path.c_str()) != 0) {
     int err = errno;
     unlink(tmp.c_str());
-    return Errno(err, path, "rename");
+    return ErrnoStatus(err, path, "rename");
   }
   return absl::OkStatus();
 }
@@ -378,10 +374,10 @@ absl::Status MakeDirectories(const std::string& dir) {
   for (size_t pos = 1; pos <= dir.size(); ++pos) {
     if (pos != dir.size() && dir[pos] != '/') continue;
     std::string part = dir.substr(0, pos);
-    if (mkdir(part.c_str(), 0777) != 0 && errno != EEXIST) return Errno(errno, part, "mkdir");
+    if (mkdir(part.c_str(), 0777) != 0 && errno != EEXIST) return ErrnoStatus(errno, part, "mkdir");
   }
   struct stat st;
-  if (stat(dir.c_str(), &st) != 0) return Errno(errno, dir, "stat");
+  if (stat(dir.c_str(), &st) != 0) return ErrnoStatus(errno, dir, "stat");
   // os.makedirs(dir, exist_ok=True), Megatron's, raises FileExistsError here.
   if (!S_ISDIR(st.st_mode)) return ErrnoStatus(EEXIST, dir, "mkdir");
   return absl::OkStatus();

@@ -645,7 +645,7 @@ absl::StatusOr<std::pair<std::string, std::string>> Gpt2Tokenizer::DefaultFiles(
                                               ": no encoder.json and vocab.bpe there (unset it "
                                               "for the GPT-2 files shipped with pileprep)"));
     }
-    dirs.push_back(dir);
+    return std::pair{(dir / "encoder.json").string(), (dir / "vocab.bpe").string()};
   }
   const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) {

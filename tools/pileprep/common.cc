@@ -275,6 +275,21 @@ std::string DirectoryOf(const std::string& prefix) {
   return dir.empty() ? std::string(".") : dir.string();
 }
 
+namespace {
+
+// A publish syncs the output directory, which opens it for reading: a directory this process may
+// write but not read (mode 0733) failed every output at its publish, after all the work. `path`
+// is checked, `dir` named (as `flag` gave it).
+absl::Status CheckReadable(const std::string& path, const std::string& dir,
+                           absl::string_view flag) {
+  if (::access(path.c_str(), R_OK) == 0) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat(
+      flag, " ", dir, ": not readable (outputs are made durable by syncing their directory): ",
+      std::strerror(errno)));
+}
+
+}  // namespace
+
 absl::Status CheckDirectoryCouldBeMade(const std::string& dir, absl::string_view flag) {
   std::error_code ec;
   std::filesystem::path p = std::filesystem::absolute(dir, ec).lexically_normal();
@@ -289,11 +304,7 @@ absl::Status CheckDirectoryCouldBeMade(const std::string& dir, absl::string_view
     return absl::PermissionDeniedError(absl::StrCat(
         flag, " ", dir, exists ? ": not writable: " : ": cannot create: ", std::strerror(errno)));
   }
-  if (exists && ::access(p.c_str(), R_OK) != 0) {  // as EnsureDirectory
-    return absl::PermissionDeniedError(absl::StrCat(
-        flag, " ", dir, ": not readable (outputs are made durable by syncing their directory): ",
-        std::strerror(errno)));
-  }
+  if (exists) return CheckReadable(p.string(), dir, flag);
   return absl::OkStatus();
 }
 
@@ -322,14 +333,7 @@ absl::Status EnsureDirectory(const std::string& dir, absl::string_view flag) {
     return absl::PermissionDeniedError(
         absl::StrCat(flag, " ", dir, ": not writable: ", std::strerror(errno)));
   }
-  // A publish syncs the directory, which opens it for reading: a directory this process may write
-  // but not read (mode 0733) failed every output at its publish, after all the work.
-  if (::access(dir.c_str(), R_OK) != 0) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        flag, " ", dir, ": not readable (outputs are made durable by syncing their directory): ",
-        std::strerror(errno)));
-  }
-  return absl::OkStatus();
+  return CheckReadable(dir, dir, flag);
 }
 
 std::vector<std::string> UniqueKeys(const std::vector<std::string>& keys) {

@@ -210,7 +210,9 @@ std::vector<std::string> DatasetsMadeWithOtherSettings(const JobConfig& job, con
   return found;
 }
 
-// Whether every .bin and .idx of shard n is there (unchecked).
+// Whether every .bin and .idx of shard n is there (unchecked). The error_code forms: one that
+// cannot be checked (EACCES, EIO) is made again, and that run names the error, rather than a
+// filesystem_error thrown out of the job.
 bool HasOutputs(const JobConfig& job, const Common& c, int n) {
   for (const std::string& p : PrefixesFor(job, c, n)) {
     std::error_code ec_bin, ec_idx;
@@ -234,15 +236,9 @@ bool AlreadyComplete(const JobConfig& job, const Common& c, const Gpt2Tokenizer&
   v.check_tokens = true;
   v.threads = c.pipeline.threads;
   v.cancel = &CancelFlag();  // a signal need not wait for a many-GB .bin's token check
+  if (!HasOutputs(job, c, n)) return false;
   uint64_t documents = 0, empty_documents = 0, tokens = 0;
   for (const std::string& p : PrefixesFor(job, c, n)) {
-    // The error_code forms: one that cannot be checked (EACCES, EIO) is made again, and that run
-    // names the error, rather than a filesystem_error thrown out of the job.
-    std::error_code ec_bin, ec_idx;
-    if (!std::filesystem::exists(p + ".bin", ec_bin) ||
-        !std::filesystem::exists(p + ".idx", ec_idx)) {
-      return false;
-    }
     auto report = ValidateDataset(p, v);
     if (!report.ok() && absl::IsCancelled(report.status())) return false;  // the run stops
     if (!report.ok() || !report->ok()) {
