@@ -124,16 +124,32 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
       return absl::InvalidArgumentError(
           absl::StrCat("merge: the output ", output_prefix, " is also an input (", prefix, ")"));
     }
-    PILEPREP_ASSIGN_OR_RETURN(auto reader, IndexedDatasetReader::Open(prefix));
-    for (auto [ext, seen] : {std::pair{".idx", &seen_idx[k]}, std::pair{".bin", &seen_bin[k]}}) {
+    // Each file is stat'ed before and after it is opened and mapped: the later passes check
+    // against what pass 1 saw, so pass 1 must have seen the file it mapped. One stat after the
+    // open alone would record a file renamed over the path meanwhile, and the later passes would
+    // read its lengths and pointers unchecked (--no-validate) as the file pass 1 counted.
+    Seen before[2];
+    for (int f = 0; f < 2; ++f) {
+      const std::string path = prefix + (f == 0 ? ".idx" : ".bin");
       struct stat st;
-      const std::string path = prefix + ext;
-      if (::stat(path.c_str(), &st) != 0) return Changed(path, "gone");
-      *seen = SeenOf(st);
+      if (::stat(path.c_str(), &st) == 0) before[f] = SeenOf(st);  // else Open names the error
     }
-    // Opened before the stat: a pair replaced in between differs in size or inode now.
-    if (static_cast<uint64_t>(seen_bin[k].size) != reader->bin_bytes().size()) {
-      return Changed(prefix + ".bin", "replaced as it was opened");
+    PILEPREP_ASSIGN_OR_RETURN(auto reader, IndexedDatasetReader::Open(prefix));
+    for (int f = 0; f < 2; ++f) {
+      const std::string path = prefix + (f == 0 ? ".idx" : ".bin");
+      Seen& seen = f == 0 ? seen_idx[k] : seen_bin[k];
+      struct stat st;
+      if (::stat(path.c_str(), &st) != 0) return Changed(path, "gone");
+      seen = SeenOf(st);
+      if (seen.dev != before[f].dev || seen.ino != before[f].ino || seen.size != before[f].size ||
+          seen.mtime_ns != before[f].mtime_ns) {
+        return Changed(path, "replaced as it was opened");
+      }
+    }
+    // And the mappings are of the sizes seen.
+    if (static_cast<uint64_t>(seen_bin[k].size) != reader->bin_bytes().size() ||
+        static_cast<uint64_t>(seen_idx[k].size) != reader->idx_bytes().size()) {
+      return Changed(prefix, "replaced as it was opened");
     }
     if (k == 0) {
       result.dtype = reader->dtype();

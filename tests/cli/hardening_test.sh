@@ -265,6 +265,26 @@ grep -q "merged: cancelled" "$work/err" && ok "merge: SIGINT says cancelled" || 
 left=$(ls "$work/mg")
 [[ -z $left ]] && ok "merge: SIGINT leaves no temporaries, lock or outputs" || bad "merge SIGINT left: $left"
 
+# merge --no-validate: an input's .idx renamed over right after merge opened it (the shim renames
+# it, so no timing is involved), with the same counts and other lengths. The later passes map the
+# .idx again by its path; they must not take the new one's lengths for the .bin pass 1 counted.
+mkdir -p "$work/swap"
+printf '{"text": "hello"}\n' >"$work/swap/x.jsonl"
+printf '{"text": "a document of many more tokens than the other one has"}\n' >"$work/swap/y.jsonl"
+for d in x y; do
+  "$PILEPREP" preprocess -q --input "$work/swap/$d.jsonl" --output-prefix "$work/swap/$d" --append-eod
+done
+cp "$work/swap/y_text_document.idx" "$work/swap/other.idx"
+expect "merge: an .idx replaced as it is opened is refused" 1 \
+  "x_text_document.idx: changed while it was being merged (replaced as it was opened)" -- \
+  env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" LD_PRELOAD="$SHIM" \
+  PILEPREP_FAULT_REPLACE_AFTER_OPEN="$work/swap/x_text_document.idx:$work/swap/other.idx" \
+  "$PILEPREP" merge --no-validate --output-prefix "$work/swap/m" "$work/swap/x_text_document"
+[[ ! -e "$work/swap/other.idx" ]] && ok "merge: the shim replaced the .idx" \
+  || bad "merge: the shim did not replace the .idx"
+[[ ! -e "$work/swap/m.bin" && ! -e "$work/swap/m.idx" ]] && ok "merge: nothing published after a replaced .idx" \
+  || { bad "merge published after a replaced .idx"; "$PILEPREP" validate "$work/swap/m"; }
+
 # The shard job stopped by a signal while it checks finished shards (the shim holds the check's open
 # of 00's .idx until the signal has come): their outputs, an earlier run's, stay in place and the
 # summary says they were not checked, not "not started" (and the closing line not "not published").

@@ -15,10 +15,12 @@
 //                                       to stderr and waits for a signal (pause(): until a handler
 //                                       has run), then opens: a run held at a known point, for a
 //                                       signal test that must not depend on timing.
-//   PILEPREP_FAULT_PAUSE_RENAME_TO=PATH rename() onto exactly PATH first writes "fault shim: paused"
-//                                       to stderr and waits for a signal, as PILEPREP_FAULT_PAUSE_OPEN
-//                                       does, then renames: a run held just before that rename (a
-//                                       SIGKILL there leaves what comes before it done, not it).
+//   PILEPREP_FAULT_PAUSE_RENAME_TO=PATH rename() onto exactly PATH first writes "fault shim:
+//   paused"
+//                                       to stderr and waits for a signal, as
+//                                       PILEPREP_FAULT_PAUSE_OPEN does, then renames: a run held
+//                                       just before that rename (a SIGKILL there leaves what comes
+//                                       before it done, not it).
 //   PILEPREP_FAULT_MISSING=PATH         PATH is not there: open() and fopen() of exactly PATH
 //                                       fail with ENOENT (a machine without the package that
 //                                       installs it, such as ca-certificates for libcurl).
@@ -29,6 +31,10 @@
 //   PILEPREP_FAULT_SLOW_DNS=S           getaddrinfo() of any name writes "fault shim: resolving"
 //                                       to stderr, sleeps S seconds, then fails (EAI_AGAIN): a
 //                                       resolver that does not answer.
+//   PILEPREP_FAULT_REPLACE_AFTER_OPEN=PATH:OTHER
+//                                       the first open() of exactly PATH that succeeds is followed
+//                                       at once by rename(OTHER, PATH): the file replaced between
+//                                       its opening and whatever the program does next with PATH.
 //
 // Everything else goes to the C library unchanged. Test-only: never linked into pileprep.
 #include <dlfcn.h>
@@ -109,7 +115,21 @@ extern "C" int open(const char* path, int flags, ...) {
     pause();
   }
   static const auto real = Next<int (*)(const char*, int, ...)>("open");
-  return real(path, flags, mode);
+  const int fd = real(path, flags, mode);
+  if (const char* replace = std::getenv("PILEPREP_FAULT_REPLACE_AFTER_OPEN");
+      fd >= 0 && replace != nullptr) {
+    static std::atomic<bool> done{false};
+    const char* colon = std::strchr(replace, ':');
+    const size_t n = std::strlen(path);
+    if (colon != nullptr && static_cast<size_t>(colon - replace) == n &&
+        std::strncmp(replace, path, n) == 0 && !done.exchange(true)) {
+      const int saved = errno;
+      static const auto real_rename = Next<int (*)(const char*, const char*)>("rename");
+      real_rename(colon + 1, path);
+      errno = saved;
+    }
+  }
+  return fd;
 }
 
 // OpenSSL reads a CA bundle through fopen (or fopen64), which does not go through open() above.
