@@ -157,7 +157,17 @@ expect "merge refuses a prefix given twice" 2 "each input is merged once" -- \
 expect "merge refuses the same files by another path" 2 "by another path" -- \
   "$PILEPREP" merge --output-prefix "$m/twice" "$m/glob/my-gpt3_00_text_document" \
   "$m/glob/../glob/my-gpt3_00_text_document"
+expect "merge refuses one half given twice by two paths" 2 "by another path" -- \
+  "$PILEPREP" merge --output-prefix "$m/twice" "$m/glob/my-gpt3_00_text_document.idx" \
+  "$m/glob/../glob/my-gpt3_00_text_document.idx"
 [[ -e "$m/twice.bin" ]] && { echo "FAIL: a refused merge published"; fail=1; }
+# The two halves of one pair by two spellings are one input, as a glob's are.
+expect "merge of a pair's halves by two paths: one input" 0 "merged 1 dataset (" -- \
+  "$PILEPREP" merge --output-prefix "$m/halves" "$m/glob/my-gpt3_00_text_document.idx" \
+  "$m/glob/../glob/my-gpt3_00_text_document.bin"
+cmp -s "$m/halves.bin" "$p0.bin" && cmp -s "$m/halves.idx" "$p0.idx" \
+  && echo "ok: a pair's halves by two paths merge to the pair" \
+  || { echo "FAIL: a pair's halves by two paths did not merge to the pair"; fail=1; }
 # A missing input fails before the output's directory is made: a failed merge leaves nothing.
 expect "merge of a missing input" 1 "nothere.idx: cannot open: No such file or directory" -- \
   "$PILEPREP" merge --output-prefix "$m/newdir/x" "$m/nothere"

@@ -84,6 +84,7 @@ int RunMerge(int argc, char** argv, int first) {
     inputs = *std::move(found);
   } else {
     // A glob (`merge -o P shards/*`) names each pair twice, as its .bin and its .idx: one input.
+    // (So does `g/x.idx ./g/x.bin`: the same .idx, by its device and inode.)
     // Any other repeat (a prefix given twice, or the same files by two paths) would merge a
     // dataset twice, which Megatron's merge (a directory's pairs, each once) never does: refused.
     std::vector<std::string> given;  // the argument each input came from
@@ -108,8 +109,11 @@ int RunMerge(int argc, char** argv, int first) {
         halves.push_back(half);
         continue;
       }
-      if (half && halves[seen] && inputs[seen] == prefix && given[seen] != arg) {
-        halves[seen] = false;  // the other half of the pair: one input
+      // The other half of the pair (its .bin after its .idx, or the reverse, by any spelling of the
+      // same files): one input.
+      if (half && halves[seen] &&
+          arg.substr(arg.size() - 4) != given[seen].substr(given[seen].size() - 4)) {
+        halves[seen] = false;
         continue;
       }
       PrintError(absl::StrCat("input ", arg, " is ", given[seen],
@@ -170,10 +174,10 @@ int RunMerge(int argc, char** argv, int first) {
   }
   if (!args.Has("quiet")) {
     std::fprintf(stderr,
-                 "merged %llu datasets (%s): %llu sequences, %llu documents, %llu tokens -> "
+                 "merged %llu dataset%s (%s): %llu sequences, %llu documents, %llu tokens -> "
                  "%s.{bin,idx}\n",
-                 static_cast<unsigned long long>(result->inputs), DTypeName(result->dtype),
-                 static_cast<unsigned long long>(result->sequences),
+                 static_cast<unsigned long long>(result->inputs), result->inputs == 1 ? "" : "s",
+                 DTypeName(result->dtype), static_cast<unsigned long long>(result->sequences),
                  static_cast<unsigned long long>(result->documents),
                  static_cast<unsigned long long>(result->tokens), output.c_str());
   }
