@@ -274,17 +274,31 @@ expect "merge into a prefix ending in /" 2 "names no file" -- \
 [[ -e "$work/newdir" ]] && { echo "FAIL: a refused merge made its output directory"; fail=1; }
 expect "--json-keys with a slash" 2 'a key names the outputs' -- "$PILEPREP" --url "$root/data/samples" \
   --files 1 --output-dir "$work/s2" --json-keys a/b
-# On a terminal the live progress line is cut to its width (a wrapped line leaves rows behind at
-# every redraw). `script` gives the run a terminal of 50 columns.
+# On a terminal the live progress line fits its width (a wrapped line leaves rows behind at every
+# redraw): whole fields are dropped, the counts first, rather than the line cut mid-word. `script`
+# gives the run a terminal of 80 and of 50 columns.
 if command -v script >/dev/null; then
   # (About a second of work on one thread here: several redraws, 0.2 s apart.)
   for _ in $(seq 20); do zstd -q -d -c "$root/data/samples/00.jsonl.zst"; done >"$work/wide.jsonl"
-  script -qc "stty cols 50; \"$PILEPREP\" preprocess --input \"$work/wide.jsonl\" --output-prefix \"$work/wide\" --workers 1" \
-    /dev/null >"$work/tty" 2>&1 </dev/null
-  live=$(tr '\r' '\n' <"$work/tty" | grep -a '%)' | wc -l)
-  over=$(tr '\r' '\n' <"$work/tty" | grep -a '%)' | sed 's/\x1b\[K//' | awk 'length($0) > 49' | wc -l)
-  if [[ $live -gt 0 && $over -eq 0 ]]; then echo "ok: the live line fits a 50-column terminal ($live redraws)"
-  else echo "FAIL: live line on a 50-column terminal: $live redraws, $over wider than 49"; fail=1; fi
+  whole='(%\)|ETA [0-9]+(s|m[0-9]{2}s|h[0-9]{2}m)|B/s of JSON|docs|tokens|bad records|retr(y|ies)|\))$'
+  for cols in 80 50; do
+    (cd "$work" && script -qc "stty cols $cols; \"$PILEPREP\" preprocess --input wide.jsonl --output-prefix wide --workers 1" \
+      /dev/null >"$work/tty" 2>&1 </dev/null)
+    tr '\r' '\n' <"$work/tty" | grep -a '%)' | sed 's/\x1b\[K//' >"$work/live"
+    live=$(wc -l <"$work/live")
+    over=$(awk -v w=$((cols - 1)) 'length($0) > w' "$work/live" | wc -l)
+    cut=$(grep -avE "$whole" "$work/live" | wc -l)
+    if [[ $live -gt 0 && $over -eq 0 && $cut -eq 0 ]]; then
+      echo "ok: the live line fits a $cols-column terminal in whole fields ($live redraws)"
+    else
+      echo "FAIL: live line on a $cols-column terminal: $live redraws, $over wider than $((cols - 1)), $cut cut mid-field"
+      head -3 "$work/live"; fail=1
+    fi
+    # 80 columns hold the rate and the documents (the tokens go first).
+    if [[ $cols == 80 ]] && ! grep -aq 'B/s of JSON, .* docs$' "$work/live"; then
+      echo "FAIL: an 80-column line dropped more than the token count:"; head -3 "$work/live"; fail=1
+    fi
+  done
   rm -f "$work/wide.jsonl" "$work"/wide_text_document.*
 else
   echo "skip: no script(1) to give a run a terminal"

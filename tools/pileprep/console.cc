@@ -51,61 +51,111 @@ ConsoleProgress::~ConsoleProgress() { Finish(); }
 void ConsoleProgress::set_download(std::function<FetchStats()> download) {
   std::lock_guard<std::mutex> lock(mu_);
   download_ = std::move(download);
+  // The next shard's download starts while this one runs: what it delivered before its own line
+  // began is not counted in its rate, which would otherwise start out as if those bytes had come
+  // in no time.
+  download_baseline_ = download_ ? download_().bytes_delivered : 0;
 }
 
-std::string ConsoleProgress::Line(const Snapshot& s) const {
+std::vector<ProgressField> ConsoleProgress::Fields(const Snapshot& s) const {
   // Seconds until now, not until the last batch (s.seconds): during a stall the rate falls and the
   // ETA grows, where they stood still at the last batch's values.
   const double elapsed =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const double seconds = std::max(elapsed, s.seconds);
   const double rate = seconds > 0 ? s.bytes_decompressed / seconds : 0;
-  std::string line = label_ + ": ";
+  std::vector<ProgressField> fields;
+  std::string head = label_ + ": ";
   FetchStats fetch;
   int64_t size = s.size_hint;
   if (download_) {
     fetch = download_();
-    absl::StrAppend(&line, "downloaded ", HumanBytes(static_cast<double>(fetch.bytes_delivered)));
+    absl::StrAppend(&head, "downloaded ", HumanBytes(static_cast<double>(fetch.bytes_delivered)));
     if (size <= 0) size = fetch.total_bytes;  // before the first batch
   } else {
-    absl::StrAppend(&line, HumanBytes(s.bytes_in));
+    absl::StrAppend(&head, HumanBytes(s.bytes_in));
   }
+  double frac = 0;
   if (size > 0) {
-    const double frac = static_cast<double>(s.bytes_in) / size;
-    absl::StrAppendFormat(&line, " / %s (%.0f%%)", HumanBytes(size), 100 * frac);
-    if (frac > 0.001) {
-      absl::StrAppend(&line, ", ETA ", HumanDuration(seconds * (1 - frac) / frac));
-    }
+    frac = static_cast<double>(s.bytes_in) / size;
+    absl::StrAppendFormat(&head, " / %s (%.0f%%)", HumanBytes(size), 100 * frac);
   }
-  // Downloaded bytes per second of the whole run so far.
+  fields.push_back({std::move(head), 0});
+  if (frac > 0.001) {
+    fields.push_back({absl::StrCat(", ETA ", HumanDuration(seconds * (1 - frac) / frac)), 2});
+  }
+  // Bytes downloaded per second since this line began.
   if (download_ && elapsed > 0) {
-    absl::StrAppend(&line, ", ", HumanBytes(fetch.bytes_delivered / elapsed), "/s in");
+    const double got = fetch.bytes_delivered > download_baseline_
+                           ? static_cast<double>(fetch.bytes_delivered - download_baseline_)
+                           : 0;
+    fields.push_back({absl::StrCat(", ", HumanBytes(got / elapsed), "/s in"), 4});
   }
-  absl::StrAppend(&line, ", ", HumanBytes(rate), "/s of JSON, ", HumanCount(s.documents), " docs, ",
-                  HumanCount(s.tokens), " tokens");
-  if (s.bad_records > 0) absl::StrAppend(&line, ", ", s.bad_records, " bad records");
+  fields.push_back({absl::StrCat(", ", HumanBytes(rate), "/s of JSON"), 3});
+  fields.push_back({absl::StrCat(", ", HumanCount(s.documents), " docs"), 5});
+  fields.push_back({absl::StrCat(", ", HumanCount(s.tokens), " tokens"), 6});
+  if (s.bad_records > 0) fields.push_back({absl::StrCat(", ", s.bad_records, " bad records"), 1});
   if (fetch.retries > 0) {
-    absl::StrAppend(&line, ", ", fetch.retries, fetch.retries == 1 ? " retry" : " retries");
+    fields.push_back(
+        {absl::StrCat(", ", fetch.retries, fetch.retries == 1 ? " retry" : " retries"), 1});
+  }
+  return fields;
+}
+
+namespace {
+
+// Characters, as a terminal's columns (a file name may be UTF-8: fewer columns than bytes).
+size_t Columns(std::string_view s) {
+  size_t n = 0;
+  for (const char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return n;
+}
+
+}  // namespace
+
+std::string FitProgressLine(std::vector<ProgressField> fields, size_t width) {
+  auto columns = [&] {
+    size_t n = 0;
+    for (const ProgressField& f : fields) n += Columns(f.text);
+    return n;
+  };
+  // Drop the least wanted field (the highest rank; the later of equals) until the line fits.
+  while (width > 0 && columns() > width) {
+    auto drop = fields.end();
+    for (auto it = fields.begin(); it != fields.end(); ++it) {
+      if (it->drop_rank > 0 && (drop == fields.end() || it->drop_rank >= drop->drop_rank))
+        drop = it;
+    }
+    if (drop == fields.end()) break;
+    fields.erase(drop);
+  }
+  std::string line;
+  for (const ProgressField& f : fields) line += f.text;
+  if (width > 0 && columns() > width) {
+    // Still too wide (a long name): cut at a character's start, width characters kept.
+    size_t n = 0, kept = 0;
+    while (n < line.size() && kept < width) {
+      ++n;
+      while (n < line.size() && (static_cast<unsigned char>(line[n]) & 0xC0) == 0x80) ++n;
+      ++kept;
+    }
+    line.resize(n);
   }
   return line;
 }
 
-void ConsoleProgress::Print(const std::string& text) {
+void ConsoleProgress::Print(std::vector<ProgressField> fields) {
   if (options_.tty) {
-    // Cut to the terminal's width: a line that wraps leaves its first rows behind at every redraw
-    // (\r and \033[K reach only the last row), and the screen scrolls five times a second.
-    std::string line = text;
+    // Fit to the terminal's width: a line that wraps leaves its first rows behind at every redraw
+    // (\r and \033[K reach only the last row), and the screen scrolls five times a second. Fields
+    // are dropped whole, the counts first, before anything is cut.
+    size_t width = 0;
     struct winsize ws;
-    if (::ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1 && line.size() >= ws.ws_col) {
-      // At a character's start (a file name may be UTF-8, fewer columns than bytes).
-      size_t n = ws.ws_col - 1;
-      while (n > 0 && (static_cast<unsigned char>(line[n]) & 0xC0) == 0x80) --n;
-      line.resize(n);
-    }
-    std::fprintf(stderr, "\r\033[K%s", line.c_str());
+    if (::ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1) width = ws.ws_col - 1;
+    std::fprintf(stderr, "\r\033[K%s", FitProgressLine(std::move(fields), width).c_str());
     drew_ = true;
   } else {
-    std::fprintf(stderr, "%s\n", text.c_str());
+    std::fprintf(stderr, "%s\n", FitProgressLine(std::move(fields), 0).c_str());
   }
   std::fflush(stderr);
   last_print_ = std::chrono::steady_clock::now();
@@ -121,7 +171,7 @@ void ConsoleProgress::OnProgress(const ShardStats& s, int64_t size_hint) {
       now};
   const double since = std::chrono::duration<double>(now - last_print_).count();
   if (since < (options_.tty ? 0.2 : options_.log_interval_s)) return;
-  Print(Line(last_batch_));
+  Print(Fields(last_batch_));
 }
 
 void ConsoleProgress::Tick() {
@@ -132,16 +182,17 @@ void ConsoleProgress::Tick() {
     if (wake_.wait_until(lock, last_print_ + every, [&] { return stop_; })) break;
     const auto now = std::chrono::steady_clock::now();
     if (now - last_print_ < every) continue;  // a batch's line came meanwhile
-    std::string line = Line(last_batch_);
+    std::vector<ProgressField> fields = Fields(last_batch_);
     const double quiet_s = std::chrono::duration<double>(now - last_batch_.at).count();
     if (quiet_s >= 1) {
-      absl::StrAppend(&line, " (",
-                      last_batch_.documents > 0 || last_batch_.bytes_in > 0
-                          ? "no batch finished for "
-                          : "waiting for the first batch, ",
-                      HumanDuration(quiet_s), ")");
+      fields.push_back({absl::StrCat(" (",
+                                     last_batch_.documents > 0 || last_batch_.bytes_in > 0
+                                         ? "no batch finished for "
+                                         : "waiting for the first batch, ",
+                                     HumanDuration(quiet_s), ")"),
+                        1});
     }
-    Print(line);
+    Print(std::move(fields));
   }
 }
 

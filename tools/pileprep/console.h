@@ -29,6 +29,17 @@ struct ConsoleOptions {
 // of its own (unless quiet) prints the line again when no batch has come for a while (a slow or
 // stalled download, a long document), every log_interval_s in batch logs and every second on a
 // terminal: lines tied to batches alone went silent for minutes. All under one mutex.
+// A piece of a progress line, with its leading separator ("", ", ETA 5m", " (no batch ...)").
+struct ProgressField {
+  std::string text;
+  int drop_rank;  // 0: always shown; a line too wide loses the highest first, the later of equals
+};
+
+// The fields joined, in at most `width` columns (0: no limit): whole fields dropped first (the
+// counts before the rates before the ETA), then, if the kept ones are still too wide, the line
+// cut at a character's start.
+std::string FitProgressLine(std::vector<ProgressField> fields, size_t width);
+
 class ConsoleProgress : public ProgressObserver {
  public:
   ConsoleProgress(ConsoleOptions options, std::string label);
@@ -49,8 +60,8 @@ class ConsoleProgress : public ProgressObserver {
     int64_t size_hint = -1;
     std::chrono::steady_clock::time_point at;
   };
-  std::string Line(const Snapshot& s) const;
-  void Print(const std::string& line);  // mu_ held
+  std::vector<ProgressField> Fields(const Snapshot& s) const;  // mu_ held
+  void Print(std::vector<ProgressField> fields);               // mu_ held
   void Tick();
   ConsoleOptions options_;
   std::string label_;
@@ -61,6 +72,7 @@ class ConsoleProgress : public ProgressObserver {
   std::chrono::steady_clock::time_point start_, last_print_;
   bool drew_ = false;
   std::function<FetchStats()> download_;
+  uint64_t download_baseline_ = 0;  // bytes delivered when set_download was called
   std::thread ticker_;
 };
 
