@@ -28,6 +28,9 @@
 //   token_range      every token < vocab_size (and ≥ 0 for int32)
 //   eod              with expect_eod: every document's last sequence ends with eod_id (where
 //                    document_indices are sound; else every sequence)
+//   hole             (ValidateDataset only) neither file has a region never written: a hole reads
+//                    as zeros, taken for tokens 0 (a copy or download cut short into a
+//                    preallocated or extended file; found with lseek SEEK_HOLE, no page read)
 // For each kind the report keeps the first occurrence (file offset, sequence or document index and
 // a message naming the file, the byte offset, the cause and what to do) and counts all of them.
 // When the .idx header or size is unusable the array checks are skipped (they would only repeat the

@@ -2,7 +2,9 @@
 
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <utility>
 
@@ -11,7 +13,29 @@
 
 namespace pileprep::internal {
 
-absl::StatusOr<MappedFile> MappedFile::Open(const std::string& path, Access access) {
+namespace {
+
+MappedFile::Holes FindHoles(int fd, uint64_t size) {
+  MappedFile::Holes h;
+  for (off_t at = 0; static_cast<uint64_t>(at) < size;) {
+    const off_t hole = ::lseek(fd, at, SEEK_HOLE);  // the file's end where it cannot tell
+    if (hole < 0 || static_cast<uint64_t>(hole) >= size) break;
+    const off_t data = ::lseek(fd, hole, SEEK_DATA);  // ENXIO: a hole to the end
+    const uint64_t end = data < 0 ? size : std::min<uint64_t>(static_cast<uint64_t>(data), size);
+    if (h.count == 0) {
+      h.first = static_cast<uint64_t>(hole);
+      h.first_end = end;
+    }
+    ++h.count;
+    h.bytes += end - static_cast<uint64_t>(hole);
+    at = static_cast<off_t>(end);
+  }
+  return h;
+}
+
+}  // namespace
+
+absl::StatusOr<MappedFile> MappedFile::Open(const std::string& path, Access access, Holes* holes) {
   PILEPREP_ASSIGN_OR_RETURN(UniqueFd fd, OpenForRead(path));
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return ErrnoError(errno, path, "stat");
@@ -19,6 +43,7 @@ absl::StatusOr<MappedFile> MappedFile::Open(const std::string& path, Access acce
   MappedFile file;
   file.path_ = path;
   file.size_ = static_cast<size_t>(st.st_size);
+  if (holes != nullptr) *holes = FindHoles(fd.get(), file.size_);
   if (file.size_ == 0) return file;
   void* p = ::mmap(nullptr, file.size_, PROT_READ, MAP_SHARED, fd.get(), 0);
   if (p == MAP_FAILED) return ErrnoError(errno, path, "mmap");

@@ -26,9 +26,18 @@ T LoadUnaligned(const char* p) {
 class MappedFile {
  public:
   enum class Access { kSequential, kRandom };
+  // Where a file was never written: regions that read as zeros (a file extended by truncate or a
+  // seek past its end, or preallocated and not filled). `first`..`first_end` is the first hole;
+  // `count` holes, `bytes` in all. None where the file system cannot tell.
+  struct Holes {
+    uint64_t first = 0, first_end = 0, count = 0, bytes = 0;
+  };
   // Maps `path` read-only. `access` is a hint to the kernel (madvise) about the read pattern.
+  // `holes`, if given, gets the file's holes (lseek SEEK_HOLE/SEEK_DATA on the descriptor opened
+  // here: no page read, no second open of the path).
   static absl::StatusOr<MappedFile> Open(const std::string& path,
-                                         Access access = Access::kSequential);
+                                         Access access = Access::kSequential,
+                                         Holes* holes = nullptr);
 
   MappedFile() = default;
   ~MappedFile();

@@ -215,8 +215,9 @@ class Checker {
         if (length == 0) {
           Add("zero_length", off, static_cast<int64_t>(i), 1, [&] {
             return absl::StrCat(At(idx_name_, off), "sequence ", i,
-                                " has length 0: Megatron never writes an empty sequence, and GPT "
-                                "sample building divides by it; regenerate the dataset");
+                                " has length 0: Megatron's writer never writes an empty "
+                                "sequence (an empty text adds none), so the writer lost its "
+                                "tokens or the index is corrupt; regenerate the dataset");
           });
         } else {
           Add("negative_length", off, static_cast<int64_t>(i), 1, [&] {
@@ -347,6 +348,12 @@ class Checker {
               "counted in the lengths, so every sequence after the first is read misaligned; no "
               "reader notices); regenerate the dataset with a fixed preprocess");
         }
+        if (itemsize_ == 2 && actual == 2 * expected_bin_) {
+          return absl::StrCat(head,
+                              "exactly twice the size: the .bin holds 4-byte (int32) tokens "
+                              "but the .idx says uint16 (dtype code 8), or the pair does not "
+                              "belong together; regenerate the dataset");
+        }
         if (extra % itemsize_ == 0) {
           return absl::StrCat(head, Plural(extra, "extra byte", "extra bytes"), " (",
                               Plural(extra / itemsize_, "token", "tokens"),
@@ -356,6 +363,12 @@ class Checker {
         return absl::StrCat(head, Plural(extra, "extra byte", "extra bytes"),
                             ", not even a whole number of tokens: the .bin and .idx do not belong "
                             "together; regenerate the dataset");
+      }
+      if (itemsize_ == 4 && 2 * actual == expected_bin_) {
+        return absl::StrCat(head,
+                            "exactly half the size: the .bin holds 2-byte (uint16) tokens "
+                            "but the .idx says int32 (dtype code 4), or the .bin was cut "
+                            "at its half; regenerate the dataset, or copy the .bin again");
       }
       const uint64_t missing = static_cast<uint64_t>(expected_bin_ - actual);
       return absl::StrCat(head, Plural(missing, "byte", "bytes"),
@@ -551,8 +564,14 @@ ValidationReport ValidateBuffers(std::string_view idx, std::string_view bin,
 
 absl::StatusOr<ValidationReport> ValidateDataset(const std::string& prefix,
                                                  const ValidateOptions& options) {
-  PILEPREP_ASSIGN_OR_RETURN(internal::MappedFile idx, internal::MappedFile::Open(prefix + ".idx"));
-  PILEPREP_ASSIGN_OR_RETURN(internal::MappedFile bin, internal::MappedFile::Open(prefix + ".bin"));
+  using internal::MappedFile;
+  MappedFile::Holes holes[2];
+  PILEPREP_ASSIGN_OR_RETURN(
+      MappedFile idx,
+      MappedFile::Open(prefix + ".idx", MappedFile::Access::kSequential, &holes[0]));
+  PILEPREP_ASSIGN_OR_RETURN(
+      MappedFile bin,
+      MappedFile::Open(prefix + ".bin", MappedFile::Access::kSequential, &holes[1]));
   ValidateOptions effective = options;
   std::string_view bin_view = bin.view();
   if (!options.check_tokens) {
@@ -560,6 +579,26 @@ absl::StatusOr<ValidationReport> ValidateDataset(const std::string& prefix,
     effective.expect_eod = false;
   }
   ValidationReport report = ValidateBuffers(idx.view(), bin_view, prefix, effective);
+  // A reader takes a hole's zeros for data (tokens 0, or lengths and pointers of 0) and no other
+  // check need notice: a preallocated .bin cut short has the right size. A writer writes every
+  // byte, so a hole means the file is incomplete. (Found by lseek: no page of either file read.)
+  for (int f = 0; f < 2; ++f) {
+    const MappedFile::Holes& h = holes[f];
+    if (h.count == 0) continue;
+    const std::string path = prefix + (f == 0 ? ".idx" : ".bin");
+    Violation v;
+    v.kind = "hole";
+    v.file_offset = static_cast<int64_t>(h.first);
+    v.count = h.count;
+    v.message = absl::StrCat(
+        path, ": byte ", h.first, ": bytes ", h.first, "..", h.first_end - 1,
+        " were never written (a hole in the file",
+        h.count > 1 ? absl::StrCat(", the first of ", h.count, ", ", h.bytes, " bytes in all") : "",
+        "): they read as zeros, which a reader would take for data; the file is incomplete (a "
+        "copy or download cut short into a preallocated or extended file): copy it again or "
+        "regenerate it");
+    report.violations.push_back(std::move(v));
+  }
   if (options.cancel != nullptr && options.cancel->load()) {
     return absl::CancelledError(absl::StrCat(prefix, ": validation cancelled"));
   }

@@ -49,6 +49,24 @@ expect "truncated .bin" 1 "truncated" -- "$PILEPREP" validate "$c/short"
 cp "$p0.bin" "$c/f7.bin"; { head -c 17 "$p0.idx"; printf '\x07'; tail -c +19 "$p0.idx"; } > "$c/f7.idx"
 expect "float dtype code" 1 "byte 17: dtype code 7" -- "$PILEPREP" validate "$c/f7"
 expect "a directory with a bad pair fails" 1 "[bin_size]" -- "$PILEPREP" validate "$c"
+# A .bin cut short into a file of its full size (a preallocated or extended download) has the
+# right size and reads as zeros: the hole is the violation, found without reading the .bin.
+cp "$p0.idx" "$c/holed.idx"; cp "$p0.bin" "$c/holed.bin"
+size=$(stat -c %s "$p0.bin"); truncate -s 1048576 "$c/holed.bin"; truncate -s "$size" "$c/holed.bin"
+expect "a .bin with a hole fails, naming where" 1 "holed.bin: byte 1048576: bytes 1048576..$((size - 1)) were never written" -- \
+  "$PILEPREP" validate "$c/holed"
+expect "the same with --index-only" 1 "[hole]" -- "$PILEPREP" validate --index-only "$c/holed"
+# A name that is both a directory and a prefix is refused (which one a training job reads is the
+# pair); a trailing '/' or '.idx' picks one.
+mkdir -p "$work/amb"; cp "$p0.idx" "$p0.bin" "$work/amb/"; cp "$c/short.idx" "$work/amb.idx"; cp "$c/short.bin" "$work/amb.bin"
+expect "a directory that is also a prefix is refused" 2 "is both a directory and the prefix of $work/amb.idx/.bin" -- \
+  "$PILEPREP" validate "$work/amb"
+expect "the directory, named with a /" 0 "my-gpt3_00_text_document: ok" -- "$PILEPREP" validate "$work/amb/"
+expect "the pair, named by its .idx" 1 "truncated" -- "$PILEPREP" validate "$work/amb.idx"
+# A prefix that itself ends in .bin (corpus.bin.idx, corpus.bin.bin) is that prefix.
+mkdir -p "$work/dotbin"; cp "$p0.idx" "$work/dotbin/corpus.bin.idx"; cp "$p0.bin" "$work/dotbin/corpus.bin.bin"
+expect "a prefix ending in .bin" 0 "corpus.bin: ok" -- "$PILEPREP" validate "$work/dotbin/corpus.bin"
+expect "inspect of a prefix ending in .bin" 0 "2575" -- "$PILEPREP" inspect "$work/dotbin/corpus.bin"
 # A file without its other half fails, and every pair beside it is still checked and reported.
 mkdir -p "$work/half"
 cp "$p0.idx" "$p0.bin" "$work/half/"; cp "$p0.bin" "$work/half/lone.bin"

@@ -420,6 +420,42 @@ TEST_F(ValidateTest, ZeroLengthSequenceIsCaught) {
   EXPECT_THAT(v->message, HasSubstr("sequence 7 has length 0"));
 }
 
+// A .bin cut short into a file of its full size (truncated, then extended: a hole, as a download
+// into a preallocated file leaves) has the size the index describes; its zeros are the violation.
+TEST_F(ValidateTest, BinWithAHoleIsCaughtWithoutReadingIt) {
+  const std::string prefix = (*dir_ / "holed").string();
+  WriteFile(prefix + ".idx", idx_);
+  WriteFile(prefix + ".bin", bin_.substr(0, 65536));
+  fs::resize_file(prefix + ".bin", bin_.size());
+  for (bool tokens : {true, false}) {
+    ValidateOptions options;
+    options.check_tokens = tokens;
+    auto report = ValidateDataset(prefix, options);
+    ASSERT_TRUE(report.ok()) << report.status();
+    const Violation* v = report->Find("hole");
+    ASSERT_NE(v, nullptr) << FormatValidationReport(*report);
+    EXPECT_EQ(v->file_offset, 65536);
+    EXPECT_THAT(v->message, HasSubstr(prefix + ".bin: byte 65536: bytes 65536.." +
+                                      std::to_string(bin_.size() - 1) + " were never written"));
+    EXPECT_EQ(report->violations.size(), 1u) << FormatValidationReport(*report);
+  }
+}
+
+// A .idx that says int32 over a .bin of uint16 tokens: the .bin is half the size the index
+// describes, which the message names as a dtype mismatch.
+TEST_F(ValidateTest, Int32IndexOverUint16TokensIsNamed) {
+  std::string idx = idx_;
+  idx[kIdxDTypeOffset] = 4;
+  for (uint64_t i = 0; i < s_; ++i) {
+    Put<int64_t>(idx, PointerOffset(i), 2 * Get<int64_t>(idx_, PointerOffset(i)));
+  }
+  const ValidationReport report = Check(idx, bin_);
+  const Violation* v = report.Find("bin_size");
+  ASSERT_NE(v, nullptr) << FormatValidationReport(report);
+  EXPECT_THAT(v->message,
+              HasSubstr("exactly half the size: the .bin holds 2-byte (uint16) tokens"));
+}
+
 TEST_F(ValidateTest, TokenOutsideVocabularyIsCaught) {
   std::string bin = bin_;
   const int64_t seq = 9;

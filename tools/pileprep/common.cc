@@ -129,8 +129,8 @@ void AddCommonFlags(Args& args) {
            "tokenize a literal <|endoftext|> in text as ordinary text (legacy Megatron, tiktoken "
            "encode_ordinary) instead of the single id 50256");
   args.Add("max-bad-records", Args::Kind::kValue, "N",
-           "fail an input with more than N bad records (blank lines, invalid JSON, missing or "
-           "non-string key); -1 for no limit",
+           "fail an input with more than N bad records (blank lines, invalid JSON, a line not "
+           "an object, a key missing or not a string); -1 for no limit",
            absl::StrCat(defaults.jsonl.max_bad_records));
   args.Add("zstd-window-log-max", Args::Kind::kValue, "N",
            "largest zstd window accepted, as a power of two (10-31); memory per input grows with it",
@@ -264,6 +264,10 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> LoadTokenizerMakingCaches(
 std::string StripPairSuffix(const std::string& arg) {
   for (const char* ext : {".idx", ".bin"}) {
     if (arg.size() > 4 && arg.compare(arg.size() - 4, 4, ext) == 0) {
+      // A Megatron prefix may itself end in .bin or .idx (`corpus.bin` for corpus.bin.idx and
+      // corpus.bin.bin): where no file has the name itself but its .idx is there, it is the prefix.
+      struct stat st;
+      if (::stat(arg.c_str(), &st) != 0 && ::stat((arg + ".idx").c_str(), &st) == 0) return arg;
       return arg.substr(0, arg.size() - 4);
     }
   }

@@ -86,6 +86,20 @@ int RunValidate(int argc, char** argv, int first) {
     return kExitUsage;
   }
 
+  // A name that is both a directory and a dataset's prefix (`amb/` beside `amb.idx`): which one a
+  // training job's --data-path reads (the pair) is not the one a directory check would look at.
+  // Refused before anything is checked; a trailing '/' or a '.idx' picks one.
+  for (const std::string& arg : args.positional()) {
+    struct stat st;
+    if (IsDirectory(arg) && arg.back() != '/' &&
+        (::stat((arg + ".idx").c_str(), &st) == 0 || ::stat((arg + ".bin").c_str(), &st) == 0)) {
+      PrintError(absl::StrCat(arg, " is both a directory and the prefix of ", arg,
+                              ".idx/.bin: give ", arg, "/ to check the directory's pairs, or ", arg,
+                              ".idx to check the pair"));
+      return kExitUsage;
+    }
+  }
+
   int exit_code = kExitOk;
   auto fail_open = [&](const std::string& prefix, const std::string& message) {
     if (json) {
