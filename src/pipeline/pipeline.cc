@@ -286,6 +286,11 @@ struct Batch {
   // entry per bad line held ~48 bytes each: 30 M blank lines made 1.1 GB with 4 workers.
   std::vector<Bad> bad;
   uint64_t bad_count = 0;
+  // The line (1-based) of each bad record, up to max_bad_records + 1 of them (and at most
+  // kBadLinesKept: 4 bytes a line where a limit of millions meets a batch of blank lines): where
+  // the run's limit is passed, if it is in this batch, and so how many documents come before it.
+  static constexpr size_t kBadLinesKept = size_t{1} << 16;
+  std::vector<uint32_t> bad_lines;
   uint64_t line_too_long = 0;
   uint64_t replaced_invalid_utf8 = 0;
   uint64_t replaced_lone_surrogates = 0;
@@ -310,6 +315,7 @@ struct Batch {
     tokens.Clear();
     doc_lengths.clear();
     bad.clear();
+    bad_lines.clear();
     bad_count = line_too_long = 0;
     replaced_invalid_utf8 = replaced_lone_surrogates = 0;
   }
@@ -842,6 +848,11 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
           if (batch->bad.size() < options.max_bad_record_reports) {
             batch->bad.push_back({line_no, r.kind, std::move(r.detail)});
           }
+          if (options.jsonl.max_bad_records >= 0 &&
+              batch->bad_lines.size() <= static_cast<uint64_t>(options.jsonl.max_bad_records) &&
+              batch->bad_lines.size() < Batch::kBadLinesKept) {
+            batch->bad_lines.push_back(static_cast<uint32_t>(line_no));
+          }
           ++batch->bad_count;
           return;
         }
@@ -890,15 +901,35 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
       // the limit plus one, however the input was cut into batches.
       if (options.jsonl.max_bad_records >= 0 &&
           stats.bad_records > static_cast<uint64_t>(options.jsonl.max_bad_records)) {
-        std::string first;
+        // The run got as far as this line: the batch's documents before it count, as the
+        // batches' before did (a FAILED row's counts are how far it got). i <= max_bad_records,
+        // so its line is among bad_lines unless past kBadLinesKept (then the batch's lines and
+        // documents are left out). Of the lines before it, i were bad and the rest documents.
+        const bool known = i < batch->bad_lines.size();
+        const uint64_t at = known ? batch->bad_lines[i] : 0;
+        const uint64_t docs = known ? at - 1 - i : 0;
+        for (uint64_t doc = 0; doc < docs; ++doc) {
+          bool empty = true;
+          for (size_t k = 0; k < num_keys; ++k) {
+            const uint32_t len = batch->doc_lengths[doc * num_keys + k];
+            stats.tokens += len;
+            if (len > 0) empty = false;
+          }
+          ++stats.documents;
+          if (empty) ++stats.empty_documents;
+        }
+        stats.lines += at;
+        std::string where;
         if (!stats.bad_record_samples.empty()) {
           const BadRecord& b = stats.bad_record_samples.front();
-          first =
-              absl::StrCat(" (first at line ", b.line, ": ", std::string(BadRecordKindName(b.kind)),
-                           b.detail.empty() ? "" : ": ", b.detail, ")");
+          where = absl::StrCat(
+              " (the first at line ", b.line, ": ", std::string(BadRecordKindName(b.kind)),
+              b.detail.empty() ? "" : ": ", b.detail,
+              known ? absl::StrCat("; the limit passed at line ", stats.lines) : std::string(),
+              ")");
         }
         fail(absl::DataLossError(absl::StrCat(
-            source.name(), ": more than ", options.jsonl.max_bad_records, " bad records", first,
+            source.name(), ": more than ", options.jsonl.max_bad_records, " bad records", where,
             "; is this JSON lines with a \"", options.jsonl.json_keys.front(),
             "\" field? Raise --max-bad-records to accept more")));
         return;

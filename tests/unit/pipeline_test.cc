@@ -495,18 +495,23 @@ TEST_F(PipelineTest, TooManyBadRecordsFailAndPublishNothing) {
   absl::Status status;
   EXPECT_EQ(Run(plain, InputFormat::kPlain, 1 << 16, 2, 64, &status, nullptr, options), "");
   EXPECT_FALSE(status.ok());
-  EXPECT_NE(status.message().find("more than 10 bad records (first at line 2: missing key"),
+  EXPECT_NE(status.message().find("more than 10 bad records (the first at line 2: missing key"),
             std::string::npos)
       << status;
+  EXPECT_NE(status.message().find("the limit passed at line 12)"), std::string::npos) << status;
   EXPECT_NE(status.message().find("--max-bad-records"), std::string::npos);
   for (const auto& e : fs::directory_iterator(dir_)) ADD_FAILURE() << "left " << e.path();
-  // The count the run stops at (the summary's "bad") is the limit plus one, however the input is
-  // cut into batches: one batch for all, or a few lines each.
+  // The count the run stops at (the summary's "bad") is the limit plus one, and the documents and
+  // lines are those before the line that passed it, however the input is cut into batches: one
+  // batch for all, or a few lines each.
   for (size_t batch_bytes : {size_t{1} << 16, size_t{64}}) {
     ShardStats stats;
     Run(plain, InputFormat::kPlain, 1 << 16, 2, batch_bytes, &status, &stats, options);
     EXPECT_FALSE(status.ok());
     EXPECT_EQ(stats.bad_records, 11u) << "batches of " << batch_bytes << " bytes";
+    EXPECT_EQ(stats.documents, 1u) << "batches of " << batch_bytes << " bytes";
+    EXPECT_EQ(stats.tokens, 2u) << "batches of " << batch_bytes << " bytes";  // "fine", EOD
+    EXPECT_EQ(stats.lines, 12u) << "batches of " << batch_bytes << " bytes";
   }
 }
 
@@ -821,7 +826,7 @@ TEST_F(PipelineTest, FirstErrorInTheInputWinsOverALaterReadError) {
                         options),
                     "");
           ASSERT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
-          ASSERT_NE(status.message().find("more than 10 bad records (first at line 1"),
+          ASSERT_NE(status.message().find("more than 10 bad records (the first at line 1"),
                     std::string::npos)
               << status;
         }
