@@ -499,7 +499,15 @@ class HttpSourceImpl final : public HttpSource {
     curl_easy_setopt(easy_, CURLOPT_WRITEDATA, this);
     curl_easy_setopt(easy_, CURLOPT_BUFFERSIZE, 256L * 1024);
     curl_slist* headers = nullptr;
-    for (const std::string& h : options_.headers) headers = curl_slist_append(headers, h.c_str());
+    bool encoding_named = false;
+    for (const std::string& h : options_.headers) {
+      headers = curl_slist_append(headers, h.c_str());
+      encoding_named |= absl::StartsWithIgnoreCase(h, "Accept-Encoding:");
+    }
+    // The shard's own bytes: a request without Accept-Encoding lets a server answer in any
+    // content coding (RFC 9110), and a gzip'd answer would reach the zstd decoder as "not a zstd
+    // stream". (Unless the user's --header names one.)
+    if (!encoding_named) headers = curl_slist_append(headers, "Accept-Encoding: identity");
     std::string range;
     if (attempt_offset_ > 0) {
       range = absl::StrCat(attempt_offset_, "-");
@@ -632,9 +640,12 @@ class HttpSourceImpl final : public HttpSource {
       }
       const CURLcode code = Perform();
       if (!abort_status_.ok()) return Finish(abort_status_);
-      // An answer with no body is judged here, not at its first body byte (CheckResponse).
-      if (!response_.checked && code == CURLE_OK) {
-        curl_easy_getinfo(easy_, CURLINFO_RESPONSE_CODE, &response_.code);
+      // An answer with no body is judged here as one with a body is at its first byte: a 200 to a
+      // resumed request is the whole file, changed or not (If-Range); without this an empty 200
+      // to a resumed download of unknown length passed for its end, and the bytes so far for the
+      // whole file.
+      if (!response_.checked && code == CURLE_OK && !CheckResponse() && !abort_status_.ok()) {
+        return Finish(abort_status_);
       }
       const Response r = response_;
       std::string cause;
@@ -666,6 +677,18 @@ class HttpSourceImpl final : public HttpSource {
       }
       if (r.code == 416 && total_.load() >= 0 && r.range_total >= 0 &&
           r.range_total != total_.load()) {
+        // Every byte of the file as the 416 states its size has arrived, and its strong ETag is
+        // unchanged: the first answer's Content-Length was wrong (a misconfigured server or
+        // proxy), not the file changed. Downloading again would meet the same answer.
+        if (static_cast<uint64_t>(r.range_total) == delivered_ && !StrongEtag().empty() &&
+            r.etag == StrongEtag()) {
+          return Finish(absl::DataLossError(
+              absl::StrCat(name_, ": the server's Content-Length said ", total_.load(),
+                           " bytes, but the file is ", r.range_total,
+                           " (its ETag unchanged; a request for bytes ", delivered_,
+                           "- was answered 416): a server or proxy that misstates the length; "
+                           "not downloaded again")));
+        }
         return Finish(RestartStatus(
             absl::StrCat(name_, ": the file changed size from ", total_.load(), " to ",
                          r.range_total, " bytes between requests (a request for bytes ", delivered_,
@@ -700,10 +723,22 @@ class HttpSourceImpl final : public HttpSource {
           return Finish(s);
         }
       } else if (code == CURLE_OK) {
-        // A 2xx answer that ended cleanly (an empty body is fine when the file is empty).
+        // A 2xx answer that ended cleanly (an empty body is fine when the file is empty). Of a
+        // length unknown, only a whole file (a 200 that covered any prefix it was to skip, or a
+        // first answer) ends it: a 206 that ends is the end of a range.
         const int64_t t = total_.load();
-        if (t < 0 || delivered_ == static_cast<uint64_t>(t)) return Finish(FinishCache());
-        cause = absl::StrCat("the answer ended at byte ", delivered_, " of ", t);
+        const bool whole = t >= 0 ? delivered_ == static_cast<uint64_t>(t)
+                                  : skip_ == 0 && (r.code == 200 || attempt_offset_ == 0);
+        if (whole) return Finish(FinishCache());
+        if (t < 0 && r.code == 200) {
+          return Finish(RestartStatus(absl::StrCat(
+              name_, ": the server answered a request for bytes ", attempt_offset_,
+              "- with the whole file, of fewer bytes than had arrived; restarting the shard "
+              "from byte 0")));
+        }
+        cause = t >= 0 ? absl::StrCat("the answer ended at byte ", delivered_, " of ", t)
+                       : absl::StrCat("the answer (HTTP ", r.code, ") ended at byte ", delivered_,
+                                      ", the file's size not known");
         transient = true;
       } else {
         const bool detail = HasSafeDetail(code) && error_buffer_[0] != '\0';

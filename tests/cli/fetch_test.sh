@@ -153,6 +153,8 @@ start_server --no-range --no-etag --plan 00.jsonl.zst=drop:300000,drop:300000,dr
 "$PILEPREP" --url "$url" --files 0 --output-dir "$work/d4" --retry-wait 0.05 -q 2>"$work/err" && bad "out of restarts: did not fail"
 grep -q "error: gave up after 3 restarts of the shard: " "$work/err" && grep -q '"restarts": 3' "$work/d4/pileprep-summary-rank0.json" \
   || { bad "out of restarts: not said"; cat "$work/err"; }
+grep "error: gave up after" "$work/err" | grep -q "restarting" && { bad "out of restarts: still says restarting"; cat "$work/err"; }
+grep '"error"' "$work/d4/pileprep-summary-rank0.json" | grep -q "restarting" && bad "out of restarts: the summary says restarting"
 stop_server
 
 # 4. The file changes between requests: If-Range makes the server send the new file whole; the shard

@@ -15,6 +15,8 @@ fault plans: each request for FILE takes the next action of its plan (then behav
                 N bytes more than they announce ("x"), then close the connection; with --chunked
                 the N bytes go in the chunks, after the body, before the last chunk
       stall:N:S send N body bytes, then sleep S seconds, then close
+      longer:N  announce a Content-Length N bytes more than the body, send the body, then close (a
+                server or proxy that misstates the length)
       ok        answer normally
   --no-range          ignore Range (always 200 with the whole file), as some servers do
   --no-etag           send neither ETag nor Last-Modified
@@ -32,7 +34,8 @@ fault plans: each request for FILE takes the next action of its plan (then behav
   --change FILE=K:ALT from the K-th request for FILE on (1-based), serve the bytes of ALT instead
                       (a new ETag and Last-Modified), as if the file changed on the server
   --rate BYTES        send bodies at about this many bytes per second (for kill-at-a-moment tests)
-  --log FILE          one JSON line per request: path, range, if_range, status, bytes sent; written
+  --log FILE          one JSON line per request: path, range, if_range, accept_encoding, status,
+                      bytes sent; written
                       when the answer ends (a client may see the end, or hang up, before the line is there)
   --tls CERT KEY      serve HTTPS with this certificate chain and key (PEM) instead of plain HTTP; the
                       handshake runs in the request's thread, so a client that rejects the certificate
@@ -127,7 +130,8 @@ def main():
             name = self.path.split("?")[0].lstrip("/")
             rng = self.headers.get("Range")
             if_range = self.headers.get("If-Range")
-            entry = {"path": name, "range": rng, "if_range": if_range}
+            entry = {"path": name, "range": rng, "if_range": if_range,
+                     "accept_encoding": self.headers.get("Accept-Encoding")}
             if "?" in self.path:  # logged when there is one: a test sees the client kept it
                 entry["query"] = self.path.split("?", 1)[1]
             # Test headers (X-Pileprep-*) are logged so tests can see what the client sent.
@@ -197,7 +201,8 @@ def main():
             if args.chunked:
                 self.send_header("Transfer-Encoding", "chunked")
             else:
-                self.send_header("Content-Length", str(announced))
+                self.send_header("Content-Length",
+                                 str(announced + (int(params[0]) if kind == "longer" else 0)))
             self.send_header("Accept-Ranges", "none" if args.no_range else "bytes")
             if not args.no_etag and not (status == 206 and args.no_validators_on_206):
                 if not (status == 206 and args.no_etag_on_206):
@@ -237,10 +242,10 @@ def main():
             except (BrokenPipeError, ConnectionResetError):
                 pass
             entry["sent"] = sent
-            if kind in ("drop", "stall", "overlong"):
+            if kind in ("drop", "stall", "overlong", "longer"):
                 entry["fault"] = action
             log(entry)
-            if (limit < len(body) or kind == "overlong"
+            if (limit < len(body) or kind in ("overlong", "longer")
                     or (args.chunked and kind in ("drop", "stall"))):
                 if sleep:
                     time.sleep(sleep)

@@ -331,6 +331,49 @@ TEST(HttpSource, DownloadOfUnknownLengthCutAfterItsLastByteIsComplete) {
   EXPECT_EQ((*resumed)->stats().resumes, 1);
 }
 
+// A download of unknown length cut part way, whose resume is answered 200 with no body (the file
+// changed, If-Range answered with the whole new one, empty): not the end of the download (the
+// bytes so far taken for the whole file), but a restart, as a 200 with a body would be.
+TEST(HttpSource, AnEmptyWholeFileAnswerToAResumeOfUnknownLengthRequiresRestart) {
+  testing::ScopedTempDir dir("pileprep-fetch");
+  const std::string empty = dir.path() + "/empty.jsonl.zst";
+  testing::WriteFile(empty, "");
+  Download d;
+  ASSERT_NO_FATAL_FAILURE(Fetch(
+      {"--chunked", "--plan", "01.jsonl.zst=drop:100000", "--change", "01.jsonl.zst=2:" + empty},
+      &d));
+  ASSERT_FALSE(d.bytes.ok()) << "a download cut short was taken for the whole file";
+  EXPECT_TRUE(IsRestartRequired(d.bytes.status())) << d.bytes.status();
+  EXPECT_THAT(d.message(), HasSubstr("with the whole file (the file changed)"));
+}
+
+// A first answer whose Content-Length says more than the file has: every byte comes, then the
+// resume is answered 416 with the file's true size and the same ETag. The file did not change:
+// the error says what the server did, and no restart downloads it again to meet the same answer.
+TEST(HttpSource, AContentLengthLongerThanTheFileIsNamedNotTakenForAChange) {
+  const size_t size = ReadFile(kSamples + "/01.jsonl.zst").size();
+  Download d;
+  ASSERT_NO_FATAL_FAILURE(Fetch({"--plan", "01.jsonl.zst=longer:100"}, &d));
+  ASSERT_FALSE(d.bytes.ok());
+  EXPECT_FALSE(IsRestartRequired(d.bytes.status())) << d.bytes.status();
+  EXPECT_EQ(d.bytes.status().code(), absl::StatusCode::kDataLoss) << d.bytes.status();
+  EXPECT_THAT(d.message(),
+              HasSubstr("the server's Content-Length said " + std::to_string(size + 100) +
+                        " bytes, but the file is " + std::to_string(size)));
+}
+
+// Every request asks for the bytes as they are (no content coding): a server free to gzip an
+// answer to a request without Accept-Encoding would hand the zstd decoder gzip.
+TEST(HttpSource, RequestsAskForNoContentCoding) {
+  Download d;
+  ASSERT_NO_FATAL_FAILURE(Fetch({"--plan", "01.jsonl.zst=drop:100000"}, &d));
+  ASSERT_TRUE(d.bytes.ok()) << d.bytes.status();
+  const std::vector<std::string> log = d.server->Log(2);
+  ASSERT_EQ(log.size(), 2u);
+  for (const std::string& line : log)
+    EXPECT_THAT(line, HasSubstr("\"accept_encoding\": \"identity\""));
+}
+
 // The 416 that would settle a download of unknown length names another file: nothing settles.
 TEST(HttpSource, A416WithAnotherEtagForADownloadOfUnknownLengthRequiresRestart) {
   testing::ScopedTempDir dir("pileprep-fetch");

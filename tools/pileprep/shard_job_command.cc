@@ -1178,7 +1178,10 @@ int RunShardJob(int argc, char** argv, int first) {
     }
     const std::vector<std::string> prefixes = PrefixesFor(job, shard_c, n);
     if (cur.source == nullptr && cur.status.ok()) cur = OpenShard(job, shard_c, n, &observer);
-    if (next != nullptr && cur.http != nullptr && t + 1 < todo.size()) {
+    // The next shard's download starts now, also while this one is read from a kept copy (which
+    // goes fast: the download would otherwise wait for it). Not for a local source directory:
+    // nothing to fetch.
+    if (next != nullptr && job.source.kind != SourceKind::kLocalDirectory && t + 1 < todo.size()) {
       *next = OpenShard(job, shard_c, (*mine)[todo[t + 1]], &observer);
     }
     absl::Status status;
@@ -1213,9 +1216,13 @@ int RunShardJob(int argc, char** argv, int first) {
       }
       // Out of restarts: the message, which ends "restarting the shard ...", must not say it will.
       if (IsRestartRequired(status)) {
-        absl::Status gave_up(status.code(),
-                             absl::StrCat("gave up after ", kMaxRestarts,
-                                          " restarts of the shard: ", status.message()));
+        absl::string_view cause = status.message();
+        if (const size_t at = cause.rfind("; restarting the shard");
+            at != absl::string_view::npos) {
+          cause = cause.substr(0, at);
+        }
+        absl::Status gave_up(status.code(), absl::StrCat("gave up after ", kMaxRestarts,
+                                                         " restarts of the shard: ", cause));
         status.ForEachPayload([&](absl::string_view type, const absl::Cord& payload) {
           gave_up.SetPayload(type, payload);
         });
