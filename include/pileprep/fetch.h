@@ -93,6 +93,7 @@ struct FetchStats {
   int retries = 0;                // requests after a failure (resumes included)
   int resumes = 0;                // ranged requests answered 206 from a non-zero offset
   int skipped_prefixes = 0;       // 200 answers to a ranged request whose delivered prefix was skipped
+  uint64_t bytes_skipped = 0;     // body bytes received again in those answers and dropped
   std::string last_error;         // the cause of the last failed attempt, "" if none
   std::string keep_error;         // why the copy for cache_path was given up, "" if it was not
 };

@@ -427,6 +427,10 @@ class HttpSourceImpl final : public HttpSource {
       }
     }
     skip_ -= skip;
+    if (skip > 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_.bytes_skipped += skip;
+    }
     if (len == 0) return n;
     const int64_t total = total_.load();
     if (total >= 0 && delivered_ + len > static_cast<uint64_t>(total)) {

@@ -140,6 +140,7 @@ TEST(HttpSource, ServerIgnoringRangeWithSameEtagSkipsTheDeliveredPrefix) {
   ASSERT_TRUE(d.bytes.ok()) << d.bytes.status();
   EXPECT_EQ(*d.bytes, ReadFile(kSamples + "/01.jsonl.zst"));
   EXPECT_EQ(d.source->stats().skipped_prefixes, 1);
+  EXPECT_EQ(d.source->stats().bytes_skipped, 100000u);  // received again, counted as downloaded
 }
 
 TEST(HttpSource, ServerIgnoringRangeWithoutValidatorRequiresRestart) {

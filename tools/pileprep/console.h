@@ -103,7 +103,7 @@ struct ShardOutcome {
   std::vector<std::string> outputs;
   // Downloads only.
   std::string source;     // URL (redacted) or path
-  uint64_t bytes_downloaded = 0;  // over every attempt and restart
+  uint64_t bytes_downloaded = 0;  // over every attempt and restart (prefixes sent again included)
   int retries = 0;
   int resumes = 0;        // Range requests that continued a dropped transfer
   int restarts = 0;       // times the shard was started again from byte 0 (file changed, no Range)

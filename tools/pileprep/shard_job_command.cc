@@ -1200,7 +1200,7 @@ int RunShardJob(int argc, char** argv, int first) {
       progress.Finish();
       if (cur.http != nullptr) {
         const FetchStats f = cur.http->stats();
-        outcome.bytes_downloaded += f.bytes_delivered;
+        outcome.bytes_downloaded += f.bytes_delivered + f.bytes_skipped;
         outcome.retries += f.retries;
         outcome.resumes += f.resumes;
       }
