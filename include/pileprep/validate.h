@@ -28,8 +28,8 @@
 //   token_range      every token < vocab_size (and ≥ 0 for int32)
 //   eod              with expect_eod: every document's last sequence ends with eod_id (where
 //                    document_indices are sound; else every sequence)
-//   hole             (ValidateDataset only) neither file has a region never written: a hole reads
-//                    as zeros, taken for tokens 0 (a copy or download cut short into a
+//   hole             (ValidateDataset, check_holes) neither file has a region never written: a
+//                    hole reads as zeros, taken for tokens 0 (a copy or download cut short into a
 //                    preallocated or extended file; found with lseek SEEK_HOLE, no page read)
 // For each kind the report keeps the first occurrence (file offset, sequence or document index and
 // a message naming the file, the byte offset, the cause and what to do) and counts all of them.
@@ -64,6 +64,12 @@ struct ValidateOptions {
   bool expect_eod = false;      // each document must end with eod_id (--append-eod datasets)
   uint32_t eod_id = 50256;
   bool check_tokens = true;     // false: index-only checks (fast; skips reading the .bin)
+  // ValidateDataset: a hole in either file (a region never written, reading as zeros) is the
+  // violation "hole". false accepts them: a copy made sparse (cp --sparse=always, rsync -S, ZFS
+  // with compression) turns runs of zero bytes into holes, and a vocabulary whose id 0 can repeat
+  // thousands of times in a row could have such runs (GPT-2's BPE never writes id 0 twice in a row
+  // within a document).
+  bool check_holes = true;
   int threads = 0;              // 0: all cores
   // When it becomes true the token checks stop (within a task of 1M tokens) and ValidateDataset
   // returns Cancelled (ValidateBuffers' report is then incomplete). The shard job passes its

@@ -581,8 +581,9 @@ absl::StatusOr<ValidationReport> ValidateDataset(const std::string& prefix,
   ValidationReport report = ValidateBuffers(idx.view(), bin_view, prefix, effective);
   // A reader takes a hole's zeros for data (tokens 0, or lengths and pointers of 0) and no other
   // check need notice: a preallocated .bin cut short has the right size. A writer writes every
-  // byte, so a hole means the file is incomplete. (Found by lseek: no page of either file read.)
-  for (int f = 0; f < 2; ++f) {
+  // byte, so a hole most likely means the file is incomplete; a sparse copy of runs of zeros is
+  // the exception, which check_holes = false accepts. (Found by lseek: no page read.)
+  for (int f = 0; f < 2 && options.check_holes; ++f) {
     const MappedFile::Holes& h = holes[f];
     if (h.count == 0) continue;
     const std::string path = prefix + (f == 0 ? ".idx" : ".bin");
@@ -592,11 +593,12 @@ absl::StatusOr<ValidationReport> ValidateDataset(const std::string& prefix,
     v.count = h.count;
     v.message = absl::StrCat(
         path, ": byte ", h.first, ": bytes ", h.first, "..", h.first_end - 1,
-        " were never written (a hole in the file",
+        " hold no data (a hole in the file",
         h.count > 1 ? absl::StrCat(", the first of ", h.count, ", ", h.bytes, " bytes in all") : "",
-        "): they read as zeros, which a reader would take for data; the file is incomplete (a "
-        "copy or download cut short into a preallocated or extended file): copy it again or "
-        "regenerate it");
+        "): they read as zeros, which a reader takes for data; a writer writes every byte, so the "
+        "file is likely incomplete (a copy or download cut short into a preallocated or extended "
+        "file): copy it again or regenerate it (a copy made sparse of a file that holds runs of "
+        "zero bytes has holes too: validate --allow-holes accepts them)");
     report.violations.push_back(std::move(v));
   }
   if (options.cancel != nullptr && options.cancel->load()) {

@@ -265,10 +265,16 @@ std::string StripPairSuffix(const std::string& arg) {
   for (const char* ext : {".idx", ".bin"}) {
     if (arg.size() > 4 && arg.compare(arg.size() - 4, 4, ext) == 0) {
       // A Megatron prefix may itself end in .bin or .idx (`corpus.bin` for corpus.bin.idx and
-      // corpus.bin.bin): where no file has the name itself but its .idx is there, it is the prefix.
+      // corpus.bin.bin): it is taken as that prefix only where no file has the name itself and
+      // the shorter prefix has no .idx (`x.bin` with x.idx there names the pair x, whose missing
+      // .bin is then the error, even beside an x.bin.idx).
+      const std::string shorter = arg.substr(0, arg.size() - 4);
       struct stat st;
-      if (::stat(arg.c_str(), &st) != 0 && ::stat((arg + ".idx").c_str(), &st) == 0) return arg;
-      return arg.substr(0, arg.size() - 4);
+      if (::stat(arg.c_str(), &st) != 0 && ::stat((shorter + ".idx").c_str(), &st) != 0 &&
+          ::stat((arg + ".idx").c_str(), &st) == 0) {
+        return arg;
+      }
+      return shorter;
     }
   }
   return arg;

@@ -91,8 +91,8 @@ std::string DatasetLockPath(const std::string& prefix);
 bool LockOutputs(const std::vector<std::string>& lock_paths, const std::string& outputs_name,
                  const std::vector<std::string>& stale, bool quiet, PathLocks* locks);
 
-// A dataset named on the command line: "x.idx" and "x.bin" name the pair "x" too, unless no file
-// "x.bin" is there but "x.bin.idx" is (the prefix "x.bin").
+// A dataset named on the command line: "x.idx" and "x.bin" name the pair "x" too, unless neither
+// a file "x.bin" nor "x.idx" is there but "x.bin.idx" is (the prefix "x.bin").
 std::string StripPairSuffix(const std::string& arg);
 
 // Runs one input and turns the result into an outcome line for the summary, printing errors, bad

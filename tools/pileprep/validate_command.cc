@@ -35,6 +35,11 @@ int RunValidate(int argc, char** argv, int first) {
            absl::StrCat(defaults.vocab_size));
   args.Add("index-only", Args::Kind::kSwitch, "",
            "check the .idx and the .bin size only; do not read the tokens");
+  args.Add("allow-holes", Args::Kind::kSwitch, "",
+           "accept holes (regions never written, reading as zeros) in the files: a copy made "
+           "sparse (cp --sparse=always, rsync -S, ZFS compression) of a file with runs of zero "
+           "bytes has them; by default a hole fails, as a download cut short into a preallocated "
+           "file leaves one");
   args.Add("threads", Args::Kind::kValue, "N", "threads for the token checks", "all cores");
   args.Add("quiet", Args::Kind::kSwitch, "", "print only violations (-q)");
   args.Add("help", Args::Kind::kSwitch, "", "show this help (-h)");
@@ -74,6 +79,7 @@ int RunValidate(int argc, char** argv, int first) {
   options.threads = static_cast<int>(v);
   options.expect_eod = args.Has("expect-eod");
   options.check_tokens = !args.Has("index-only");
+  options.check_holes = !args.Has("allow-holes");
   if (options.expect_eod && !options.check_tokens) {
     // The final EOD is a token of the .bin, which --index-only never reads.
     PrintError("--expect-eod reads the .bin's tokens, which --index-only leaves unread: give one");
@@ -84,20 +90,6 @@ int RunValidate(int argc, char** argv, int first) {
   if (args.positional().empty()) {
     PrintError("validate needs at least one PREFIX or DIR (see --help)");
     return kExitUsage;
-  }
-
-  // A name that is both a directory and a dataset's prefix (`amb/` beside `amb.idx`): which one a
-  // training job's --data-path reads (the pair) is not the one a directory check would look at.
-  // Refused before anything is checked; a trailing '/' or a '.idx' picks one.
-  for (const std::string& arg : args.positional()) {
-    struct stat st;
-    if (IsDirectory(arg) && arg.back() != '/' &&
-        (::stat((arg + ".idx").c_str(), &st) == 0 || ::stat((arg + ".bin").c_str(), &st) == 0)) {
-      PrintError(absl::StrCat(arg, " is both a directory and the prefix of ", arg,
-                              ".idx/.bin: give ", arg, "/ to check the directory's pairs, or ", arg,
-                              ".idx to check the pair"));
-      return kExitUsage;
-    }
   }
 
   int exit_code = kExitOk;
@@ -114,6 +106,14 @@ int RunValidate(int argc, char** argv, int first) {
   };
   for (const std::string& arg : args.positional()) {
     std::vector<std::string> prefixes;
+    // A name that is both a directory and a dataset's prefix (`amb/` beside `amb.idx`): the pair,
+    // which a training job's --data-path amb reads, is checked as well as the directory's pairs.
+    // A trailing '/' names the directory alone.
+    struct stat st;
+    if (IsDirectory(arg) && arg.back() != '/' &&
+        (::stat((arg + ".idx").c_str(), &st) == 0 || ::stat((arg + ".bin").c_str(), &st) == 0)) {
+      prefixes.push_back(arg);
+    }
     if (IsDirectory(arg)) {
       // A file without its other half fails, and the pairs are checked all the same: one missing
       // .bin must not hide what the others hold.
@@ -121,20 +121,19 @@ int RunValidate(int argc, char** argv, int first) {
       auto found = FindDatasetPrefixes(arg, &unpaired);
       if (!found.ok()) {
         fail_open(arg, std::string(found.status().message()));
-        continue;
+      } else {
+        for (const std::string& path : unpaired) {
+          const bool is_idx = absl::EndsWith(path, ".idx");
+          const std::string prefix = path.substr(0, path.size() - 4);
+          fail_open(prefix, absl::StrCat(path, " has no ", prefix.substr(prefix.rfind('/') + 1),
+                                         is_idx ? ".bin" : ".idx", " beside it"));
+        }
+        // (An empty directory beside the pair it was named for is no error: the pair is checked.)
+        if (found->empty() && unpaired.empty() && prefixes.empty()) {
+          fail_open(arg, absl::StrCat(arg, ": no .bin/.idx pairs in this directory"));
+        }
+        prefixes.insert(prefixes.end(), found->begin(), found->end());
       }
-      for (const std::string& path : unpaired) {
-        const bool is_idx = absl::EndsWith(path, ".idx");
-        const std::string prefix = path.substr(0, path.size() - 4);
-        fail_open(prefix, absl::StrCat(path, " has no ", prefix.substr(prefix.rfind('/') + 1),
-                                       is_idx ? ".bin" : ".idx", " beside it"));
-      }
-      if (!unpaired.empty() && found->empty()) continue;
-      if (found->empty()) {
-        fail_open(arg, absl::StrCat(arg, ": no .bin/.idx pairs in this directory"));
-        continue;
-      }
-      prefixes = *std::move(found);
     } else {
       prefixes.push_back(StripPairSuffix(arg));
     }
