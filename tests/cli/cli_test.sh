@@ -299,7 +299,19 @@ if command -v script >/dev/null; then
       echo "FAIL: an 80-column line dropped more than the token count:"; head -3 "$work/live"; fail=1
     fi
   done
-  rm -f "$work/wide.jsonl" "$work"/wide_text_document.*
+  # A name of wide characters (two columns each) still fits.
+  ln "$work/wide.jsonl" "$work/数据集数据集.jsonl"
+  (cd "$work" && script -qc "stty cols 50; \"$PILEPREP\" preprocess --input 数据集数据集.jsonl --output-prefix wide --workers 1" \
+    /dev/null >"$work/tty" 2>&1 </dev/null)
+  tr '\r' '\n' <"$work/tty" | grep -a '%)' | sed 's/\x1b\[K//' >"$work/live"
+  over=$(/usr/bin/python3 -c '
+import sys, unicodedata
+lines = open(sys.argv[1], encoding="utf-8", errors="replace").read().splitlines()
+print(sum(1 for l in lines if sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in l) > 49))
+' "$work/live")
+  if [[ $(wc -l <"$work/live") -gt 0 && $over -eq 0 ]]; then echo "ok: a name of wide characters fits a 50-column terminal"
+  else echo "FAIL: a name of wide characters: $over of $(wc -l <"$work/live") redraws wider than 49 columns"; fail=1; fi
+  rm -f "$work/wide.jsonl" "$work/数据集数据集.jsonl" "$work"/wide_text_document.*
 else
   echo "skip: no script(1) to give a run a terminal"
 fi

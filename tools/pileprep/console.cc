@@ -104,10 +104,15 @@ std::vector<ProgressField> ConsoleProgress::Fields(const Snapshot& s) const {
 
 namespace {
 
-// Characters, as a terminal's columns (a file name may be UTF-8: fewer columns than bytes).
+// The columns a terminal may give `s`, at most: a file name may be UTF-8, whose characters take
+// one column (Latin, Cyrillic) or two (CJK, emoji). Each non-ASCII character is counted as two:
+// a line of wide characters then still fits, and one of narrow ones loses a field too many.
 size_t Columns(std::string_view s) {
   size_t n = 0;
-  for (const char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  for (const char c : s) {
+    const auto b = static_cast<unsigned char>(c);
+    n += b < 0x80 ? 1 : (b & 0xC0) != 0x80 ? 2 : 0;
+  }
   return n;
 }
 
@@ -132,12 +137,15 @@ std::string FitProgressLine(std::vector<ProgressField> fields, size_t width) {
   std::string line;
   for (const ProgressField& f : fields) line += f.text;
   if (width > 0 && columns() > width) {
-    // Still too wide (a long name): cut at a character's start, width characters kept.
-    size_t n = 0, kept = 0;
-    while (n < line.size() && kept < width) {
-      ++n;
-      while (n < line.size() && (static_cast<unsigned char>(line[n]) & 0xC0) == 0x80) ++n;
-      ++kept;
+    // Still too wide (a long name): cut at a character's start, within width columns.
+    size_t n = 0, used = 0;
+    while (n < line.size()) {
+      size_t end = n + 1;
+      while (end < line.size() && (static_cast<unsigned char>(line[end]) & 0xC0) == 0x80) ++end;
+      const size_t cols = Columns(std::string_view(line).substr(n, end - n));
+      if (used + cols > width) break;
+      used += cols;
+      n = end;
     }
     line.resize(n);
   }
@@ -151,7 +159,10 @@ void ConsoleProgress::Print(std::vector<ProgressField> fields) {
     // are dropped whole, the counts first, before anything is cut.
     size_t width = 0;
     struct winsize ws;
-    if (::ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1) width = ws.ws_col - 1;
+    // One column short of the width: a line that fills the last column wraps on some terminals.
+    if (::ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) {
+      width = std::max<size_t>(1, ws.ws_col - 1);
+    }
     std::fprintf(stderr, "\r\033[K%s", FitProgressLine(std::move(fields), width).c_str());
     drew_ = true;
   } else {

@@ -35,9 +35,10 @@ struct ProgressField {
   int drop_rank;  // 0: always shown; a line too wide loses the highest first, the later of equals
 };
 
-// The fields joined, in at most `width` columns (0: no limit): whole fields dropped first (the
-// counts before the rates before the ETA), then, if the kept ones are still too wide, the line
-// cut at a character's start.
+// The fields joined, in at most `width` columns (0: no limit; a non-ASCII character counted as
+// two): whole fields dropped first (the counts before the rates before the ETA before the notes of
+// bad records, retries and a stall), then, if the kept ones are still too wide, the line cut at a
+// character's start.
 std::string FitProgressLine(std::vector<ProgressField> fields, size_t width);
 
 class ConsoleProgress : public ProgressObserver {
