@@ -728,11 +728,13 @@ class HttpSourceImpl final : public HttpSource {
         }
       } else if (code == CURLE_OK) {
         // A 2xx answer that ended cleanly (an empty body is fine when the file is empty). Of a
-        // length unknown, only a whole file (a 200 that covered any prefix it was to skip, or a
-        // first answer) ends it: a 206 that ends is the end of a range.
+        // length unknown, a whole file ends it (a 200 that covered any prefix it was to skip, or
+        // a first answer), and so does a 206 to the open range asked for that brought bytes (the
+        // server sent the rest of the file as it has it); an empty 206 does not.
         const int64_t t = total_.load();
         const bool whole = t >= 0 ? delivered_ == static_cast<uint64_t>(t)
-                                  : skip_ == 0 && (r.code == 200 || attempt_offset_ == 0);
+                                  : skip_ == 0 && (r.code == 200 || attempt_offset_ == 0 ||
+                                                   (r.code == 206 && attempt_delivered_ > 0));
         if (whole) return Finish(FinishCache());
         if (t < 0 && r.code == 200) {
           return Finish(RestartStatus(absl::StrCat(
