@@ -354,17 +354,23 @@ absl::Status ZstdDecoder::Impl::StartFrame(Sink sink) {
   }
   if (h.window_size > (uint64_t{1} << options.window_log_max)) {
     const int need = internal::WindowLogFor(h.window_size);
-    return Fail(
-        absl::StatusCode::kResourceExhausted, frame_start,
-        absl::StrCat("zstd: the frame starting at byte ", frame_start, " needs a ",
-                     internal::HumanBytes(h.window_size), " window (window log ", need,
-                     "), above the limit of ",
-                     internal::HumanBytes(uint64_t{1} << options.window_log_max), " (window log ",
-                     options.window_log_max, ")",
-                     need <= internal::kMaxWindowLog
-                         ? absl::StrCat("; --zstd-window-log-max=", need, " raises the limit")
-                         : absl::StrCat("; the largest window zstd decodes is window log ",
-                                        internal::kMaxWindowLog)));
+    if (need > internal::kMaxWindowLog) {
+      // No zstd writes such a frame (its format stops at window log 31): the header is damaged,
+      // and the input with it (a kept download so damaged is dropped, as for any damage).
+      return Fail(
+          absl::StatusCode::kDataLoss, frame_start,
+          absl::StrCat("zstd: corrupted frame header: the frame starting at byte ", frame_start,
+                       " claims a ", internal::HumanBytes(h.window_size), " window (window log ",
+                       need, "), past the largest any zstd writes (window log ",
+                       internal::kMaxWindowLog, ")"));
+    }
+    return Fail(absl::StatusCode::kResourceExhausted, frame_start,
+                absl::StrCat("zstd: the frame starting at byte ", frame_start, " needs a ",
+                             internal::HumanBytes(h.window_size), " window (window log ", need,
+                             "), above the limit of ",
+                             internal::HumanBytes(uint64_t{1} << options.window_log_max),
+                             " (window log ", options.window_log_max,
+                             "); --zstd-window-log-max=", need, " raises the limit"));
   }
   // zstd re-reads the header itself; hand it the bytes gathered so far.
   state = State::kFrame;

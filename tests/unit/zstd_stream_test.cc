@@ -493,6 +493,19 @@ TEST(ZstdDecoder, WindowAboveLimitIsRefusedWithAdvice) {
   }
 }
 
+// A window descriptor past window log 31, which no zstd writes: damage (a kept download so damaged
+// is dropped), not a limit to raise.
+TEST(ZstdDecoder, WindowPastAnyZstdIsDamage) {
+  std::string data = SkippableFrame(0, "hdr") + CompressWithWindowLog28(SomeText(100000));
+  ASSERT_EQ(data[11 + 4] & 0x20, 0) << "a single-segment frame has no window descriptor";
+  data[11 + 5] = static_cast<char>(0xF8);  // exponent 31: window log 41
+  const Decoded d = DecodeAll(data, {.source_name = "w.zst", .window_log_max = 31});
+  EXPECT_EQ(d.status.code(), absl::StatusCode::kDataLoss) << d.status;
+  EXPECT_THAT(Msg(d.status), AllOf(StartsWith("w.zst: byte 11: zstd: corrupted frame header"),
+                                   HasSubstr("window log 41")));
+  EXPECT_TRUE(IsDamagedZstdInput(d.status));
+}
+
 TEST(ZstdDecoder, WindowLogMaxOutOfRangeIsInvalidArgument) {
   for (int bad : {9, 32}) {
     const Decoded d = DecodeAll(Compress("x"), {.source_name = "w.zst", .window_log_max = bad});
