@@ -1,23 +1,23 @@
 // An LD_PRELOAD shim for CLI tests: makes chosen file system calls fail, to reach error paths that
 // no file system offers root on demand (an unlink refused right after a rename failed).
 //
+// clang-format off
 //   PILEPREP_FAULT_RENAME_TO=PATH       rename() onto exactly PATH fails with EIO.
 //   PILEPREP_FAULT_UNLINK_AFTER=P1:P2   once such a rename has failed, unlink() of exactly P1 or P2
 //                                       (any number, ':'-separated) fails with EIO.
 //   PILEPREP_FAULT_FLOCK=1              every flock() fails with ENOLCK: a file system without
-//   locks. PILEPREP_FAULT_FOREIGN_LOCK=PATH    PATH is another user's file on NFS: open() of
-//   exactly PATH for
-//                                       writing fails with EACCES (without O_EXCL), and flock() on
-//                                       a descriptor open read-only fails with EBADF (NFS takes
-//                                       flock as a POSIX lock, and an exclusive one needs write
-//                                       access).
+//                                       locks.
+//   PILEPREP_FAULT_FOREIGN_LOCK=PATH    PATH is another user's file on NFS: open() of exactly PATH
+//                                       for writing fails with EACCES (without O_EXCL), and
+//                                       flock() on a descriptor open read-only fails with EBADF
+//                                       (NFS takes flock as a POSIX lock, and an exclusive one
+//                                       needs write access).
 //   PILEPREP_FAULT_PAUSE_OPEN=PATH      open() of exactly PATH first writes "fault shim: paused"
 //                                       to stderr and waits for a signal (pause(): until a handler
 //                                       has run), then opens: a run held at a known point, for a
 //                                       signal test that must not depend on timing.
-//   PILEPREP_FAULT_PAUSE_RENAME_TO=PATH rename() onto exactly PATH first writes "fault shim:
-//   paused"
-//                                       to stderr and waits for a signal, as
+//   PILEPREP_FAULT_PAUSE_RENAME_TO=PATH rename() onto exactly PATH first writes
+//                                       "fault shim: paused" to stderr and waits for a signal, as
 //                                       PILEPREP_FAULT_PAUSE_OPEN does, then renames: a run held
 //                                       just before that rename (a SIGKILL there leaves what comes
 //                                       before it done, not it).
@@ -35,6 +35,8 @@
 //                                       the first open() of exactly PATH that succeeds is followed
 //                                       at once by rename(OTHER, PATH): the file replaced between
 //                                       its opening and whatever the program does next with PATH.
+//
+// clang-format on
 //
 // Everything else goes to the C library unchanged. Test-only: never linked into pileprep.
 #include <dlfcn.h>
