@@ -61,6 +61,7 @@ struct Seen {
   ino_t ino = 0;
   off_t size = 0;
   int64_t mtime_ns = 0;
+  bool operator==(const Seen&) const = default;
 };
 
 Seen SeenOf(const struct stat& st) {
@@ -141,10 +142,7 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
       struct stat st;
       if (::stat(path.c_str(), &st) != 0) return Changed(path, "gone");
       seen = SeenOf(st);
-      if (seen.dev != before[f].dev || seen.ino != before[f].ino || seen.size != before[f].size ||
-          seen.mtime_ns != before[f].mtime_ns) {
-        return Changed(path, "replaced as it was opened");
-      }
+      if (seen != before[f]) return Changed(path, "replaced as it was opened");
     }
     // And the mappings are of the sizes seen.
     if (static_cast<uint64_t>(seen_bin[k].size) != reader->bin_bytes().size() ||
