@@ -52,9 +52,12 @@ absl::StatusOr<std::vector<int>> ParseFileNumbers(std::string_view spec) {
     if (dash == std::string_view::npos) {
       if (!ParseNumber(part, &lo)) return bad();
       hi = lo;
-    } else if (!ParseNumber(part.substr(0, dash), &lo) || !ParseNumber(part.substr(dash + 1), &hi) ||
-               hi < lo) {
+    } else if (!ParseNumber(part.substr(0, dash), &lo) ||
+               !ParseNumber(part.substr(dash + 1), &hi)) {
       return bad();
+    } else if (hi < lo) {
+      return absl::InvalidArgumentError(absl::StrCat("--files: the range \"", std::string(part),
+                                                     "\" runs backwards; write ", hi, "-", lo));
     }
     for (int i = lo; i <= hi; ++i) out.push_back(i);
   }

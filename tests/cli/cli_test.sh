@@ -47,7 +47,13 @@ expect "unknown flag is a usage error" 2 "pileprep: error: unknown flag --bogus 
 expect "bad --files is a usage error" 2 \
   'pileprep: error: --files: cannot read "x" in "1,x"; use numbers 0-9999 and inclusive ranges, e.g. 0-29 or 0,3,5-7' -- \
   "$PILEPREP" --files 1,x --url "$root/data/samples"
-expect "reversed range is a usage error" 2 'cannot read "5-3"' -- "$PILEPREP" --files 5-3
+expect "reversed range is a usage error" 2 'the range "5-3" runs backwards; write 3-5' -- "$PILEPREP" --files 5-3
+# The default source has shards 00-29 alone: 30 would be a 404 hours into the job (a dry run asks no
+# server); another --url may have it.
+expect "a shard past 29 at the default --url" 2 "shard 30 is not in The Pile at the default --url" -- \
+  "$PILEPREP" --files 28-30 --dry-run
+expect "a shard past 29 at another --url" 0 "" -- "$PILEPREP" --files 28-30 --url http://127.0.0.1:9/ \
+  --output-dir "$work/past29" --dry-run
 expect "unsupported scheme is refused" 2 'unsupported scheme "ftp"' -- "$PILEPREP" --url ftp://x/
 expect "prefix with a slash is refused" 2 "--output-prefix must be a plain name" -- \
   "$PILEPREP" --url "$root/data/samples" --output-prefix a/b --output-dir "$work/o"

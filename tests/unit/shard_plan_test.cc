@@ -19,6 +19,9 @@ TEST(ParseFileNumbers, RejectsGarbage) {
   for (const char* bad : {"", "a", "1,", "5-3", "-1", "1-", "10000", "1.5"}) {
     EXPECT_FALSE(ParseFileNumbers(bad).ok()) << bad;
   }
+  // A range written backwards is named as such (the general hint would list it as valid syntax).
+  EXPECT_THAT(std::string(ParseFileNumbers("0,5-3").status().message()),
+              HasSubstr("the range \"5-3\" runs backwards; write 3-5"));
 }
 
 TEST(ShardNames, FollowTheNemoLauncher) {

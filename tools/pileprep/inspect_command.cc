@@ -69,9 +69,11 @@ int RunInspect(int argc, char** argv, int first) {
   args.Add("doc", Args::Kind::kValue, "N", "print document N's token ids (0-based)");
   args.Add("decode", Args::Kind::kSwitch, "", "with --doc: print the text instead (GPT-2)");
   args.Add("vocab-file", Args::Kind::kValue, "FILE", "GPT-2 encoder.json for --decode",
-           "the copy shipped in tokenizers/gpt2");
+           "$PILEPREP_TOKENIZER_DIR/encoder.json when that is set, else the copy shipped in "
+           "tokenizers/gpt2");
   args.Add("merge-file", Args::Kind::kValue, "FILE", "GPT-2 vocab.bpe for --decode",
-           "the copy shipped in tokenizers/gpt2");
+           "$PILEPREP_TOKENIZER_DIR/vocab.bpe when that is set, else the copy shipped in "
+           "tokenizers/gpt2");
   args.Add("help", Args::Kind::kSwitch, "", "show this help (-h)");
   const std::optional<int> done = ParseOrHelp(
       args, argc, argv, first,
@@ -80,8 +82,8 @@ int RunInspect(int argc, char** argv, int first) {
       "sequence lengths; with --doc N, document N's token ids, or with --decode its text.\n\n",
       "Exit status:\n"
       "  0  printed\n"
-      "  1  the dataset cannot be read (run `pileprep validate` on it), --decode met an id the\n"
-      "     vocabulary does not have, or stdout failed\n"
+      "  1  the dataset cannot be read (run `pileprep validate` on it), --doc N is past its\n"
+      "     documents, --decode met an id the vocabulary does not have, or stdout failed\n"
       "  2  usage error\n");
   if (done) return *done;
   if (args.positional().size() != 1) {

@@ -799,6 +799,15 @@ int RunShardJob(int argc, char** argv, int first) {
     PrintError(std::string((!files.ok() ? files.status() : source.status()).message()));
     return kExitUsage;
   }
+  // The default source holds train/00..29 alone: a number past 29 there would be a 404 found only
+  // when its turn came, hours into a job (a dry run cannot tell, as it asks no server).
+  if (args.Get("url", kDefaultUrl) == kDefaultUrl && !files->empty() && files->back() > 29) {
+    PrintError(absl::StrCat("--files: shard ", files->back(),
+                            " is not in The Pile at the default --url, which has train/00 to "
+                            "29.jsonl.zst; give numbers from 0 to 29, or --url for a source "
+                            "that has it"));
+    return kExitUsage;
+  }
   job.source = *source;
   // A local source that is no directory (a typo, a file, a share not mounted) is the run's set-up,
   // not each shard's failure.
