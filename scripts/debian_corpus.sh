@@ -19,6 +19,11 @@ if [[ ! -s $out ]]; then
             manpages-es manpages-it manpages-pt manpages-zh manpages-uk manpages-nl manpages-cs
             debian-reference-de debian-reference-fr debian-reference-ja debian-reference-zh-cn
             debian-reference-es debian-reference-it debian-reference-pt)
+  # apt-get download needs the package lists, which images often ship without (and setup.sh
+  # updates only when it installs something): fetched when the first package has no candidate.
+  if ! apt-cache policy manpages 2>/dev/null | grep -q 'Candidate: [0-9]'; then
+    if [[ $(id -u) -eq 0 ]]; then apt-get update >&2; else sudo apt-get update >&2; fi
+  fi
   (cd "$dir/debs" && apt-get download "${packages[@]}" >&2)
   for deb in "$dir"/debs/*.deb; do dpkg-deb -x "$deb" "$dir/root"; done
   /usr/bin/python3 - "$dir/root" "$dir/corpus.jsonl" <<'PY'

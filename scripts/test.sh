@@ -42,10 +42,32 @@ for v in http_proxy HTTP_PROXY https_proxy HTTPS_PROXY all_proxy ALL_PROXY no_pr
   clean_env+=(-u "$v")
 done
 
+# Parallel jobs for builds and ctest: PILEPREP_JOBS, else the CPUs this process may use (nproc
+# counts the affinity mask, not a cgroup's CPU quota: a 2-CPU container on a 64-core host would run
+# 64 sanitizer tests at once and time them out; set PILEPREP_JOBS there).
+jobs=${PILEPREP_JOBS:-$(nproc)}
+
+# GCC 12's sanitizer runtimes cannot place their shadow memory when the kernel randomises mmap with
+# more than 28 bits (vm.mmap_rnd_bits, raised by newer kernels): "unexpected memory mapping".
+# Address randomisation off (setarch -R, inherited by every child) avoids it, for the builds too:
+# gtest_discover_tests runs each instrumented test binary at build time to list its tests.
+no_aslr=()
+sanitizer_no_aslr() {
+  no_aslr=()
+  if setarch "$(uname -m)" -R true 2>/dev/null; then
+    no_aslr=(setarch "$(uname -m)" -R)
+  elif [[ $(cat /proc/sys/vm/mmap_rnd_bits 2>/dev/null || echo 0) -gt 28 ]]; then
+    echo "test.sh: vm.mmap_rnd_bits is $(cat /proc/sys/vm/mmap_rnd_bits) and setarch -R is refused" \
+      "(a container's seccomp profile?): the sanitizer runs may fail with 'unexpected memory" \
+      "mapping'; on the host: sysctl vm.mmap_rnd_bits=28, or run the container with" \
+      "--security-opt seccomp=unconfined" >&2
+  fi
+}
+
 run_plain() {
   scripts/build.sh
   local build_dir=${PILEPREP_BUILD_DIR:-build}
-  "${clean_env[@]}" ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" "$@"
+  "${clean_env[@]}" ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" "$@"
 }
 
 # Sanitizer builds: -O1 with frame pointers keeps them about 2-3x slower than Release, not 10x.
@@ -58,7 +80,8 @@ run_asan() {
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPILEPREP_BUILD_PYTHON=OFF \
     -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
     -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
-  cmake --build build-asan -j "$(nproc)"
+  sanitizer_no_aslr
+  "${no_aslr[@]}" cmake --build build-asan -j "$jobs"
   # Reports also go to build-asan/asan-reports/ (log_path) and are printed at the end: a test that
   # expects some failure (exit 1) would otherwise take a sanitizer's abort for it.
   local reports=$root/build-asan/asan-reports
@@ -68,7 +91,7 @@ run_asan() {
   UBSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1:log_path='$reports/ubsan'${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
   LSAN_OPTIONS="suppressions='$root/tests/sanitizers/lsan.supp'${LSAN_OPTIONS:+:$LSAN_OPTIONS}" \
   PILEPREP_SANITIZER=asan \
-    "${clean_env[@]}" ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -LE 'install|python|fuzz' "$@" || rc=$?
+    "${no_aslr[@]}" "${clean_env[@]}" ctest --test-dir build-asan --output-on-failure -j "$jobs" -LE 'install|python|fuzz' "$@" || rc=$?
   if compgen -G "$reports/*" >/dev/null; then
     echo "test.sh: AddressSanitizer / UndefinedBehaviorSanitizer reports ($reports):" >&2
     cat "$reports"/* >&2
@@ -94,7 +117,8 @@ run_tsan() {
     -DTBB_DIR="$tbb_dir" \
     -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" \
     -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=thread" >/dev/null
-  cmake --build build-tsan -j "$(nproc)" \
+  sanitizer_no_aslr
+  "${no_aslr[@]}" cmake --build build-tsan -j "$jobs" \
     --target pileprep pipeline_test validate_test merge_test fetch_http_source_test indexed_dataset_test \
     loader_test pileprep_fs_fault_shim
   # The executables must load the instrumented libtbb (CMake's build RPATH names its directory),
@@ -115,14 +139,9 @@ run_tsan() {
   local reports=$root/build-tsan/tsan-reports
   rm -rf "$reports" && mkdir -p "$reports"
   local rc=0
-  # GCC 12's TSan runtime cannot place its shadow memory when the kernel randomises mmap with more
-  # than 28 bits (vm.mmap_rnd_bits, raised by newer kernels): "unexpected memory mapping". Running
-  # the tests with address randomisation off (setarch -R, inherited by every child) avoids it.
-  local no_aslr=()
-  if setarch "$(uname -m)" -R true 2>/dev/null; then no_aslr=(setarch "$(uname -m)" -R); fi
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions='$root/tests/sanitizers/tsan.supp':log_path='$reports/report'${TSAN_OPTIONS:+:$TSAN_OPTIONS}" \
   PILEPREP_SANITIZER=tsan \
-    "${no_aslr[@]}" "${clean_env[@]}" ctest --test-dir build-tsan --output-on-failure -j "$(nproc)" \
+    "${no_aslr[@]}" "${clean_env[@]}" ctest --test-dir build-tsan --output-on-failure -j "$jobs" \
       -R "$tsan_tests" "$@" || rc=$?
   if compgen -G "$reports/report*" >/dev/null; then
     echo "test.sh: ThreadSanitizer reports ($reports):" >&2
@@ -138,10 +157,10 @@ run_scalar() {
   scripts/setup.sh
   cmake -S . -B build-scalar -G Ninja -DCMAKE_BUILD_TYPE=Release -DPILEPREP_BUILD_PYTHON=OFF \
     -DCMAKE_CXX_FLAGS=-DPILEPREP_NO_SIMD >/dev/null
-  cmake --build build-scalar -j "$(nproc)" --target pileprep pretokenizer_test \
+  cmake --build build-scalar -j "$jobs" --target pileprep pretokenizer_test \
     pretokenizer_differential_test bpe_differential_test gpt2_cases_test gpt2_tokenizer_test \
     fuzz_corpus_replay_test pipeline_test synthetic_vocab_test jsonl_test
-  "${clean_env[@]}" ctest --test-dir build-scalar --output-on-failure -j "$(nproc)" \
+  "${clean_env[@]}" ctest --test-dir build-scalar --output-on-failure -j "$jobs" \
     -R '^(Pretokenizer|PretokenizerDifferential|BpeDifferential|Gpt2Cases|Gpt2Tokenizer|SyntheticVocab|TokenizerFuzzCorpus|JsonlFuzzCorpus|FastJsonExtractor|JsonRecordParser|SurrogateRewrite|Utf8Repair|ForEachLine|JsonlReader|JsonlFiles|BadInputs/JsonlFiles|SimdjsonQuirks|Pipeline|golden\.)' "$@"
 }
 
