@@ -24,10 +24,11 @@
 //   - the file may have changed: a ranged request answered with the whole file (new ETag, or no
 //     validator), or with a 206 of another ETag or Last-Modified or with no validator to compare,
 //     or a resume with no strong ETag or Last-Modified in the first answer to prove the file
-//     unchanged: an Aborted status for which IsRestartRequired() is true. Bytes already delivered
-//     are stale; the caller must discard everything made from them and open the source again. (When
-//     the server merely ignores Range and the strong ETag is unchanged, the source skips the bytes
-//     already delivered itself and no restart is needed.)
+//     unchanged, or a resume answered 416 without the file's size: an Aborted status for which
+//     IsRestartRequired() is true. Bytes already delivered are stale; the caller must discard
+//     everything made from them and open the source again. (When the server merely ignores Range
+//     and the strong ETag is unchanged, the source skips the bytes already delivered itself and no
+//     restart is needed.)
 //   - HTTP 404 and other 4xx: NotFound / PermissionDenied / FailedPrecondition at once, naming
 //     the URL and the status line, with a body or without; no retry.
 //   - fewer bytes than Content-Length, or more than Content-Range's total: DataLoss. Bytes past a

@@ -698,6 +698,17 @@ class HttpSourceImpl final : public HttpSource {
                          r.range_total, " bytes between requests (a request for bytes ", delivered_,
                          "- was answered 416); restarting the shard")));
       }
+      if (r.code == 416 && delivered_ > 0 && r.range_total < 0) {
+        // A 416 that does not state the file's size (no "Content-Range: bytes */N"): the file is
+        // shorter than the bytes already here (a length known from the first answer, so it
+        // changed), or of unknown length it may end right here, but nothing proves it: a server
+        // that wrongly refuses a range would have the first bytes taken for the whole file. The
+        // shard starts again rather than fail on an answer a fresh download does not meet.
+        return Finish(RestartStatus(
+            absl::StrCat(name_, ": a request for bytes ", delivered_,
+                         "- was answered 416 without the file's size, so nothing proves the ",
+                         delivered_, " bytes so far are the whole file; restarting the shard")));
+      }
       if ((r.checked || code == CURLE_OK) && r.code != 0 && (r.code < 200 || r.code >= 300)) {
         std::string line = r.status_line.empty() ? absl::StrCat("HTTP ", r.code) : r.status_line;
         if (line.size() > 200)

@@ -23,6 +23,9 @@ fault plans: each request for FILE takes the next action of its plan (then behav
   --ignore-if-range   answer a Range request with 206 even when If-Range names another version
   --no-etag-on-206    leave ETag out of 206 answers (Last-Modified stays)
   --no-validators-on-206  leave ETag and Last-Modified out of 206 answers
+  --unknown-total     a size the server does not state: "bytes N-M/*" in 206 answers, and 416
+                      answers without Content-Range (as a server streaming a file it is still
+                      making, or a proxy that does not know the length, may answer)
   --redirect-to URL   answer every request 302 with Location: URL + the request's path (no body)
   --reason TEXT       the reason phrase of error answers (503, 429, 500, 408, 404, 403); Python
                       escapes: "\x1b" in TEXT is the byte 0x1B
@@ -71,6 +74,7 @@ def main():
     ap.add_argument("--vary-last-modified", action="store_true")
     ap.add_argument("--no-etag-on-206", action="store_true")
     ap.add_argument("--no-validators-on-206", action="store_true")
+    ap.add_argument("--unknown-total", action="store_true")
     ap.add_argument("--redirect-to")
     ap.add_argument("--reason")
     ap.add_argument("--chunked", action="store_true")
@@ -185,7 +189,8 @@ def main():
                         entry["status"] = 416
                         log(entry)
                         self.send_response(416)
-                        self.send_header("Content-Range", "bytes */%d" % len(data))
+                        if not args.unknown_total:
+                            self.send_header("Content-Range", "bytes */%d" % len(data))
                         self.send_header("Content-Length", "0")
                         if not args.no_etag:  # as nginx does: a 416 names the file it judged
                             self.send_header("ETag", etag)
@@ -209,7 +214,8 @@ def main():
                     self.send_header("ETag", etag)
                 self.send_header("Last-Modified", mtime)
             if status == 206:
-                self.send_header("Content-Range", "bytes %d-%d/%d" % (start, end, len(data)))
+                self.send_header("Content-Range", "bytes %d-%d/%s" % (
+                    start, end, "*" if args.unknown_total else len(data)))
             self.end_headers()
             entry["status"] = status
             if not with_body:

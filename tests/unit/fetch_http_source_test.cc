@@ -406,6 +406,51 @@ TEST(HttpSource, A416WithAnotherSizeForADownloadOfUnknownLengthRequiresRestart) 
   EXPECT_THAT(d.message(), HasSubstr("the file is now 50000 bytes, after 100000 bytes of it"));
 }
 
+// A server that does not state the file's size in its ranges ("bytes N-M/*"): a download of
+// unknown length cut twice resumes from each cut, and the 206 that brings the rest ends it.
+TEST(HttpSource, RangesOfUnstatedTotalResumeADownloadOfUnknownLength) {
+  Download d;
+  ASSERT_NO_FATAL_FAILURE(
+      Fetch({"--chunked", "--unknown-total", "--plan", "01.jsonl.zst=drop:100000,drop:50000"}, &d));
+  ASSERT_TRUE(d.bytes.ok()) << d.bytes.status();
+  EXPECT_EQ(*d.bytes, ReadFile(kSamples + "/01.jsonl.zst"));
+  EXPECT_EQ(d.source->stats().resumes, 2);
+  EXPECT_EQ(d.source->size_hint(), -1) << "a size no answer stated";
+  const std::vector<std::string> log = d.server->Log(3);
+  ASSERT_EQ(log.size(), 3u);
+  EXPECT_THAT(log[2], HasSubstr("\"range\": \"bytes=150000-\""));
+}
+
+// A 416 that does not state the file's size cannot settle a download of unknown length (a server
+// that wrongly refuses the range would have the bytes so far taken for the whole file), nor is it
+// an error to fail the shard on: the shard restarts, and a fresh download meets no cut.
+TEST(HttpSource, A416WithoutTheFilesSizeRequiresRestartForEitherLength) {
+  const std::string size = std::to_string(ReadFile(kSamples + "/01.jsonl.zst").size());
+  for (const bool chunked : {true, false}) {
+    testing::ScopedTempDir dir("pileprep-fetch");
+    const std::string shorter = dir.path() + "/01-shorter.jsonl.zst";
+    testing::WriteFile(shorter, ReadFile(kSamples + "/01.jsonl.zst").substr(0, 50000));
+    // Unknown length: cut after every byte, the resume answered 416. Known: the file replaced by a
+    // shorter one after 100000 bytes arrived.
+    std::vector<std::string> args = {"--unknown-total", "--ignore-if-range"};
+    if (chunked) {
+      args.insert(args.end(), {"--chunked", "--plan", "01.jsonl.zst=drop:" + size});
+    } else {
+      args.insert(args.end(),
+                  {"--plan", "01.jsonl.zst=drop:100000", "--change", "01.jsonl.zst=2:" + shorter});
+    }
+    Download d;
+    ASSERT_NO_FATAL_FAILURE(Fetch(args, &d));
+    ASSERT_FALSE(d.bytes.ok()) << (chunked ? "unknown length: " : "known length: ")
+                               << "a 416 without a size settled the download";
+    EXPECT_TRUE(IsRestartRequired(d.bytes.status())) << d.bytes.status();
+    EXPECT_THAT(d.message(), HasSubstr("answered 416 without the file's size"));
+    const std::vector<std::string> log = d.server->Log(2);
+    ASSERT_EQ(log.size(), 2u);
+    EXPECT_THAT(log[1], HasSubstr("\"status\": 416"));
+  }
+}
+
 TEST(HttpSource, StalledTransferIsDroppedByTheLowSpeedLimitAndResumed) {
   FetchOptions o = FastOptions();
   o.low_speed_limit = 1000;
