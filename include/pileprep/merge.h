@@ -56,6 +56,9 @@ struct MergeOptions {
   // Check each input's index and .bin size (ValidateDataset with check_tokens = false) before
   // merging, so that a broken input cannot produce a broken merge. Costs one pass over each .idx.
   bool validate_inputs = true;
+  // With validate_inputs, accept inputs whose files have holes (ValidateOptions::check_holes =
+  // false): a sparse copy of a file that holds runs of zero bytes. Else a hole refuses the merge.
+  bool allow_holes = false;
   // Called once both outputs are complete under their temporary names, before the first rename;
   // an error publishes nothing and is returned (the CLI removes a shard job's record of the output
   // here, so that a merge refused earlier leaves it). Empty: none.

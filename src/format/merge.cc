@@ -161,13 +161,14 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
     if (options.validate_inputs) {
       ValidateOptions vo;
       vo.check_tokens = false;
+      vo.check_holes = !options.allow_holes;
       PILEPREP_ASSIGN_OR_RETURN(ValidationReport report, ValidateDataset(prefix, vo));
       // An input with no tokens cannot be produced by any writer, but merging it is harmless.
       const Violation* v = report.violations.empty() ? nullptr : &report.violations.front();
       if (v != nullptr && !(report.violations.size() == 1 && v->kind == "empty_dataset")) {
         return absl::FailedPreconditionError(absl::StrCat(
-            "merge: input ", prefix, " is not sound (run `pileprep validate` on it): ",
-            v->message));
+            "merge: input ", prefix, " is not sound (run `pileprep validate` on it): ", v->message,
+            v->kind == "hole" ? " (merge --allow-holes takes such inputs)" : ""));
       }
     }
     // Checked here, before any .bin is copied, and even without validate_inputs: a pair whose

@@ -583,23 +583,37 @@ absl::StatusOr<ValidationReport> ValidateDataset(const std::string& prefix,
   // check need notice: a preallocated .bin cut short has the right size. A writer writes every
   // byte, so a hole most likely means the file is incomplete; a sparse copy of runs of zeros is
   // the exception, which check_holes = false accepts. (Found by lseek: no page read.)
+  // One violation of kind "hole" (a report keeps one per kind) for both files: the first file's
+  // first hole is its place, the other file's holes named after it and counted in.
+  Violation hole;
+  std::string also;
   for (int f = 0; f < 2 && options.check_holes; ++f) {
     const MappedFile::Holes& h = holes[f];
     if (h.count == 0) continue;
     const std::string path = prefix + (f == 0 ? ".idx" : ".bin");
-    Violation v;
-    v.kind = "hole";
-    v.file_offset = static_cast<int64_t>(h.first);
-    v.count = h.count;
-    v.message = absl::StrCat(
+    if (hole.count > 0) {
+      also = absl::StrCat("; ", path, " has holes too (the first at bytes ", h.first, "..",
+                          h.first_end - 1, ", ", h.count, " in all, ", h.bytes, " bytes)");
+      hole.count += h.count;
+      continue;
+    }
+    hole.kind = "hole";
+    hole.file_offset = static_cast<int64_t>(h.first);
+    hole.count = h.count;
+    hole.message = absl::StrCat(
         path, ": byte ", h.first, ": bytes ", h.first, "..", h.first_end - 1,
         " hold no data (a hole in the file",
         h.count > 1 ? absl::StrCat(", the first of ", h.count, ", ", h.bytes, " bytes in all") : "",
-        "): they read as zeros, which a reader takes for data; a writer writes every byte, so the "
+        ")");
+  }
+  if (hole.count > 0) {
+    absl::StrAppend(
+        &hole.message, also,
+        ": they read as zeros, which a reader takes for data; a writer writes every byte, so the "
         "file is likely incomplete (a copy or download cut short into a preallocated or extended "
         "file): copy it again or regenerate it (a copy made sparse of a file that holds runs of "
         "zero bytes has holes too: validate --allow-holes accepts them)");
-    report.violations.push_back(std::move(v));
+    report.violations.push_back(std::move(hole));
   }
   if (options.cancel != nullptr && options.cancel->load()) {
     return absl::CancelledError(absl::StrCat(prefix, ": validation cancelled"));

@@ -51,16 +51,25 @@ expect "float dtype code" 1 "byte 17: dtype code 7" -- "$PILEPREP" validate "$c/
 expect "a directory with a bad pair fails" 1 "[bin_size]" -- "$PILEPREP" validate "$c"
 # A .bin cut short into a file of its full size (a preallocated or extended download) has the
 # right size and reads as zeros: the hole is the violation, found without reading the .bin.
-# (Where the file system shows holes: a file extended by truncate has one.)
+# (Where the file system shows holes to lseek, as pileprep looks for them: a file extended by
+# truncate has one. Allocated blocks are no proof: 9p or NFS may count a hole that lseek never shows.)
 cp "$p0.idx" "$c/holed.idx"; cp "$p0.bin" "$c/holed.bin"
 size=$(stat -c %s "$p0.bin"); truncate -s 1048576 "$c/holed.bin"; truncate -s "$size" "$c/holed.bin"
-if [[ $(stat -c %b "$c/holed.bin") -lt $(( (size - 1048576) / 512 )) ]]; then
+first_hole=$(/usr/bin/python3 -c 'import os, sys; print(os.lseek(os.open(sys.argv[1], os.O_RDONLY), 0, os.SEEK_HOLE))' "$c/holed.bin")
+if [[ $first_hole -lt $size ]]; then
   expect "a .bin with a hole fails, naming where" 1 "holed.bin: byte 1048576: bytes 1048576..$((size - 1)) hold no data" -- \
     "$PILEPREP" validate "$c/holed"
   expect "the same with --index-only" 1 "[hole]" -- "$PILEPREP" validate --index-only "$c/holed"
   # A sparse copy of a file with runs of zero bytes has holes too: --allow-holes accepts them (and
   # this damaged .bin, its zeros valid tokens, then passes: what the hole check is for).
   expect "--allow-holes accepts a hole" 0 "holed: ok" -- "$PILEPREP" validate --allow-holes "$c/holed"
+  # merge validates its inputs the same way, and takes the same switch.
+  expect "merge refuses an input with a hole" 1 "merge --allow-holes takes such inputs" -- \
+    "$PILEPREP" merge -q --output-prefix "$work/holed-merged" "$c/holed"
+  [[ -e $work/holed-merged.idx ]] && { echo "FAIL: a refused merge published"; fail=1; }
+  expect "merge --allow-holes takes it" 0 "" -- \
+    "$PILEPREP" merge -q --allow-holes --output-prefix "$work/holed-merged" "$c/holed"
+  cmp -s "$work/holed-merged.idx" "$p0.idx" || { echo "FAIL: merge --allow-holes: not the input's index"; fail=1; }
 else
   echo "skip: this file system shows no holes"
 fi
@@ -73,6 +82,9 @@ grep -q "my-gpt3_00_text_document: ok" "$work/out" || { echo "FAIL: a directory 
 expect "the directory, named with a /" 0 "my-gpt3_00_text_document: ok" -- "$PILEPREP" validate "$work/amb/"
 grep -q "amb: " "$work/out" && { echo "FAIL: the directory named with a / checked the pair"; fail=1; }
 expect "the pair, named by its .idx" 1 "truncated" -- "$PILEPREP" validate "$work/amb.idx"
+# The .idx marks the pair: a stray file named like a .bin beside a directory is not checked.
+mkdir -p "$work/stray"; cp "$p0.idx" "$p0.bin" "$work/stray/"; echo "not a dataset" > "$work/stray.bin"
+expect "a directory with a stray .bin beside it" 0 "my-gpt3_00_text_document: ok" -- "$PILEPREP" validate "$work/stray"
 # A prefix that itself ends in .bin (corpus.bin.idx, corpus.bin.bin) is that prefix, unless the
 # shorter prefix's .idx is there: then corpus.bin names the pair corpus (its .bin missing here).
 mkdir -p "$work/dotbin"; cp "$p0.idx" "$work/dotbin/corpus.bin.idx"; cp "$p0.bin" "$work/dotbin/corpus.bin.bin"
@@ -199,6 +211,14 @@ expect "merge of a pair's halves by two paths: one input" 0 "merged 1 dataset ("
 cmp -s "$m/halves.bin" "$p0.bin" && cmp -s "$m/halves.idx" "$p0.idx" \
   && echo "ok: a pair's halves by two paths merge to the pair" \
   || { echo "FAIL: a pair's halves by two paths did not merge to the pair"; fail=1; }
+# Two datasets whose equal .idx files a deduplicating tool hard-linked, their .bin files different:
+# one's .idx and the other's .bin are two inputs, not the halves of one.
+mkdir -p "$m/linked"
+ln "$m/glob/my-gpt3_00_text_document.idx" "$m/linked/x.idx"
+cp "$p0.bin" "$m/linked/x.bin"; printf '\x01\x00' | dd of="$m/linked/x.bin" bs=1 seek=2 conv=notrunc 2>/dev/null
+expect "merge of hard-linked .idx files with other .bin files: two inputs" 0 "merged 2 datasets (" -- \
+  "$PILEPREP" merge --output-prefix "$m/linked-merged" "$m/glob/my-gpt3_00_text_document.idx" \
+  "$m/linked/x.bin"
 # A missing input fails before the output's directory is made: a failed merge leaves nothing.
 expect "merge of a missing input" 1 "nothere.idx: cannot open: No such file or directory" -- \
   "$PILEPREP" merge --output-prefix "$m/newdir/x" "$m/nothere"

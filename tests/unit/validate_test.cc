@@ -463,6 +463,30 @@ TEST_F(ValidateTest, BinWithAHoleIsCaughtWithoutReadingIt) {
   }
 }
 
+// Holes in both files are one violation of kind "hole" (a report keeps one per kind, counting all):
+// placed at the .idx's first, the .bin's named after it, the count the sum of both files'.
+TEST_F(ValidateTest, HolesInBothFilesAreOneViolationNamingBoth) {
+  if (!HolesShowIn(*dir_)) GTEST_SKIP() << *dir_ << ": this file system shows no holes";
+  const std::string prefix = (*dir_ / "holed2").string();
+  constexpr size_t kKept = size_t{1} << 20;
+  WriteFile(prefix + ".idx", idx_);
+  fs::resize_file(prefix + ".idx", idx_.size() + 4 * kKept);  // an index extended, never written
+  WriteFile(prefix + ".bin", bin_.substr(0, kKept));
+  fs::resize_file(prefix + ".bin", bin_.size());
+  auto report = ValidateDataset(prefix, ValidateOptions{});
+  ASSERT_TRUE(report.ok()) << report.status();
+  int holes = 0;
+  for (const Violation& v : report->violations) holes += v.kind == "hole";
+  EXPECT_EQ(holes, 1) << FormatValidationReport(*report);
+  const Violation* v = report->Find("hole");
+  ASSERT_NE(v, nullptr) << FormatValidationReport(*report);
+  EXPECT_EQ(v->count, 2u) << v->message;
+  EXPECT_GE(v->file_offset, static_cast<int64_t>(idx_.size()) & ~int64_t{4095});
+  EXPECT_THAT(v->message, HasSubstr(prefix + ".idx: byte "));
+  EXPECT_THAT(v->message, HasSubstr("; " + prefix + ".bin has holes too (the first at bytes "));
+  EXPECT_THAT(v->message, HasSubstr("validate --allow-holes accepts them"));
+}
+
 // A .idx that says int32 over a .bin of uint16 tokens: the .bin is half the size the index
 // describes, which the message names as a dtype mismatch.
 TEST_F(ValidateTest, Int32IndexOverUint16TokensIsNamed) {

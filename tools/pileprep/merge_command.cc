@@ -34,6 +34,9 @@ int RunMerge(int argc, char** argv, int first) {
   args.Add("no-validate", Args::Kind::kSwitch, "",
            "skip validating each input before merging (its lengths, document indices and .bin "
            "size are checked all the same: the output's index is built from them)");
+  args.Add("allow-holes", Args::Kind::kSwitch, "",
+           "accept inputs whose files have holes (a sparse copy of a file with runs of zero "
+           "bytes), which validation otherwise refuses as likely incomplete");
   args.Add("no-sync", Args::Kind::kSwitch, "", "do not fsync the outputs", "", true);
   args.Add("quiet", Args::Kind::kSwitch, "", "print only errors (-q)");
   args.Add("help", Args::Kind::kSwitch, "", "show this help (-h)");
@@ -84,28 +87,31 @@ int RunMerge(int argc, char** argv, int first) {
     inputs = *std::move(found);
   } else {
     // A glob (`merge -o P shards/*`) names each pair twice, as its .bin and its .idx: one input.
-    // (So does `g/x.idx ./g/x.bin`: the same .idx, by its device and inode.)
-    // Any other repeat (a prefix given twice, or the same files by two paths) would merge a
-    // dataset twice, which Megatron's merge (a directory's pairs, each once) never does: refused.
+    // (So does `g/x.idx ./g/x.bin`: the same .idx and .bin, by their devices and inodes; both,
+    // as a deduplicating tool may hard-link the equal .idx files of two datasets whose .bin
+    // differ.) Any other repeat (a prefix given twice, or the same files by two paths) would merge
+    // a dataset twice, which Megatron's merge (a directory's pairs, each once) never does: refused.
     std::vector<std::string> given;  // the argument each input came from
-    std::vector<std::pair<dev_t, ino_t>> files;
+    using FileId = std::pair<dev_t, ino_t>;
+    std::vector<std::pair<FileId, FileId>> files;  // the .idx's and the .bin's, or zeros
     std::vector<char> halves;  // inputs[i] came from a .bin or .idx argument, not yet paired
     for (const std::string& arg : args.positional()) {
       const std::string prefix = StripPairSuffix(arg);
       const bool half = prefix != arg;
-      struct stat st;
-      const bool known = ::stat((prefix + ".idx").c_str(), &st) == 0;
+      auto id_of = [](const std::string& path) {
+        struct stat st;
+        return ::stat(path.c_str(), &st) == 0 ? FileId{st.st_dev, st.st_ino} : FileId{0, 0};
+      };
+      const std::pair<FileId, FileId> id{id_of(prefix + ".idx"), id_of(prefix + ".bin")};
+      const bool known = id.first.second != 0;
       size_t seen = inputs.size();
       for (size_t i = 0; i < inputs.size() && seen == inputs.size(); ++i) {
-        if (inputs[i] == prefix ||
-            (known && files[i] == std::pair{st.st_dev, st.st_ino} && files[i].second != 0)) {
-          seen = i;
-        }
+        if (inputs[i] == prefix || (known && files[i] == id)) seen = i;
       }
       if (seen == inputs.size()) {
         inputs.push_back(prefix);
         given.push_back(arg);
-        files.push_back(known ? std::pair{st.st_dev, st.st_ino} : std::pair<dev_t, ino_t>{0, 0});
+        files.push_back(id);
         halves.push_back(half);
         continue;
       }
@@ -158,6 +164,7 @@ int RunMerge(int argc, char** argv, int first) {
   MergeOptions options;
   options.cancel = &CancelFlag();
   options.validate_inputs = !args.Has("no-validate");
+  options.allow_holes = args.Has("allow-holes");
   options.sync = !args.Has("no-sync");
   // A shard job's record beside the output's name would vouch for bytes it was not written for:
   // removed once the merge is complete, before it is published (a refused or failed merge leaves

@@ -108,10 +108,10 @@ int RunValidate(int argc, char** argv, int first) {
     std::vector<std::string> prefixes;
     // A name that is both a directory and a dataset's prefix (`amb/` beside `amb.idx`): the pair,
     // which a training job's --data-path amb reads, is checked as well as the directory's pairs.
-    // A trailing '/' names the directory alone.
+    // A trailing '/' names the directory alone. The .idx marks the pair (a reader opens it
+    // first): a stray `amb.bin` of something else beside the directory is none of this check's.
     struct stat st;
-    if (IsDirectory(arg) && arg.back() != '/' &&
-        (::stat((arg + ".idx").c_str(), &st) == 0 || ::stat((arg + ".bin").c_str(), &st) == 0)) {
+    if (IsDirectory(arg) && arg.back() != '/' && ::stat((arg + ".idx").c_str(), &st) == 0) {
       prefixes.push_back(arg);
     }
     if (IsDirectory(arg)) {
