@@ -456,6 +456,32 @@ sed -i 's/"endoftext_as_text": false/"endoftext_as_text": true/' "$mk/my-gpt3_00
   grep -q "my-gpt3_00_text_document.{bin,idx}: made again with its shard's other key(s)" "$work/err" &&
   grep -q '"endoftext_as_text": false' "$mk/my-gpt3_00_title_document.pileprep.json" ||
   { bad "settings: two keys, --remake-other-settings"; cat "$work/err"; }
+# The key set decides each key's bytes (a document missing "title" is skipped for "text" too): a
+# rerun with "text" alone is refused over the dataset made beside "title", not skipped.
+cp -r "$mk" "$work/mk-keys"
+"$PILEPREP" --url "$work/src-mk" --files 0 --output-dir "$mk" --threads 2 --json-keys text >"$work/out" 2>"$work/err"
+[[ $? -eq 2 ]] && grep -q "my-gpt3_00_text_document.{bin,idx}: made with other settings (--json-keys: text title then, text now" "$work/err" &&
+  diff -r "$mk" "$work/mk-keys" >/dev/null ||
+  { bad "settings: a rerun with fewer --json-keys"; cat "$work/err"; }
+grep -q '"json_keys": \["text", "title"\]' "$mk/my-gpt3_00_text_document.pileprep.json" ||
+  bad "settings: the record does not list the run's keys"
+# A record of a pileprep before the key set was kept: not compared on it (as before), not unreadable.
+/usr/bin/python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); del r["json_keys"]; json.dump(r, open(sys.argv[1], "w"))' \
+  "$mk/my-gpt3_00_text_document.pileprep.json"
+"$PILEPREP" --url "$work/src-mk" --files 0 --output-dir "$mk" --json-keys text --dry-run 2>&1 |
+  grep -q "00.jsonl.zst -> .*: made with these settings: skipped if it validates$" ||
+  bad "settings: a record without the key set"
+cp "$work/mk-keys/my-gpt3_00_text_document.pileprep.json" "$mk/"
+# The first key valid, the second not: the shard is made again, and its summary lists each key's
+# dataset once (the first key's was listed twice, or alone under a failure that published nothing).
+printf '\x01\x00' >>"$mk/my-gpt3_00_title_document.bin"
+"$PILEPREP" --url "$work/src-mk" --files 0 --output-dir "$mk" --threads 2 "${keys[@]}" -q 2>/dev/null ||
+  bad "settings: two keys, the second damaged: not made again"
+/usr/bin/python3 -c 'import json, sys
+s = json.load(open(sys.argv[1]))["shards"][0]
+sys.exit(not (s["status"] == "done" and s["outputs"] == [sys.argv[2] + "_text_document", sys.argv[2] + "_title_document"]))' \
+  "$mk/pileprep-summary-rank0.json" "$mk/my-gpt3_00" ||
+  { bad "summary: a shard whose second key did not validate lists its outputs wrongly"; cat "$mk/pileprep-summary-rank0.json"; }
 # Killed between two keys' renames: "text" published (its pending record names its files), "title"
 # not (its pending record names files that never came). The shard is withdrawn and made again,
 # not left with keys from two runs; it ends as an undisturbed run makes it.
@@ -770,6 +796,14 @@ ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" LD_PRELOA
 [[ -e $aged ]] && bad "without flock, this host's hour-old summary temporary was left"
 rm -f "$fresh"
 check_rerun "$work/k" "after stale summary temporaries"
+# NFS's ESTALE from flock (the lock file removed by its holder as the flock went out) is a file
+# replaced under us: the lock is taken on the file the path names now, not given up as unsupported.
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" LD_PRELOAD=$SHIM PILEPREP_FAULT_FLOCK=estale \
+  "$PILEPREP" --url "$url" --files 0-1 --output-dir "$work/estale" --threads 2 2>"$work/err" ||
+  { bad "a run whose flock meets ESTALE failed"; cat "$work/err"; }
+grep -q "running without" "$work/err" && { bad "ESTALE from flock: ran unlocked"; cat "$work/err"; }
+cmp -s "$work/estale/my-gpt3_00_text_document.bin" "$work/k/my-gpt3_00_text_document.bin" ||
+  bad "a run whose flock meets ESTALE: shard 00 differs"
 
 # Another user's lock file on NFS (the shim: this user may only open it read-only, and NFS refuses
 # flock on a read-only descriptor, EBADF): its job may hold it, so the shard is left alone, not made

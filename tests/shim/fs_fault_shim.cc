@@ -7,6 +7,9 @@
 //                                       (any number, ':'-separated) fails with EIO.
 //   PILEPREP_FAULT_FLOCK=1              every flock() fails with ENOLCK: a file system without
 //                                       locks.
+//   PILEPREP_FAULT_FLOCK=estale         every other flock() (the 1st, 3rd, ...) fails with ESTALE:
+//                                       NFS, where a lock file was removed by its holder as the
+//                                       flock went out.
 //   PILEPREP_FAULT_FOREIGN_LOCK=PATH    PATH is another user's file on NFS: open() of exactly PATH
 //                                       for writing fails with EACCES (without O_EXCL), and
 //                                       flock() on a descriptor open read-only fails with EBADF
@@ -185,7 +188,13 @@ extern "C" int getaddrinfo(const char* node, const char* service, const struct a
 
 extern "C" int flock(int fd, int operation) {
   const char* fail = std::getenv("PILEPREP_FAULT_FLOCK");
-  if (fail != nullptr && *fail != '\0') {
+  if (fail != nullptr && std::strcmp(fail, "estale") == 0) {
+    static std::atomic<int> calls{0};
+    if (calls++ % 2 == 0) {
+      errno = ESTALE;
+      return -1;
+    }
+  } else if (fail != nullptr && *fail != '\0') {
     errno = ENOLCK;
     return -1;
   }

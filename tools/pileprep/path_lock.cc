@@ -36,7 +36,8 @@ std::unique_ptr<PathLock> PathLock::TryAcquire(const std::string& path, std::str
         fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
         read_only = fd >= 0;
       }
-      if (fd < 0 && errno == ENOENT) continue;  // removed by its holder meanwhile
+      // Removed by its holder meanwhile (ESTALE: NFS's word for the same, the handle gone).
+      if (fd < 0 && (errno == ENOENT || errno == ESTALE)) continue;
     }
     if (fd < 0) {
       *unsupported = absl::StrCat(path, ": ", std::strerror(errno));
@@ -72,6 +73,12 @@ std::unique_ptr<PathLock> PathLock::TryAcquire(const std::string& path, std::str
                               "remove the file if that job is over");
       ::close(fd);
       return nullptr;
+    }
+    if (!locked && err == ESTALE) {
+      // NFS: the file was removed by its holder as this flock went out; as a file replaced under
+      // us (below), try the one the path names now. Not "this file system cannot lock".
+      ::close(fd);
+      continue;
     }
     if (!locked && err != EWOULDBLOCK) {
       *unsupported = absl::StrCat(path, ": flock: ", std::strerror(err));

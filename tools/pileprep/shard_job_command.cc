@@ -146,6 +146,7 @@ ShardRecord RecordOfThisRun(const Common& c, const Gpt2Tokenizer& tokenizer, int
   r.pileprep_version = PILEPREP_VERSION;
   r.shard = ShardFileName(n);
   r.json_key = json_key;
+  r.json_keys = c.pipeline.jsonl.json_keys;
   r.vocabulary_fingerprint = tokenizer.fingerprint();
   r.vocab_size = tokenizer.vocab_size();
   r.eod_id = tokenizer.eod_id();
@@ -238,6 +239,9 @@ bool AlreadyComplete(const JobConfig& job, const Common& c, const Gpt2Tokenizer&
   v.cancel = &CancelFlag();  // a signal need not wait for a many-GB .bin's token check
   if (!HasOutputs(job, c, n)) return false;
   uint64_t documents = 0, empty_documents = 0, tokens = 0;
+  // Into the outcome only when every key validates: a shard whose second key is made again (or
+  // fails) must not list the first twice, or as published by a run that published nothing.
+  std::vector<std::string> outputs;
   for (const std::string& p : PrefixesFor(job, c, n)) {
     auto report = ValidateDataset(p, v);
     if (!report.ok() && absl::IsCancelled(report.status())) return false;  // the run stops
@@ -255,10 +259,11 @@ bool AlreadyComplete(const JobConfig& job, const Common& c, const Gpt2Tokenizer&
     // key's empty documents. A run counts a document empty when every key is, at most the fewest
     // of any key's: that (exact with one key).
     const uint64_t empty_here = report->documents - std::min(report->documents, report->sequences);
-    empty_documents = outcome->outputs.empty() ? empty_here : std::min(empty_documents, empty_here);
+    empty_documents = outputs.empty() ? empty_here : std::min(empty_documents, empty_here);
     tokens += report->tokens;
-    outcome->outputs.push_back(p);
+    outputs.push_back(p);
   }
+  outcome->outputs.insert(outcome->outputs.end(), outputs.begin(), outputs.end());
   outcome->status = "skipped";
   outcome->stats.documents = documents;
   outcome->stats.empty_documents = empty_documents;
@@ -669,7 +674,8 @@ int RunShardJob(int argc, char** argv, int first) {
       "and locks there), and exit: 2 if the run would be refused (or for bad flags), else 0");
   args.Add("force", Args::Kind::kSwitch, "",
            "make every shard again, even those whose outputs already validate (after a change "
-           "of source)");
+           "of source; --keep-downloads copies are read again, not fetched: remove them to "
+           "download a changed source)");
   args.Add("remake-other-settings", Args::Kind::kSwitch, "",
            "make again the shards whose datasets' records say another vocabulary, merges file "
            "or end-of-text rule made them (without it such a run is refused); keeps those made "

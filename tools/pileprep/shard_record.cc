@@ -3,6 +3,8 @@
 #include <simdjson.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -42,6 +44,13 @@ std::string ShardRecordJson(const ShardRecord& r) {
   absl::StrAppend(&out, "  \"shard\": ", JsonString(r.shard), ",\n");
   absl::StrAppend(&out, "  \"source\": ", JsonString(r.source), ",\n");
   absl::StrAppend(&out, "  \"json_key\": ", JsonString(r.json_key), ",\n");
+  if (!r.json_keys.empty()) {
+    absl::StrAppend(&out, "  \"json_keys\": [");
+    for (size_t i = 0; i < r.json_keys.size(); ++i) {
+      absl::StrAppend(&out, i > 0 ? ", " : "", JsonString(r.json_keys[i]));
+    }
+    absl::StrAppend(&out, "],\n");
+  }
   absl::StrAppend(&out, "  \"vocabulary_fingerprint\": \"", Hex(r.vocabulary_fingerprint), "\",\n");
   absl::StrAppend(&out, "  \"vocab_size\": ", r.vocab_size, ",\n");
   absl::StrAppend(&out, "  \"eod_id\": ", r.eod_id, ",\n");
@@ -78,6 +87,17 @@ absl::StatusOr<ShardRecord> ParseShardRecord(std::string_view json) {
   if (!text("shard", &r.shard)) return missing("shard");
   if (!text("source", &r.source)) return missing("source");
   if (!text("json_key", &r.json_key)) return missing("json_key");
+  // Optional: records written before pileprep kept the run's key set have none.
+  if (simdjson::dom::element keys; !root["json_keys"].get(keys)) {
+    simdjson::dom::array array;
+    if (keys.get(array)) return missing("json_keys");
+    for (simdjson::dom::element key : array) {
+      std::string_view v;
+      if (key.get(v)) return missing("json_keys");
+      r.json_keys.emplace_back(v);
+    }
+    if (r.json_keys.empty()) return missing("json_keys");
+  }
   if (!text("vocabulary_fingerprint", &fingerprint) || fingerprint.size() != 16 ||
       !absl::SimpleHexAtoi(fingerprint, &r.vocabulary_fingerprint)) {
     return missing("vocabulary_fingerprint");
@@ -111,6 +131,15 @@ std::vector<std::string> SettingsDifferences(const ShardRecord& recorded, const 
   if (recorded.endoftext_as_text != now.endoftext_as_text) {
     out.push_back(absl::StrCat("--endoftext-as-text: ", set(recorded.endoftext_as_text), " then, ",
                                set(now.endoftext_as_text), " now"));
+  }
+  // The key set as a set: its order changes no key's bytes.
+  std::vector<std::string> then = recorded.json_keys, now_keys = now.json_keys;
+  std::sort(then.begin(), then.end());
+  std::sort(now_keys.begin(), now_keys.end());
+  if (!then.empty() && !now_keys.empty() && then != now_keys) {
+    out.push_back(absl::StrCat("--json-keys: ", absl::StrJoin(recorded.json_keys, " "), " then, ",
+                               absl::StrJoin(now.json_keys, " "),
+                               " now (a document missing any key is skipped for all)"));
   }
   auto appended = [](bool b) { return b ? "appended" : "not appended"; };
   if (recorded.append_eod != now.append_eod) {

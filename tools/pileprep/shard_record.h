@@ -6,10 +6,11 @@
 // Why: the resume check validates the outputs, and a valid dataset made with another vocabulary or
 // with `--endoftext-as-text` looks just as valid: without the record, a rerun with changed
 // settings would skip those shards and leave a directory of mixed tokenizations. Only what decides
-// the bytes is compared (the vocabulary's fingerprint, the end-of-text rule, end-of-document ids);
-// the version and the source are there for people. A record describes the dataset beside it only
-// while the .bin and .idx have the sizes it lists. Datasets without one (made by Megatron, by
-// hand, by a pileprep before records) are judged by validation alone, as before.
+// the bytes is compared (the vocabulary's fingerprint, the end-of-text rule, end-of-document ids,
+// the run's set of keys); the version and the source are there for people. A record describes the
+// dataset beside it only while the .bin and .idx have the sizes it lists. Datasets without one
+// (made by Megatron, by hand, by a pileprep before records) are judged by validation alone, as
+// before.
 //
 // No instant without a record: the new record is written first as {prefix}.pileprep.json.pending,
 // naming the inodes of the finished temporaries (PipelineOptions::before_publish), before the
@@ -40,6 +41,10 @@ struct ShardRecord {
   std::string shard;                    // "00.jsonl.zst"
   std::string source;                   // path or redacted URL
   std::string json_key;                 // "text"
+  // Every key of the run, in its order: a document missing any of them is a bad record skipped
+  // for all, so the set decides each key's bytes. Empty: not known (records of pileprep before
+  // the set was kept), then not compared.
+  std::vector<std::string> json_keys;
   uint64_t vocabulary_fingerprint = 0;  // Gpt2Tokenizer::fingerprint()
   uint64_t vocab_size = 0;
   uint32_t eod_id = 0;
