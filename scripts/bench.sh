@@ -77,9 +77,15 @@ pyt=$($PY benchmarks/peers/python_baseline.py tokenize "$work/texts.bin" "$work/
 [[ $(json "$pyt" ids_match) == True ]] || { echo "Python baseline ids differ from pileprep's" >&2; exit 1; }
 
 # Whole job input: the same documents as JSON lines.
-for f in ${PILEPREP_BENCH_CORPUS:-data/samples/*.jsonl.zst}; do
-  f=${f//:/ }
-  for g in $f; do case $g in *.zst) zstd -q -d -c "$g" ;; *) cat "$g" ;; esac; done
+# Split on colons only, as tokenize_bench does: a path may hold spaces.
+if [[ -n ${PILEPREP_BENCH_CORPUS:-} ]]; then
+  IFS=: read -ra corpus_files <<< "$PILEPREP_BENCH_CORPUS"
+else
+  corpus_files=(data/samples/*.jsonl.zst)
+fi
+for g in "${corpus_files[@]}"; do
+  [[ -n $g ]] || continue
+  case $g in *.zst) zstd -q -d -c "$g" ;; *) cat "$g" ;; esac
 done > "$work/corpus.jsonl"
 json_mb=$($PY -c "import os; print(os.path.getsize('$work/corpus.jsonl')/1e6)")
 # The whole job runs on the same documents repeated to >= $BENCH_JOB_MB MB (default 1200) of JSON lines,

@@ -8,4 +8,4 @@ BUILD_DIR=${PILEPREP_BUILD_DIR:-build}
 # The Python module is required (setup.sh installed what it needs): its tests must not be skipped.
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-Release}" \
   -DPILEPREP_REQUIRE_PYTHON=ON "$@" >/dev/null
-cmake --build "$BUILD_DIR" -j "$(nproc)"
+cmake --build "$BUILD_DIR" -j "${PILEPREP_JOBS:-$(nproc)}"  # test.sh's PILEPREP_JOBS holds here too
