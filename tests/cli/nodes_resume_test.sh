@@ -472,6 +472,13 @@ grep -q '"json_keys": \["text", "title"\]' "$mk/my-gpt3_00_text_document.pilepre
   grep -q "00.jsonl.zst -> .*: made with these settings: skipped if it validates$" ||
   bad "settings: a record without the key set"
 cp "$work/mk-keys/my-gpt3_00_text_document.pileprep.json" "$mk/"
+# A key added to a finished job: each shard lacks the new key's dataset and is made again whole
+# with the new set, so nothing made beside the old set is kept: not refused.
+"$PILEPREP" --url "$work/src-mk" --files 0 --output-dir "$work/mk-add" --threads 2 --json-keys text -q 2>/dev/null &&
+  "$PILEPREP" --url "$work/src-mk" --files 0 --output-dir "$work/mk-add" --threads 2 "${keys[@]}" -q 2>"$work/err" &&
+  cmp -s "$work/mk-add/my-gpt3_00_title_document.bin" "$mk/my-gpt3_00_title_document.bin" &&
+  grep -q '"json_keys": \["text", "title"\]' "$work/mk-add/my-gpt3_00_text_document.pileprep.json" ||
+  { bad "settings: a key added to a finished job"; cat "$work/err"; }
 # The first key valid, the second not: the shard is made again, and its summary lists each key's
 # dataset once (the first key's was listed twice, or alone under a failure that published nothing).
 printf '\x01\x00' >>"$mk/my-gpt3_00_title_document.bin"

@@ -7,9 +7,9 @@
 //                                       (any number, ':'-separated) fails with EIO.
 //   PILEPREP_FAULT_FLOCK=1              every flock() fails with ENOLCK: a file system without
 //                                       locks.
-//   PILEPREP_FAULT_FLOCK=estale         every other flock() (the 1st, 3rd, ...) fails with ESTALE:
-//                                       NFS, where a lock file was removed by its holder as the
-//                                       flock went out.
+//   PILEPREP_FAULT_FLOCK=estale         every other flock() (the 1st, 3rd, ...) removes the file
+//                                       its descriptor names and fails with ESTALE: NFS, where a
+//                                       lock file was removed by its holder as the flock went out.
 //   PILEPREP_FAULT_FOREIGN_LOCK=PATH    PATH is another user's file on NFS: open() of exactly PATH
 //                                       for writing fails with EACCES (without O_EXCL), and
 //                                       flock() on a descriptor open read-only fails with EBADF
@@ -191,6 +191,13 @@ extern "C" int flock(int fd, int operation) {
   if (fail != nullptr && std::strcmp(fail, "estale") == 0) {
     static std::atomic<int> calls{0};
     if (calls++ % 2 == 0) {
+      char link[64], path[4096];
+      snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+      const ssize_t n = readlink(link, path, sizeof(path) - 1);
+      if (n > 0) {
+        path[n] = '\0';
+        unlink(path);
+      }
       errno = ESTALE;
       return -1;
     }

@@ -74,9 +74,10 @@ std::unique_ptr<PathLock> PathLock::TryAcquire(const std::string& path, std::str
       ::close(fd);
       return nullptr;
     }
-    if (!locked && err == ESTALE) {
+    if (!locked && err == ESTALE && !current) {
       // NFS: the file was removed by its holder as this flock went out; as a file replaced under
-      // us (below), try the one the path names now. Not "this file system cannot lock".
+      // us (below), try the one the path names now. Not "this file system cannot lock". (An
+      // ESTALE while the path still names this file is no such race: unsupported, below.)
       ::close(fd);
       continue;
     }

@@ -155,6 +155,8 @@ ShardRecord RecordOfThisRun(const Common& c, const Gpt2Tokenizer& tokenizer, int
   return r;
 }
 
+bool HasOutputs(const JobConfig& job, const Common& c, int n);
+
 // What the records of shard n's datasets (one per key, in PrefixesFor's order) say of them, given
 // what its pending records say (ReadPendingStates).
 std::vector<RecordCheck> CheckRecords(const JobConfig& job, const Common& c,
@@ -162,13 +164,18 @@ std::vector<RecordCheck> CheckRecords(const JobConfig& job, const Common& c,
                                       const absl::StatusOr<PendingStates>& pending) {
   std::vector<RecordCheck> checks;
   const std::vector<std::string> prefixes = PrefixesFor(job, c, n);
+  // A shard with a key's dataset missing is made again whole, every key with this run's key set:
+  // the set its other datasets were made beside then decides nothing kept (a key added to a
+  // finished job is no reason to refuse it).
+  const bool made_again_whole = !HasOutputs(job, c, n);
   // A pending record that names the files in place is theirs, unless the shard is torn (its
   // renamed keys are withdrawn at its start) or a pending record cannot be read.
   for (size_t k = 0; k < prefixes.size(); ++k) {
     const bool theirs =
         pending.ok() && !pending->torn && pending->state[k] == PendingStates::kNamesFiles;
-    checks.push_back(CheckRecord(
-        prefixes[k], RecordOfThisRun(c, tokenizer, n, c.pipeline.jsonl.json_keys[k]), theirs));
+    ShardRecord now = RecordOfThisRun(c, tokenizer, n, c.pipeline.jsonl.json_keys[k]);
+    if (made_again_whole) now.json_keys.clear();  // not compared
+    checks.push_back(CheckRecord(prefixes[k], now, theirs));
   }
   return checks;
 }
@@ -677,8 +684,9 @@ int RunShardJob(int argc, char** argv, int first) {
            "of source; --keep-downloads copies are read again, not fetched: remove them to "
            "download a changed source)");
   args.Add("remake-other-settings", Args::Kind::kSwitch, "",
-           "make again the shards whose datasets' records say another vocabulary, merges file "
-           "or end-of-text rule made them (without it such a run is refused); keeps those made "
+           "make again the shards whose datasets' records say another vocabulary, merges file, "
+           "end-of-text rule or set of --json-keys made them (without it such a run is refused); "
+           "keeps those made "
            "with this run's settings, so a requeued job with it still resumes. Each rank then "
            "judges its own shards only");
   args.Add("keep-downloads", Args::Kind::kValue, "DIR",
