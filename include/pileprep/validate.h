@@ -65,10 +65,11 @@ struct ValidateOptions {
   uint32_t eod_id = 50256;
   bool check_tokens = true;     // false: index-only checks (fast; skips reading the .bin)
   // ValidateDataset: a hole in either file (a region never written, reading as zeros) is the
-  // violation "hole". false accepts them: a copy made sparse (cp --sparse=always, rsync -S, ZFS
-  // with compression) turns runs of zero bytes into holes, and a vocabulary whose id 0 can repeat
-  // thousands of times in a row could have such runs (GPT-2's BPE never writes id 0 twice in a row
-  // within a document).
+  // violation "hole" (one for both files: its file_offset in the file its message names first,
+  // the .idx when both have holes; count: both files' holes). false accepts them: a copy made
+  // sparse (cp --sparse=always, rsync -S, ZFS with compression) turns runs of zero bytes into
+  // holes, and a vocabulary whose id 0 can repeat thousands of times in a row could have such runs
+  // (GPT-2's BPE never writes id 0 twice in a row within a document).
   bool check_holes = true;
   int threads = 0;              // 0: all cores
   // When it becomes true the token checks stop (within a task of 1M tokens) and ValidateDataset

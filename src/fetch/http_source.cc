@@ -704,10 +704,15 @@ class HttpSourceImpl final : public HttpSource {
         // changed), or of unknown length it may end right here, but nothing proves it: a server
         // that wrongly refuses a range would have the first bytes taken for the whole file. The
         // shard starts again rather than fail on an answer a fresh download does not meet.
+        const int64_t known = total_.load();
         return Finish(RestartStatus(
             absl::StrCat(name_, ": a request for bytes ", delivered_,
-                         "- was answered 416 without the file's size, so nothing proves the ",
-                         delivered_, " bytes so far are the whole file; restarting the shard")));
+                         "- was answered 416 without the file's size",
+                         known >= 0 ? absl::StrCat(" (the file is no longer the ", known,
+                                                   " bytes its first answer announced)")
+                                    : absl::StrCat(", so nothing proves the ", delivered_,
+                                                   " bytes so far are the whole file"),
+                         "; restarting the shard")));
       }
       if ((r.checked || code == CURLE_OK) && r.code != 0 && (r.code < 200 || r.code >= 300)) {
         std::string line = r.status_line.empty() ? absl::StrCat("HTTP ", r.code) : r.status_line;

@@ -445,6 +445,8 @@ TEST(HttpSource, A416WithoutTheFilesSizeRequiresRestartForEitherLength) {
                                << "a 416 without a size settled the download";
     EXPECT_TRUE(IsRestartRequired(d.bytes.status())) << d.bytes.status();
     EXPECT_THAT(d.message(), HasSubstr("answered 416 without the file's size"));
+    EXPECT_THAT(d.message(), HasSubstr(chunked ? "nothing proves the " + size + " bytes so far"
+                                               : "no longer the " + size + " bytes"));
     const std::vector<std::string> log = d.server->Log(2);
     ASSERT_EQ(log.size(), 2u);
     EXPECT_THAT(log[1], HasSubstr("\"status\": 416"));

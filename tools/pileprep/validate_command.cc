@@ -108,11 +108,18 @@ int RunValidate(int argc, char** argv, int first) {
     std::vector<std::string> prefixes;
     // A name that is both a directory and a dataset's prefix (`amb/` beside `amb.idx`): the pair,
     // which a training job's --data-path amb reads, is checked as well as the directory's pairs.
-    // A trailing '/' names the directory alone. The .idx marks the pair (a reader opens it
-    // first): a stray `amb.bin` of something else beside the directory is none of this check's.
+    // A trailing '/' names the directory alone. An `amb.bin` without its .idx is half a dataset
+    // (a publish killed between its renames leaves one) or another file of that name: named as a
+    // lone half is in a directory, with the spelling that leaves it out.
     struct stat st;
-    if (IsDirectory(arg) && arg.back() != '/' && ::stat((arg + ".idx").c_str(), &st) == 0) {
-      prefixes.push_back(arg);
+    if (IsDirectory(arg) && arg.back() != '/') {
+      if (::stat((arg + ".idx").c_str(), &st) == 0) {
+        prefixes.push_back(arg);
+      } else if (::stat((arg + ".bin").c_str(), &st) == 0) {
+        const std::string name = arg.substr(arg.find_last_of('/') + 1);
+        fail_open(arg, absl::StrCat(arg, ".bin has no ", name, ".idx beside it (`validate ", arg,
+                                    "/` checks the directory alone)"));
+      }
     }
     if (IsDirectory(arg)) {
       // A file without its other half fails, and the pairs are checked all the same: one missing
