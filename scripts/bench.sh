@@ -20,7 +20,7 @@ SCALING=0
 scripts/setup.sh
 BUILD=${PILEPREP_BUILD_DIR:-build}
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPILEPREP_BUILD_BENCHMARKS=ON >/dev/null
-cmake --build "$BUILD" -j "$(nproc)" --target pileprep tokenize_bench >/dev/null
+cmake --build "$BUILD" -j "${PILEPREP_JOBS:-$(nproc)}" --target pileprep tokenize_bench >/dev/null
 
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/pileprep
 TIKTOKEN_VERSION=1.0.6

@@ -110,7 +110,7 @@ run_asan() {
 run_tsan() {
   scripts/setup.sh
   local tbb_dir=${TSAN_TBB_DIR:-}
-  if [[ -z $tbb_dir ]]; then tbb_dir=$(scripts/build_tsan_tbb.sh); fi
+  if [[ -z $tbb_dir ]]; then tbb_dir=$(TSAN_TBB_JOBS=${TSAN_TBB_JOBS:-$jobs} scripts/build_tsan_tbb.sh); fi
   [[ -f $tbb_dir/TBBConfig.cmake ]] || { echo "test.sh: no TBBConfig.cmake in '$tbb_dir'" >&2; return 1; }
   local flags="-O1 -g -fno-omit-frame-pointer -fsanitize=thread"
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPILEPREP_BUILD_PYTHON=OFF \
