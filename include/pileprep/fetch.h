@@ -11,8 +11,8 @@
 // Faults handled inside the source (the consumer sees one unbroken byte stream):
 //   - connection errors, timeouts (no byte for `connect_timeout_s`; slower than `low_speed_limit`
 //     bytes/s for `low_speed_time_s`), HTTP 5xx, 408 and 429: retried with exponential backoff
-//     and jitter; 429/503 honour Retry-After. The download gives up once `max_retries` retries in
-//     a row have each delivered no byte (0: no retry).
+//     and jitter; each honours Retry-After (up to 10x backoff_max_s). The download gives up once
+//     `max_retries` retries in a row have each delivered no byte (0: no retry).
 //   - a connection dropped mid-body: the download resumes with `Range: bytes=N-` where N is the
 //     exact number of bytes already delivered, guarded by `If-Range` with the first answer's strong
 //     ETag (else its Last-Modified); the 206 answer's own validator must match the first answer's
