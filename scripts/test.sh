@@ -78,6 +78,7 @@ run_asan() {
   scripts/setup.sh
   local flags="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all"
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPILEPREP_BUILD_PYTHON=OFF \
+    -DPILEPREP_TEST_TIMEOUT_SCALE=2 \
     -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
     -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
   sanitizer_no_aslr
@@ -114,7 +115,7 @@ run_tsan() {
   [[ -f $tbb_dir/TBBConfig.cmake ]] || { echo "test.sh: no TBBConfig.cmake in '$tbb_dir'" >&2; return 1; }
   local flags="-O1 -g -fno-omit-frame-pointer -fsanitize=thread"
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPILEPREP_BUILD_PYTHON=OFF \
-    -DTBB_DIR="$tbb_dir" \
+    -DTBB_DIR="$tbb_dir" -DPILEPREP_TEST_TIMEOUT_SCALE=3 \
     -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" \
     -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=thread" >/dev/null
   sanitizer_no_aslr

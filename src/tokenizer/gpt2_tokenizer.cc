@@ -359,12 +359,13 @@ struct Gpt2Tokenizer::Cache::Impl {
   static bool Holds(const ShortWay& w, uint64_t k0, uint64_t k1) {
     return w.k0 == k0 && (w.k1 & ~kCountMask) == k1;
   }
-  static size_t Count(const ShortWay& w) { return w.k1 >> 60; }
+  PILEPREP_TSAN_INLINE static size_t Count(const ShortWay& w) { return w.k1 >> 60; }
   // The piece (k0, k1) with its num (1..15) ids into way 0 of a set. A piece of up to 8 ids moves
   // way 0 to way 1 (its old piece, the least recently used, out), or, when way 0 holds a piece of
   // more than 8, empties way 1 (that piece out whole). A piece of more than 8 takes both ways.
   template <typename Id>  // uint32_t (a merge's ids) or uint16_t (a prefill entry's)
-  static void Insert(ShortSet& set, uint64_t k0, uint64_t k1, const Id* ids, size_t num) {
+  PILEPREP_TSAN_INLINE static void Insert(ShortSet& set, uint64_t k0, uint64_t k1, const Id* ids,
+                                          size_t num) {
     // Through a zeroed copy: reading ids[i] only for i < num (at most 15) also keeps GCC's
     // -Warray-bounds from seeing a read of ids[15] in a loop to 16.
     uint16_t narrow[16] = {};
@@ -574,12 +575,17 @@ void Gpt2Tokenizer::Cache::Bind(const Gpt2Tokenizer& tokenizer) {
   if (!c.fresh) c.Allocate();
   c.fresh = false;
   c.enabled = enabled;
-  if (prefill != nullptr) {
-    for (const PrefillEntry& e : *prefill) {
-      Impl::Insert(c.short_sets[c.ShortIndex(e.k0, e.k1)], e.k0, e.k1, e.ids, e.num);
-    }
-  }
+  if (prefill != nullptr) PrefillShortTier(*prefill, c);
   c.bound = tokenizer.instance_;
+}
+
+// The short tier of a cache being bound (no other thread sees it yet) gets the vocabulary's
+// entries: uninstrumented under ThreadSanitizer, as the pages' first faults (PILEPREP_NO_TSAN).
+PILEPREP_NO_TSAN void Gpt2Tokenizer::PrefillShortTier(const std::vector<PrefillEntry>& entries,
+                                                      Cache::Impl& c) {
+  for (const PrefillEntry& e : entries) {
+    Cache::Impl::Insert(c.short_sets[c.ShortIndex(e.k0, e.k1)], e.k0, e.k1, e.ids, e.num);
+  }
 }
 
 const std::vector<Gpt2Tokenizer::PrefillEntry>& Gpt2Tokenizer::PrefillEntries() const {
