@@ -21,12 +21,13 @@
 #include <type_traits>
 #include <utility>
 
-// Under ThreadSanitizer, code that only fills memory no other thread can see yet (new pages, a
-// pre-token cache being made) goes uninstrumented: TSan keeps shadow memory for what each checked
-// access touches, and faulting in the shadow of a 56 MiB cache took each process of the TSan test
-// run about 2 of the 3 seconds a one-line job took there (1.0-1.2 s without). A race needs a
-// second thread, and these bytes reach one only after the hand-off that publishes them (a thread's
-// join, a pipeline stage), which TSan still checks: it loses sight of no access that could race.
+// Under ThreadSanitizer, code that only fills memory no other thread can see yet (new pages, the
+// short tier of a pre-token cache being bound) goes uninstrumented: TSan keeps shadow memory for
+// what each checked access touches, and faulting in the shadow of a 56 MiB cache took each process
+// of the TSan test run about 2 of the 3 seconds a one-line job took there (1.0-1.2 s without). In
+// a correct program these bytes reach another thread only after the hand-off that publishes them
+// (a thread's join, a pipeline stage), which TSan still checks; a program that shared the array or
+// the cache without one would race on the instrumented pointer or `bound` beside them as well.
 #if defined(__SANITIZE_THREAD__)
 #define PILEPREP_NO_TSAN __attribute__((no_sanitize("thread")))
 #elif defined(__has_feature)
