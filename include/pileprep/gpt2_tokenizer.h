@@ -189,7 +189,6 @@ class Gpt2Tokenizer {
   // (thread-safe).
   struct PrefillEntry;
   const std::vector<PrefillEntry>& PrefillEntries() const;
-  static void PrefillShortTier(const std::vector<PrefillEntry>& entries, Cache::Impl& cache);
   // BPE of a piece of 1..64 bytes into out[0..n); returns the number of ids.
   static size_t MergeShort(const Tables& tables, const unsigned char* bytes, size_t n, uint32_t* out);
   // Both write ids from `out` on (room: MaxIds) and return the end of them.

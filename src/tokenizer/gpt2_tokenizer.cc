@@ -386,6 +386,13 @@ struct Gpt2Tokenizer::Cache::Impl {
   // A hit in way 1 becomes way 0. Both ways hold pieces of at most 8 ids then: a hit in way 1 is
   // never the ids of a longer piece (their key matches nothing).
   static void Promote(ShortSet& set) { std::swap(set.way[0], set.way[1]); }
+  // The vocabulary's entries into the short tier of a cache being bound (no other thread sees it
+  // yet): uninstrumented under ThreadSanitizer, as the pages' first faults (PILEPREP_NO_TSAN).
+  PILEPREP_NO_TSAN void Prefill(const std::vector<PrefillEntry>& entries) {
+    for (const PrefillEntry& e : entries) {
+      Insert(short_sets[ShortIndex(e.k0, e.k1)], e.k0, e.k1, e.ids, e.num);
+    }
+  }
   // The long and huge tiers: eight-way sets, a 32-bit tag of each way's hash in one line (odd, so
   // zero is empty), and the entries, with the piece's bytes for the exact compare, beside them.
   //
@@ -575,17 +582,8 @@ void Gpt2Tokenizer::Cache::Bind(const Gpt2Tokenizer& tokenizer) {
   if (!c.fresh) c.Allocate();
   c.fresh = false;
   c.enabled = enabled;
-  if (prefill != nullptr) PrefillShortTier(*prefill, c);
+  if (prefill != nullptr) c.Prefill(*prefill);
   c.bound = tokenizer.instance_;
-}
-
-// The short tier of a cache being bound (no other thread sees it yet) gets the vocabulary's
-// entries: uninstrumented under ThreadSanitizer, as the pages' first faults (PILEPREP_NO_TSAN).
-PILEPREP_NO_TSAN void Gpt2Tokenizer::PrefillShortTier(const std::vector<PrefillEntry>& entries,
-                                                      Cache::Impl& c) {
-  for (const PrefillEntry& e : entries) {
-    Cache::Impl::Insert(c.short_sets[c.ShortIndex(e.k0, e.k1)], e.k0, e.k1, e.ids, e.num);
-  }
 }
 
 const std::vector<Gpt2Tokenizer::PrefillEntry>& Gpt2Tokenizer::PrefillEntries() const {
