@@ -155,7 +155,19 @@ ShardRecord RecordOfThisRun(const Common& c, const Gpt2Tokenizer& tokenizer, int
   return r;
 }
 
-bool HasOutputs(const JobConfig& job, const Common& c, int n);
+// Whether every .bin and .idx of shard n is there (unchecked). The error_code forms: one that
+// cannot be checked (EACCES, EIO) is made again, and that run names the error, rather than a
+// filesystem_error thrown out of the job.
+bool HasOutputs(const JobConfig& job, const Common& c, int n) {
+  for (const std::string& p : PrefixesFor(job, c, n)) {
+    std::error_code ec_bin, ec_idx;
+    if (!std::filesystem::exists(p + ".bin", ec_bin) ||
+        !std::filesystem::exists(p + ".idx", ec_idx)) {
+      return false;
+    }
+  }
+  return true;
+}
 
 // What the records of shard n's datasets (one per key, in PrefixesFor's order) say of them, given
 // what its pending records say (ReadPendingStates).
@@ -216,20 +228,6 @@ std::vector<std::string> DatasetsMadeWithOtherSettings(const JobConfig& job, con
     }
   }
   return found;
-}
-
-// Whether every .bin and .idx of shard n is there (unchecked). The error_code forms: one that
-// cannot be checked (EACCES, EIO) is made again, and that run names the error, rather than a
-// filesystem_error thrown out of the job.
-bool HasOutputs(const JobConfig& job, const Common& c, int n) {
-  for (const std::string& p : PrefixesFor(job, c, n)) {
-    std::error_code ec_bin, ec_idx;
-    if (!std::filesystem::exists(p + ".bin", ec_bin) ||
-        !std::filesystem::exists(p + ".idx", ec_idx)) {
-      return false;
-    }
-  }
-  return true;
 }
 
 // True when every output of shard n exists and validates; fills the outcome's counts from them.
@@ -686,9 +684,8 @@ int RunShardJob(int argc, char** argv, int first) {
   args.Add("remake-other-settings", Args::Kind::kSwitch, "",
            "make again the shards whose datasets' records say another vocabulary, merges file, "
            "end-of-text rule or set of --json-keys made them (without it such a run is refused); "
-           "keeps those made "
-           "with this run's settings, so a requeued job with it still resumes. Each rank then "
-           "judges its own shards only");
+           "keeps those made with this run's settings, so a requeued job with it still resumes. "
+           "Each rank then judges its own shards only");
   args.Add("keep-downloads", Args::Kind::kValue, "DIR",
            "also keep the downloaded NN.jsonl.zst in DIR (complete files only); a rerun reads them "
            "instead of downloading. Jobs may share DIR: a shard another job is keeping is read "
