@@ -73,7 +73,10 @@ int UniqueFd::Close() {
 absl::StatusOr<UniqueFd> OpenForWrite(const std::string& path) {
   int fd;
   do {
-    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    // O_NOFOLLOW: the paths written are temporaries of fixed names beside the outputs, in
+    // directories others may write; a symbolic link planted at one would have the truncate and
+    // the writes land on the file it names.
+    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666);
   } while (fd < 0 && errno == EINTR);
   if (fd < 0) return ErrnoError(errno, path, "cannot create");
   return UniqueFd(fd);

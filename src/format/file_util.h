@@ -45,7 +45,8 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-// Opens `path` for writing: created (mode 0666 & ~umask, as Python's open) or truncated.
+// Opens `path` for writing: created (mode 0666 & ~umask, as Python's open) or truncated; a
+// symbolic link there is not followed (an error, ELOOP).
 absl::StatusOr<UniqueFd> OpenForWrite(const std::string& path);
 // Opens `path` read-only; it must be a regular file (a symlink to one is): anything else is
 // InvalidArgument ("not a regular file") without waiting, as opening a FIFO would for a writer.

@@ -835,6 +835,38 @@ rm -f "$foreign"
 cmp -s "$work/nfs/my-gpt3_00_text_document.bin" "$work/k/my-gpt3_00_text_document.bin" ||
   bad "rerun once another user's lock file is gone: shard 00 differs"
 
+# Another user's lock file that this user cannot even read (mode 0600, made under umask 077; the
+# shim: every open of it fails with EACCES): as on NFS, its job may hold it, so the shard is left
+# alone (exit 1), not made unlocked beside it. Then a symbolic link where a lock file goes (planted
+# in a shared directory): not followed (the file it names is not truncated or written), the shard
+# left alone.
+rm -rf "$work/nfs"; mkdir -p "$work/nfs"
+foreign="$work/nfs/my-gpt3_00.pileprep-lock"
+echo "pid 4194998 on another-users-node" >"$foreign"
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" LD_PRELOAD=$SHIM \
+  PILEPREP_FAULT_UNREADABLE="$foreign" \
+  "$PILEPREP" --url "$url" --files 0-1 --output-dir "$work/nfs" --threads 2 -q 2>"$work/err"
+rc=$?
+[[ $rc == 1 ]] || { bad "an unreadable lock file of another user: exit $rc, not 1"; cat "$work/err"; }
+grep -q "00.jsonl.zst: another pileprep process is making it (another user's job, in a lock file this user cannot open" "$work/err" ||
+  { bad "an unreadable lock file of another user: no message naming it"; cat "$work/err"; }
+grep -q "running without shard locks" "$work/err" && bad "an unreadable lock file of another user: ran unlocked"
+[[ -e "$work/nfs/my-gpt3_00_text_document.bin" ]] && bad "an unreadable lock file of another user: shard 00 made beside it"
+[[ -e "$work/nfs/my-gpt3_01_text_document.bin" ]] || bad "an unreadable lock file of another user: shard 01 not made"
+[[ -e $foreign ]] || bad "an unreadable lock file of another user: removed"
+rm -f "$foreign"
+echo "precious" >"$work/victim"
+ln -s "$work/victim" "$foreign"
+"$PILEPREP" --url "$url" --files 0 --output-dir "$work/nfs" --threads 2 -q 2>"$work/err"
+rc=$?
+[[ $rc == 1 ]] || { bad "a symbolic link as a lock file: exit $rc, not 1"; cat "$work/err"; }
+grep -q "00.jsonl.zst: another pileprep process is making it (or so it seems: the lock file is a symbolic link" "$work/err" ||
+  { bad "a symbolic link as a lock file: no message naming it"; cat "$work/err"; }
+[[ $(cat "$work/victim") == precious ]] || bad "a symbolic link as a lock file: the file it names was written"
+[[ -e "$work/nfs/my-gpt3_00_text_document.bin" ]] && bad "a symbolic link as a lock file: shard 00 made"
+[[ -L $foreign ]] || bad "a symbolic link as a lock file: removed"
+rm -f "$foreign" "$work/victim"
+
 # The same with two shards downloading at once: SIGKILLs mid-way, a SIGTERM (exit 143, nothing half
 # made under a final name), then a rerun at once: byte-identical, nothing stray.
 for delay in 0.6 1.5; do

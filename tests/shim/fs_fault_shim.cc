@@ -15,6 +15,10 @@
 //                                       flock() on a descriptor open read-only fails with EBADF
 //                                       (NFS takes flock as a POSIX lock, and an exclusive one
 //                                       needs write access).
+//   PILEPREP_FAULT_UNREADABLE=PATH      PATH is another user's file of mode 0600 (made under
+//                                       umask 077): open() of exactly PATH fails with EACCES,
+//                                       for reading too (without O_EXCL: a create that must be
+//                                       new still meets the file there, EEXIST).
 //   PILEPREP_FAULT_PAUSE_OPEN=PATH      open() of exactly PATH first writes "fault shim: paused"
 //                                       to stderr and waits for a signal (pause(): until a handler
 //                                       has run), then opens: a run held at a known point, for a
@@ -106,6 +110,10 @@ extern "C" int open(const char* path, int flags, ...) {
   }
   if ((flags & O_ACCMODE) != O_RDONLY && (flags & O_EXCL) == 0 &&
       Named(path, "PILEPREP_FAULT_FOREIGN_LOCK", false)) {
+    errno = EACCES;
+    return -1;
+  }
+  if ((flags & O_EXCL) == 0 && Named(path, "PILEPREP_FAULT_UNREADABLE", false)) {
     errno = EACCES;
     return -1;
   }

@@ -26,15 +26,32 @@ std::unique_ptr<PathLock> PathLock::TryAcquire(const std::string& path, std::str
   for (int attempt = 0; attempt < 100; ++attempt) {
     bool created = true;
     bool read_only = false;
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    // O_NOFOLLOW: in a directory others can write, a symbolic link planted at the lock's path
+    // would have the truncate and write below land on whatever file it names.
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0 && errno == EEXIST) {
       created = false;
-      fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+      fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
       // Another user's lock file (mode 0644 in a shared directory): flock works on a read-only
       // descriptor too, on a local file system; only the holder's name is not written.
       if (fd < 0 && errno == EACCES) {
-        fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
         read_only = fd >= 0;
+        if (fd < 0 && (errno == EACCES || errno == EPERM)) {
+          // Another user's lock file this user cannot even read (made under umask 077): its job
+          // may hold it. Going on unlocked (below) would write beside that job; this says
+          // nothing about whether the file system can lock.
+          *held_by =
+              "another user's job, in a lock file this user cannot open: remove the "
+              "file if that job is over";
+          return nullptr;
+        }
+      }
+      if (fd < 0 && errno == ELOOP) {
+        *held_by =
+            "or so it seems: the lock file is a symbolic link, which pileprep does not "
+            "follow; remove it if no job is using it";
+        return nullptr;
       }
       // Removed by its holder meanwhile (ESTALE: NFS's word for the same, the handle gone).
       if (fd < 0 && (errno == ENOENT || errno == ESTALE)) continue;

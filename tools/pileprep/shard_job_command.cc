@@ -280,7 +280,9 @@ bool AlreadyComplete(const JobConfig& job, const Common& c, const Gpt2Tokenizer&
 // Writes `data` to `tmp`, then renames it to `path`. Callers hold a lock that covers `tmp`.
 absl::Status WriteFileAtomically(const std::string& path, const std::string& data,
                                  const std::string& tmp) {
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // O_NOFOLLOW: a stamp's temporary has a fixed name in a directory jobs of several users may
+  // share (--keep-downloads); a symbolic link planted there is not written through.
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) return absl::PermissionDeniedError(absl::StrCat(tmp, ": ", std::strerror(errno)));
   size_t done = 0;
   while (done < data.size()) {
