@@ -847,6 +847,15 @@ TEST(RedactUrl, DropsCredentialsAndQuery) {
   EXPECT_EQ(RedactUrl("https://host:8443#f@x"), "https://host:8443");
   EXPECT_EQ(RedactUrl("http://[::1]:8080?x=a@b"), "http://[::1]:8080");
   EXPECT_EQ(RedactUrl("http://alice:p?w@[::1]:8080/a"), "http://[::1]:8080/a");
+  // A password holding '/': "pa" is no port either ("https://bob:pa/ss@host/..." was printed
+  // whole).
+  EXPECT_EQ(RedactUrl("https://bob:pa/ss@host/pile/00.jsonl.zst"),
+            "https://host/pile/00.jsonl.zst");
+  EXPECT_EQ(RedactUrl("https://bob:a/b/c@host/pile/"), "https://host/pile/");
+  EXPECT_EQ(RedactUrl("http://alice:p?x/y@host/a"), "http://host/a");  // '?' then '/' in it
+  // ... while a valid host[:port] keeps its path, '@' and all.
+  EXPECT_EQ(RedactUrl("https://host:8443/a@b/c"), "https://host:8443/a@b/c");
+  EXPECT_EQ(RedactUrl("https://host/a@b"), "https://host/a@b");
 }
 
 TEST(CheckHeader, AcceptsNameValueAndNeverEchoesTheValue) {
