@@ -71,11 +71,15 @@ absl::StatusOr<IndexedDatasetIndex> ReadIndex(const std::string& idx_path) {
   index.sequence_pointers.resize(num_sequences);
   index.document_indices.resize(num_doc_indices);
   size_t offset = kIdxHeaderBytes;
-  std::memcpy(index.sequence_lengths.data(), data.data() + offset, 4 * num_sequences);
-  offset += 4 * num_sequences;
-  std::memcpy(index.sequence_pointers.data(), data.data() + offset, 8 * num_sequences);
-  offset += 8 * num_sequences;
-  std::memcpy(index.document_indices.data(), data.data() + offset, 8 * num_doc_indices);
+  // Copies only what there is: an empty vector's data() may be null, and memcpy from or to null is
+  // undefined even for 0 bytes (an index of no sequences).
+  auto copy = [&](void* to, size_t bytes) {
+    if (bytes != 0) std::memcpy(to, data.data() + offset, bytes);
+    offset += bytes;
+  };
+  copy(index.sequence_lengths.data(), 4 * num_sequences);
+  copy(index.sequence_pointers.data(), 8 * num_sequences);
+  copy(index.document_indices.data(), 8 * num_doc_indices);
   return index;
 }
 

@@ -519,10 +519,13 @@ class Checker {
       const uint64_t i = docs_ok ? static_cast<uint64_t>(DocIndex(doc + 1)) - 1 : no_eod.first;
       const uint64_t byte = static_cast<uint64_t>(Pointer(i)) +
                             itemsize_ * (static_cast<uint32_t>(Length(i)) - 1);
+      // Signed for int32, as token_range and inspect show a corrupt -1.
+      const int64_t last =
+          itemsize_ == 4 ? static_cast<int32_t>(no_eod.value) : static_cast<int64_t>(no_eod.value);
       Add("eod", static_cast<int64_t>(byte), static_cast<int64_t>(i), no_eod.count, [&] {
         return absl::StrCat(At(bin_name_, byte), "sequence ", i,
                             docs_ok ? absl::StrCat(" (the last of document ", doc, ")") : "",
-                            " ends with token ", no_eod.value, ", not EOD ", options_.eod_id, "; ",
+                            " ends with token ", last, ", not EOD ", options_.eod_id, "; ",
                             docs_ok ? Plural(no_eod.count, "document lacks", "documents lack")
                                     : Plural(no_eod.count, "sequence lacks", "sequences lack"),
                             docs_ok ? " a final EOD"

@@ -882,6 +882,18 @@ TEST_F(IndexedDatasetTest, ReadIndexRoundTrips) {
   EXPECT_THAT(golden->document_indices, ElementsAre(0, 1, 1, 2, 5, 5, 6));
 }
 
+// An index of no sequences (S = 0, one document index) reads as empty arrays: nothing is copied
+// into them (an empty vector's data() may be null, and memcpy to null is undefined, which the
+// UBSan build would stop on).
+TEST_F(IndexedDatasetTest, ReadIndexOfNoSequences) {
+  WriteBytes(Prefix() + ".idx", IdxBytes(8, {}, {}, {0}));
+  auto index = ReadIndex(Prefix() + ".idx");
+  ASSERT_TRUE(index.ok()) << index.status();
+  EXPECT_TRUE(index->sequence_lengths.empty());
+  EXPECT_TRUE(index->sequence_pointers.empty());
+  EXPECT_THAT(index->document_indices, ElementsAre(0));
+}
+
 class ReadIndexRejects : public IndexedDatasetTest {
  protected:
   // A valid index (S = 2, D1 = 3) to corrupt.

@@ -549,6 +549,32 @@ TEST_F(ValidateTest, MissingEodIsCaughtOnlyWhenExpected) {
   EXPECT_THAT(v->message, HasSubstr("not EOD 50256"));
 }
 
+// An int32 dataset's corrupt -1 is -1 in every message that names it (the eod line printed it as
+// 4294967295 while token_range said -1), as inspect shows it.
+TEST_F(ValidateTest, NegativeInt32TokenIsShownSignedInEveryMessage) {
+  std::string idx = idx_;
+  idx[kIdxDTypeOffset] = 4;
+  for (uint64_t i = 0; i < s_; ++i) {
+    Put<int64_t>(idx, PointerOffset(i), 2 * Get<int64_t>(idx_, PointerOffset(i)));
+  }
+  std::string bin(bin_.size() * 2, '\0');
+  for (size_t t = 0; t < bin_.size() / 2; ++t) {
+    Put<int32_t>(bin, 4 * t, Get<uint16_t>(bin_, 2 * t));
+  }
+  ValidateOptions options;
+  options.expect_eod = true;
+  ASSERT_TRUE(Check(idx, bin, options).ok());
+  const int64_t end = Get<int64_t>(idx, PointerOffset(5)) + 4 * Get<int32_t>(idx, LengthOffset(5));
+  Put<int32_t>(bin, static_cast<size_t>(end - 4), -1);
+  const ValidationReport report = Check(idx, bin, options);
+  const Violation* eod = report.Find("eod");
+  ASSERT_NE(eod, nullptr) << FormatValidationReport(report);
+  EXPECT_THAT(eod->message, HasSubstr("sequence 5 (the last of document 5) ends with token -1,"));
+  const Violation* range = report.Find("token_range");
+  ASSERT_NE(range, nullptr) << FormatValidationReport(report);
+  EXPECT_THAT(range->message, HasSubstr("token -1 at token"));
+}
+
 // --append-eod ends each document with EOD, not each sequence: a document of several sequences
 // (Megatron's --split-sentences) has it on its last only. Documents 0 and 1 made one (two
 // sequences): sequence 0 without EOD is sound, sequence 1 without it is not.
