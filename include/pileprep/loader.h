@@ -306,7 +306,8 @@ struct GptDatasetOptions {
   // `{hash}-pileprep-blend-{dataset_index,dataset_sample_index}.npy`, the hash covering the
   // weights, the sample count and the datasets' sample counts. Written under a unique temporary
   // name and renamed, so ranks building at once are safe (identical contents); ranks opening at
-  // once build each key once, the others waiting on a flock of `{hash}-...-lock` and mapping it.
+  // once build each key once, the others waiting on a flock of `{hash}-...-lock`, then mapping and
+  // checking what was stored with the lock released, all at once.
   std::string cache_dir;
   // Megatron's mid_level_dataset_surplus: each dataset of a weighted blend is asked for
   // ceil(ceil(S·w)·(1 + surplus)) samples. Must be finite and >= 0 (InvalidArgument otherwise,

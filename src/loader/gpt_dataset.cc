@@ -667,9 +667,10 @@ absl::StatusOr<std::array<std::optional<SequenceRange>, 3>> ComputeSplit(
   if (rounding == SplitRounding::kLegacy) {
     // get_train_valid_test_split_: pieces between ',' (or else '/'), each through float(), then
     // the first three kept. float() takes surrounding whitespace, a sign, an exponent and '_'
-    // between digits. Of the three kept, "inf" and "nan" make its int(round(...)) raise, and a
-    // negative weight makes a range that starts or ends below 0, which GPTDataset's
-    // `min(documents) >= 0` refuses: both refused here.
+    // between digits. Of the three kept, "inf" and "nan" make its int(round(...)) raise: refused
+    // here. A negative weight makes a range that starts or ends below 0, which GPTDataset's
+    // `min(documents) >= 0` refuses, or ("100,-1,1") one that ends before it starts, which
+    // Megatron takes for no dataset while the ranges around it overlap: refused here too.
     const char sep = split.find(',') != absl::string_view::npos   ? ','
                      : split.find('/') != absl::string_view::npos ? '/'
                                                                   : '\0';
@@ -698,7 +699,10 @@ absl::StatusOr<std::array<std::optional<SequenceRange>, 3>> ComputeSplit(
       if (w.size() < 3 && (!std::isfinite(*v) || *v < 0)) {
         return absl::InvalidArgumentError(absl::StrCat(
             "split \"", split, "\": weight \"", shown, "\" is ",
-            std::isfinite(*v) ? "negative" : "not finite", " (legacy Megatron cannot use it)"));
+            std::isfinite(*v)
+                ? "negative (legacy Megatron's ranges would then fall below 0, or invert and "
+                  "overlap: not taken)"
+                : "not finite (legacy Megatron's int(round(...)) of it raises)"));
       }
       w.push_back(*v);
       if (cut == absl::string_view::npos) break;
@@ -890,8 +894,13 @@ absl::string_view PythonStrip(absl::string_view s) {
 // taken for a prefix).
 std::optional<double> PythonFloat(absl::string_view item) {
   std::string t(PythonStrip(item));
-  if (!t.empty() && t[0] == '+') t.erase(0, 1);
-  if (t.empty() || t[0] == '+') return std::nullopt;
+  const bool plus = !t.empty() && t[0] == '+';
+  if (plus) t.erase(0, 1);
+  // One sign at most ("+-1" is no float), and no "nan(...)" payload, which from_chars takes and
+  // float() does not.
+  if (t.empty() || t[0] == '+' || (plus && t[0] == '-') || t.find('(') != std::string::npos) {
+    return std::nullopt;
+  }
   std::string digits;
   for (size_t i = 0; i < t.size(); ++i) {
     if (t[i] != '_') {
@@ -1123,10 +1132,17 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::OpenUnguarded(
     std::optional<internal::FileLock> building;
     if (!part.from_cache && !options.cache_dir.empty() &&
         internal::MakeDirectories(options.cache_dir).ok()) {
-      // One rank at a time builds under this key; a rank that waited finds the indices stored.
-      building.emplace(CachePath(options.cache_dir, key, "lock"));
-      part.from_cache = LoadCached(options.cache_dir, key, part.view->sequence_lengths(), ids, io,
-                                   *plan, &part.indices);
+      // One rank at a time builds under this key; a rank that waited finds the indices stored
+      // (their description is written last) and checks them without the lock.
+      part.from_cache = internal::AwaitStoredOrLock(
+          CachePath(options.cache_dir, key, "lock"),
+          CachePath(options.cache_dir, key, "description.txt"),
+          CachePath(options.cache_dir, key, ""),
+          [&] {
+            return LoadCached(options.cache_dir, key, part.view->sequence_lengths(), ids, io, *plan,
+                              &part.indices);
+          },
+          &building);
     }
     if (!part.from_cache) {
       auto built = BuildWithPlan(part.view->sequence_lengths(), ids, io, *plan);
@@ -1204,9 +1220,15 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::OpenUnguarded(
   std::optional<internal::FileLock> building;
   if (!ds->blending_from_cache_ && !options.cache_dir.empty() &&
       internal::MakeDirectories(options.cache_dir).ok()) {
-    building.emplace(BlendCachePath(options.cache_dir, blend_key, "lock"));
-    ds->blending_from_cache_ =
-        LoadCachedBlend(options.cache_dir, blend_key, size, lengths, &ds->blending_);
+    // As for each dataset's indices; the sample index is stored last.
+    ds->blending_from_cache_ = internal::AwaitStoredOrLock(
+        BlendCachePath(options.cache_dir, blend_key, "lock"),
+        BlendCachePath(options.cache_dir, blend_key, "dataset_sample_index.npy"),
+        BlendCachePath(options.cache_dir, blend_key, ""),
+        [&] {
+          return LoadCachedBlend(options.cache_dir, blend_key, size, lengths, &ds->blending_);
+        },
+        &building);
   }
   if (!ds->blending_from_cache_) {
     BlendingIndices b =

@@ -1,5 +1,6 @@
 #include "loader/npy.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/file.h>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "absl/strings/cord.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "pileprep/status_macros.h"
@@ -342,6 +344,9 @@ FileLock::FileLock(const std::string& path) {
   {
     std::lock_guard<std::mutex> lock(held.mu);
     fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    // Another user's lock file (0666 & ~umask: 0644 mostly): without this, each user's ranks
+    // took no lock and built beside the other's.
+    if (fd_ < 0 && errno == EACCES) fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd_ < 0) return;
     held.fds.push_back(fd_);
   }
@@ -367,6 +372,42 @@ void FileLock::Release() {
 
 FileLock::~FileLock() {
   if (fd_ >= 0) Release();
+}
+
+namespace {
+
+// Removes the files of the directory of `prefix` whose paths start with `prefix` and that are
+// WriteFileAtomically's temporaries ("{path}.tmp.{pid}.{random}"). Best effort.
+void RemoveTemporaries(const std::string& prefix) {
+  const size_t slash = prefix.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : prefix.substr(0, slash + 1);
+  const std::string stem = slash == std::string::npos ? prefix : prefix.substr(slash + 1);
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return;
+  while (const dirent* e = readdir(d)) {
+    const absl::string_view name(e->d_name);
+    if (absl::StartsWith(name, stem) && absl::StrContains(name.substr(stem.size()), ".tmp.")) {
+      unlink(absl::StrCat(dir, name).c_str());
+    }
+  }
+  closedir(d);
+}
+
+}  // namespace
+
+bool AwaitStoredOrLock(const std::string& lock_path, const std::string& stored_path,
+                       const std::string& temporaries, const std::function<bool()>& load,
+                       std::optional<FileLock>* building) {
+  building->emplace(lock_path);
+  struct stat st;
+  if (stat(stored_path.c_str(), &st) == 0) {
+    building->reset();
+    if (load()) return true;
+    building->emplace(lock_path);  // damaged: rebuilt, one rank at a time
+  }
+  // This rank builds. Without the lock (no flock here) another rank may be storing: nothing goes.
+  if ((*building)->held()) RemoveTemporaries(temporaries);
+  return false;
 }
 
 absl::Status MakeDirectories(const std::string& dir) {

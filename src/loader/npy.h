@@ -5,7 +5,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,17 +87,35 @@ absl::Status ErrnoStatus(int err, const std::string& path, absl::string_view wha
 // is refused (a filesystem without it), nothing is held and each caller builds, as without it.
 // The lock file stays (removing it would let a waiter lock an unlinked file beside a new one).
 // A process forked while one is held or awaited does not hold it (its copy is closed at the fork).
+// Another user's lock file (0644) is locked through a read-only descriptor, which flock takes on
+// a local file system.
 class FileLock {
  public:
   explicit FileLock(const std::string& path);
   ~FileLock();
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;
+  // Whether the lock is held (false where the file could not be opened or flock was refused).
+  bool held() const { return fd_ >= 0; }
 
  private:
   void Release();
   int fd_ = -1;
 };
+
+// The wait of a rank whose cached files missed: takes the build lock at `lock_path` into
+// *building. If `stored_path` (the file a store writes last) is there by then, another rank built
+// and stored the files while this one waited: the lock is released and `load` (a check of every
+// stored value: seconds at The Pile's scale) runs without it, so that the ranks that waited check
+// at once rather than one after another under the lock (Megatron's ranks load after a barrier, in
+// parallel). Returns what `load` returned; on false (nothing stored, or stored files that fail
+// their check) *building holds the lock again for the build and store that follow, and, where it
+// is held, the temporaries of WriteFileAtomically whose paths start with `temporaries` are removed
+// first: a rank killed while it stored (preempted, out of memory) left them, up to GBs each, and
+// only the lock's holder writes them.
+bool AwaitStoredOrLock(const std::string& lock_path, const std::string& stored_path,
+                       const std::string& temporaries, const std::function<bool()>& load,
+                       std::optional<FileLock>* building);
 
 }  // namespace pileprep::internal
 

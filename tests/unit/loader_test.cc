@@ -513,6 +513,96 @@ TEST(GptDataset, AProcessForkedWhileTheBuildLockIsHeldDoesNotKeepItHeld) {
   EXPECT_EQ(locked, 0) << "the lock is still held while the child lives: " << std::strerror(err);
 }
 
+// Whether another open of `path` could take an exclusive flock now (a flock belongs to the open
+// file, so this process's own FileLock excludes it as another rank's would).
+bool LockIsFree(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool free = flock(fd, LOCK_EX | LOCK_NB) == 0;
+  close(fd);
+  return free;
+}
+
+// Ranks that waited on the build lock while one rank built: each finds the files stored and checks
+// them (a pass over every value: seconds at The Pile's scale) without the lock, so that they check
+// at once rather than one after another while holding it (the last of 8 ranks waited ~40 s).
+TEST(GptDataset, RanksThatWaitedCheckTheStoredIndicesWithoutTheBuildLock) {
+  ScopedTempDir tmp("loader_test_await_stored");
+  const std::string key = tmp.path() + "/key-";
+  const std::string lock = key + "lock";
+  const std::string stored = key + "description.txt";
+  std::optional<internal::FileLock> building;
+  // Nothing stored: this rank builds, holding the lock; nothing is loaded meanwhile.
+  int loads = 0;
+  EXPECT_FALSE(internal::AwaitStoredOrLock(
+      lock, stored, key, [&] { return ++loads, true; }, &building));
+  EXPECT_EQ(loads, 0);
+  ASSERT_TRUE(building.has_value());
+  EXPECT_FALSE(LockIsFree(lock));
+  building.reset();
+  // Stored meanwhile: checked with the lock released, and nothing held after.
+  WriteFile(stored, "described");
+  bool free_while_loading = false;
+  EXPECT_TRUE(internal::AwaitStoredOrLock(
+      lock, stored, key, [&] { return free_while_loading = LockIsFree(lock), true; }, &building));
+  EXPECT_TRUE(free_while_loading);
+  EXPECT_FALSE(building.has_value());
+  EXPECT_TRUE(LockIsFree(lock));
+  // Stored but damaged (the check fails): the lock is taken again for the rebuild.
+  EXPECT_FALSE(internal::AwaitStoredOrLock(
+      lock, stored, key, [] { return false; }, &building));
+  ASSERT_TRUE(building.has_value());
+  EXPECT_FALSE(LockIsFree(lock));
+}
+
+// A rank killed while it stored its indices (preempted, out of memory) left their temporaries, up
+// to GBs each, in the cache directory for good. The next rank to build under the key removes its
+// key's; another key's, and files that are not temporaries, stay.
+TEST(GptDataset, TheBuilderRemovesItsKeysTemporariesLeftByAKilledRank) {
+  ScopedTempDir tmp("loader_test_stale_temporaries");
+  const std::string key = tmp.path() + "/k1-pileprep-gpt-";
+  const std::string left = key + "sample_index.npy.tmp.4194999.123456789";
+  const std::string other = tmp.path() + "/k2-pileprep-gpt-sample_index.npy.tmp.4194999.1";
+  const std::string kept = key + "document_index.npy";
+  for (const std::string& path : {left, other, kept}) WriteFile(path, "x");
+  std::optional<internal::FileLock> building;
+  EXPECT_FALSE(internal::AwaitStoredOrLock(
+      key + "lock", key + "description.txt", key, [] { return true; }, &building));
+  ASSERT_TRUE(building.has_value() && building->held());
+  EXPECT_FALSE(std::filesystem::exists(left));
+  EXPECT_TRUE(std::filesystem::exists(other));
+  EXPECT_TRUE(std::filesystem::exists(kept));
+}
+
+// Another user's lock file (0644: this user may only read it) still locks: flock takes a read-only
+// descriptor on a local file system. Opened read-write only, no lock was taken and both users'
+// ranks built at once. As root (who opens any file) the test drops to nobody in a child.
+TEST(GptDataset, AnotherUsersBuildLockFileStillLocks) {
+  ScopedTempDir tmp("loader_test_foreign_lock");
+  const std::string path = tmp.path() + "/build.lock";
+  WriteFile(path, "");
+  ASSERT_EQ(chmod(path.c_str(), 0644), 0);
+  ASSERT_EQ(chmod(tmp.path().c_str(), 0755), 0);
+  const int probe = open(path.c_str(), O_RDWR | O_CLOEXEC);  // the owner's: to see the lock
+  ASSERT_GE(probe, 0);
+  const uid_t owner = geteuid();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (owner == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(3);
+    if (owner != 0) _exit(4);  // not root: another user cannot be had here
+    internal::FileLock lock(path);
+    // Held: the owner's descriptor cannot lock it now.
+    _exit(flock(probe, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK ? 0 : 5);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  close(probe);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 4) GTEST_SKIP() << "needs root, to be another user";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "3: could not become nobody; 5: the lock was not taken";
+}
+
 // A blend's own indices are cached and mapped too (Megatron caches BlendedDataset's), keyed by
 // what builds them: other weights miss; a damaged file misses and is rebuilt.
 TEST(GptDataset, BlendIndicesAreCachedAndMapped) {
@@ -1016,6 +1106,16 @@ TEST(Blending, ParsesDataPaths) {
   EXPECT_THAT(py->weights, ElementsAre(0.5, 10, 20));
   EXPECT_TRUE(ParseBlend("1 A 1__0 B")->weights.empty());  // not a float: four prefixes
   EXPECT_TRUE(ParseBlend("1 A _1 B")->weights.empty());
+  // float() refuses a second sign and a NaN payload (from_chars takes both): prefixes, not weights,
+  // and beside a number, the mix Megatron's get_blend_from_list asserts against.
+  for (const char* prefixes : {"+-1 A +-2 B", "+-inf A nan(1) B", "+-nan A +-0 B"}) {
+    auto p = ParseBlend(prefixes);
+    ASSERT_TRUE(p.ok()) << prefixes << ": " << p.status();
+    EXPECT_TRUE(p->weights.empty()) << prefixes;
+    EXPECT_EQ(p->prefixes.size(), 4u) << prefixes;
+  }
+  EXPECT_THAT(std::string(ParseBlend("+-1 A 1 B").status().message()),
+              HasSubstr("is a number after item 0 (\"+-1\"), which is not"));
   for (const char* bad : {"nan A 1 B", "inf A 1 B", "-1 A 2 B", "0 A 0 B"}) {
     EXPECT_EQ(ParseBlend(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
   }
@@ -1327,14 +1427,22 @@ TEST(Split, LegacyParsesPiecesAsPythonFloat) {
   EXPECT_EQ(ranges("3", 10), (R{{0, 10}, {-1, -1}, {-1, -1}}));
   EXPECT_EQ(ranges("1_000,0,0", 10), (R{{0, 10}, {-1, -1}, {-1, -1}}));     // float("1_000")
   EXPECT_EQ(ranges("98,2,0,inf", 100), (R{{0, 98}, {98, 100}, {-1, -1}}));  // read, then dropped
-  // Not numbers to float(), or weights legacy Megatron cannot use (a negative one makes a range
-  // below 0, which GPTDataset's min(documents) >= 0 refuses; a 4 TB one was asked for).
+  // Not numbers to float(), or weights refused (a negative one makes a range below 0, which
+  // GPTDataset's min(documents) >= 0 refuses, or an inverted one; a 4 TB one was asked for).
   for (std::string_view bad : {"50 25 25", "1,,1", "1,inf,1", "1,nan", "+-1,2", "0,0,0", "",
                                "1__0,1", "_1,1", "-1,3,0", "-1e10,1e10,1", "1e18,-1e18,1"}) {
     EXPECT_EQ(ComputeSplit(bad, 10, SplitRounding::kLegacy).status().code(),
               absl::StatusCode::kInvalidArgument)
         << bad;
   }
+  // The message says why: legacy Megatron takes "100,-1,1" (its validation range inverted, so no
+  // dataset, its test range inside the training one), so "cannot use it" was not true.
+  EXPECT_THAT(
+      std::string(ComputeSplit("100,-1,1", 1000, SplitRounding::kLegacy).status().message()),
+      HasSubstr("weight \"-1\" is negative (legacy Megatron's ranges would then fall below "
+                "0, or invert and overlap: not taken)"));
+  EXPECT_THAT(std::string(ComputeSplit("1,inf,1", 10, SplitRounding::kLegacy).status().message()),
+              HasSubstr("weight \"inf\" is not finite"));
 }
 
 TEST(GptDataset, SplitSelectsSequenceRange) {
