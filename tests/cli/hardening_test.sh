@@ -344,6 +344,13 @@ if [[ $(id -u) -eq 0 ]] && command -v setpriv >/dev/null; then
       "${as_nobody[@]}" "$PILEPREP" --url "$src" --files 0 --output-dir "$work/nob_wonly" -q
     expect "write-only output directory: and its dry run" 2 "not readable" -- \
       "${as_nobody[@]}" "$PILEPREP" --url "$src" --files 0 --output-dir "$work/nob_wonly" --dry-run
+    # One it may read and write but not enter (mode 0766): no file can be made in it. A set-up
+    # error (exit 2), not a failed input at the first lock or temporary (exit 1).
+    mkdir -p "$work/nob_noexec"; chmod 0766 "$work/nob_noexec"
+    expect "unsearchable output directory: a set-up error" 2 "nob_noexec: not writable" -- \
+      "${as_nobody[@]}" "$PILEPREP" preprocess --input "$work/nobody.jsonl" --output-prefix "$work/nob_noexec/x" -q
+    expect "unsearchable output directory: the shard job refuses it too" 2 "nob_noexec: not writable" -- \
+      "${as_nobody[@]}" "$PILEPREP" --url "$src" --files 0 --output-dir "$work/nob_noexec" -q
   else
     echo "skip: write-only output directory (nobody cannot run $PILEPREP here)"; skipped=$((skipped + 1))
   fi

@@ -339,7 +339,9 @@ absl::Status EnsureDirectory(const std::string& dir, absl::string_view flag) {
     // sync, which is no reason to refuse the run.
     internal::SyncDirectory(parent.string()).IgnoreError();
   }
-  if (::access(dir.c_str(), W_OK) != 0) {
+  // Search permission too: files cannot be made in a directory that cannot be entered (mode
+  // 0766), which failed later, at the first lock or temporary, as a failed input (exit 1).
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
     return absl::PermissionDeniedError(
         absl::StrCat(flag, " ", dir, ": not writable: ", std::strerror(errno)));
   }
