@@ -229,11 +229,16 @@ JsonRecordParser::Result JsonRecordParser::ParseImpl(std::string_view line, bool
     result.ok = true;
     return result;
   }
+  // json.loads refuses a line that starts with a UTF-8 BOM ("Unexpected UTF-8 BOM"), and so does
+  // Debian 12's simdjson (3.0); simdjson 3.6 and later skip one. Such a line goes to the Python
+  // path whatever the version, so that a build against a newer simdjson does not take it for a
+  // document (the BOM tests of jsonl_test and hardening_test would catch that build).
+  const bool bom = line.substr(0, 3) == "\xEF\xBB\xBF";
   // In place: simdjson checks the UTF-8 itself and refuses every lone or misordered surrogate escape
   // (SimdjsonQuirks.DomRejectsEveryLoneOrMisorderedSurrogateEscape), so a line it accepts has
   // nothing to repair or rewrite, and the copy below would hold the very same bytes. Any refusal
   // takes the general path, which repairs, rewrites and explains.
-  if (padded && impl.EnsureCapacity(line.size()) == simdjson::SUCCESS) {
+  if (padded && !bom && impl.EnsureCapacity(line.size()) == simdjson::SUCCESS) {
     simdjson::dom::element root;
     if (impl.parser.parse(line.data(), line.size(), /*realloc_if_needed=*/false).get(root) ==
         simdjson::SUCCESS) {
@@ -259,7 +264,7 @@ JsonRecordParser::Result JsonRecordParser::ParseImpl(std::string_view line, bool
   const std::string_view doc(buf, line.size());
 
   simdjson::dom::element root;
-  simdjson::error_code error = impl.EnsureCapacity(doc.size());
+  simdjson::error_code error = bom ? simdjson::UTF8_ERROR : impl.EnsureCapacity(doc.size());
   if (error == simdjson::SUCCESS) {
     error = impl.parser.parse(buf, doc.size(), /*realloc_if_needed=*/false).get(root);
   }
