@@ -129,6 +129,12 @@ class Gpt2Tokenizer {
 
   ~Gpt2Tokenizer();
 
+  // The longest text (and piece) Encode, EncodeTo and EncodePiece take: lengths and positions
+  // inside are 32-bit. A longer one aborts, with a line on stderr, before a byte is read (a piece
+  // cut to its low 32 bits would be silent data loss). The pipeline's lines are shorter (simdjson's
+  // limit, JsonRecordParser::kMaxLineBytes).
+  static constexpr size_t kMaxTextBytes = 0xFFFFFFFF;
+
   // Appends the ids of valid UTF-8 `text` to `ids`. (The JSON stage guarantees valid UTF-8; invalid
   // bytes are still tokenized as bytes, never a crash.)
   void Encode(std::string_view text, Cache& cache, std::vector<uint32_t>* ids) const;

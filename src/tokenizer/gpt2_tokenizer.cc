@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -1042,7 +1043,20 @@ void Gpt2Tokenizer::MergePiece(const Tables& t, std::string_view piece, Cache::I
   if (n > Cache::Impl::kScratchKept) s.ReleaseScratch();
 }
 
+namespace {
+// Gpt2Tokenizer::kMaxTextBytes, enforced: a precondition, as ids_fit_16_bits() is EncodeTo's.
+void CheckTextSize(size_t bytes) {
+  if (__builtin_expect(bytes <= Gpt2Tokenizer::kMaxTextBytes, 1)) return;
+  std::fprintf(stderr,
+               "pileprep: Gpt2Tokenizer: a text of %zu bytes, more than kMaxTextBytes (%zu): its "
+               "pieces' lengths are 32-bit\n",
+               bytes, Gpt2Tokenizer::kMaxTextBytes);
+  std::abort();
+}
+}  // namespace
+
 void Gpt2Tokenizer::EncodePiece(std::string_view piece, std::vector<uint32_t>* ids) const {
+  CheckTextSize(piece.size());
   if (piece.empty()) return;
   Cache::Impl scratch;
   MergePiece(*tables_, piece, scratch, ids);
@@ -1050,6 +1064,7 @@ void Gpt2Tokenizer::EncodePiece(std::string_view piece, std::vector<uint32_t>* i
 
 void Gpt2Tokenizer::EncodePiece(std::string_view piece, Cache& scratch,
                                 std::vector<uint32_t>* ids) const {
+  CheckTextSize(piece.size());
   if (piece.empty()) return;
   MergePiece(*tables_, piece, *scratch.impl_, ids);
 }
@@ -1389,6 +1404,7 @@ Id* Gpt2Tokenizer::EncodeOrdinary(std::string_view text, Cache::Impl& c, Id* out
 // its own.
 template <typename Id>
 void Gpt2Tokenizer::AppendEncoded(std::string_view text, Cache& cache, std::vector<Id>* ids) const {
+  CheckTextSize(text.size());  // before the room for its ids is made (16 GiB for 4 GiB of text)
   const size_t before = ids->size();
   ids->resize(before + MaxIds(text.size()));
   ids->resize(before + EncodeTo(text, cache, ids->data() + before));
@@ -1415,6 +1431,7 @@ size_t Gpt2Tokenizer::EncodeTo(std::string_view text, Cache& cache, uint16_t* ou
 
 template <typename Id>
 Id* Gpt2Tokenizer::EncodeWithSpecial(std::string_view text, Cache& cache, Id* out) const {
+  CheckTextSize(text.size());
   if (__builtin_expect(cache.impl_->bound != instance_, 0)) cache.Bind(*this);
   if (!options_.endoftext_is_special) return EncodeOrdinary(text, *cache.impl_, out);
   // Literal <|endoftext|> is split out first; the text on each side is tokenized on its own.

@@ -1,6 +1,8 @@
 #include "pileprep/gpt2_tokenizer.h"
 
 #include <malloc.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -231,6 +233,29 @@ TEST(Gpt2Tokenizer, GroupsOfLongPieceHitsGiveTheSameIds) {
     EXPECT_TRUE(std::equal(want.begin(), want.end(), narrow.begin(), narrow.end()));
   }
   EXPECT_GT(want.size(), 300u * 150);
+}
+
+// A text of 4 GiB or more: lengths inside are 32-bit, so one piece of 2^32 + 3 letters gave the ids
+// of three, silently. Refused now (a documented precondition): abort, naming the limit, before a
+// byte is read. The text is 4 GiB of a mapping no byte of which is ever touched (no memory used).
+TEST(Gpt2TokenizerDeathTest, TextsOfMoreThanKMaxTextBytesAbort) {
+  // No core file of the dying children (4 GiB of address space each: minutes to write).
+  const rlimit no_core{0, 0};
+  ASSERT_EQ(setrlimit(RLIMIT_CORE, &no_core), 0);
+  auto tok = Load({.cache_entries = 4});
+  const size_t n = Gpt2Tokenizer::kMaxTextBytes + 1;
+  void* p = mmap(nullptr, n, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  ASSERT_NE(p, MAP_FAILED);
+  const std::string_view huge(static_cast<const char*>(p), n);
+  Gpt2Tokenizer::Cache cache(*tok);
+  std::vector<uint32_t> ids;
+  EXPECT_DEATH(tok->Encode(huge, cache, &ids),
+               "a text of 4294967296 bytes, more than kMaxTextBytes");
+  EXPECT_DEATH(tok->EncodeTo(huge, cache, static_cast<uint32_t*>(nullptr)), "kMaxTextBytes");
+  EXPECT_DEATH(tok->EncodePiece(huge, &ids), "a text of 4294967296 bytes");
+  munmap(p, n);
+  // The limit itself is taken (here as the length of an empty text's limit check: nothing read).
+  EXPECT_EQ(tok->EncodeTo(huge.substr(0, 0), cache, static_cast<uint32_t*>(nullptr)), 0u);
 }
 
 // EncodeTo writes into a buffer of exactly MaxIds(n) (heap, so ASan sees a write past it): the text
