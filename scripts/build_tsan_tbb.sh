@@ -51,7 +51,7 @@ exec 9>"$cache_root/tbb-tsan.lock"
 flock 9
 if is_current; then echo "$config_dir"; exit 0; fi
 
-work=$(mktemp -d /tmp/pileprep-tbb-tsan.XXXXXX)
+work=$(mktemp -d -t pileprep-tbb-tsan.XXXXXX)  # in $TMPDIR, else /tmp
 trap 'rm -rf "$work"' EXIT
 log=$work/log
 # Runs one step with its output in the log; on failure shows the log's end and stops.

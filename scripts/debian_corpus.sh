@@ -22,7 +22,22 @@ if [[ ! -s $out ]]; then
   # apt-get download needs the package lists, which images often ship without (and setup.sh
   # updates only when it installs something): fetched when the first package has no candidate.
   if ! apt-cache policy manpages 2>/dev/null | grep -q 'Candidate: [0-9]'; then
-    if [[ $(id -u) -eq 0 ]]; then apt-get update >&2; else sudo apt-get update >&2; fi
+    # As setup.sh does it: root or sudo (said, not a bare "sudo: command not found"), and the
+    # proxy variables passed through sudo's env_reset.
+    update=(env)
+    for v in http_proxy https_proxy HTTP_PROXY HTTPS_PROXY no_proxy NO_PROXY; do
+      if [[ -n ${!v:-} ]]; then update+=("$v=${!v}"); fi
+    done
+    update+=(apt-get update)
+    if [[ $(id -u) -ne 0 ]]; then
+      if ! command -v sudo >/dev/null; then
+        echo "debian_corpus: the package lists need an apt-get update, which needs root: run this" \
+             "as root, or install sudo, or run apt-get update yourself" >&2
+        exit 1
+      fi
+      update=(sudo "${update[@]}")
+    fi
+    "${update[@]}" >&2
   fi
   (cd "$dir/debs" && apt-get download "${packages[@]}" >&2)
   for deb in "$dir"/debs/*.deb; do dpkg-deb -x "$deb" "$dir/root"; done

@@ -15,6 +15,8 @@ PKG_DIR="${CACHE}/node_modules/${PKG}"
 
 if [[ ! -f "${PKG_DIR}/package.json" ]] ||
    ! grep -q "\"version\": \"${VERSION}\"" "${PKG_DIR}/package.json"; then
+  # npm from Debian's packages, as bench.sh gets it (setup.sh installs what is missing).
+  if ! command -v npm >/dev/null; then "${ROOT}/scripts/setup.sh" nodejs npm; fi
   mkdir -p "${CACHE}"
   got="$(npm view "${PKG}@${VERSION}" dist.integrity)"
   if [[ "${got}" != "${INTEGRITY}" ]]; then

@@ -12,6 +12,7 @@ import argparse
 import os
 import struct
 import subprocess
+import tempfile
 import sys
 import time
 
@@ -70,7 +71,7 @@ print(rss("RssAnon") - anon, rss("RssFile") - file)
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--tokens", type=float, default=1e9)
-    p.add_argument("--dir", default="/tmp/pileprep-bench")
+    p.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "pileprep-bench"))
     p.add_argument("--seq", type=int, default=2048)
     p.add_argument("--reads", type=int, default=200000)
     args = p.parse_args()

@@ -33,8 +33,10 @@ std::string ReadAll(const std::string& path) {
 absl::StatusOr<std::unique_ptr<FaultServer>> FaultServer::Start(
     const std::string& root, const std::vector<std::string>& args) {
   std::unique_ptr<FaultServer> server(new FaultServer());
-  char tmpl[] = "/tmp/pileprep-fault-server-XXXXXX";
-  if (::mkdtemp(tmpl) == nullptr) return absl::InternalError("mkdtemp failed");
+  // $TMPDIR's (temp_directory_path), as the tests' other files: /tmp may not be writable.
+  std::string tmpl =
+      (std::filesystem::temp_directory_path() / "pileprep-fault-server-XXXXXX").string();
+  if (::mkdtemp(tmpl.data()) == nullptr) return absl::InternalError("mkdtemp failed");
   server->dir_ = tmpl;
   const std::string port_file = server->dir_ + "/port";
   const std::string out_file = server->dir_ + "/output";

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <random>
@@ -762,16 +763,18 @@ TEST(JsonRecordParserDifferential, AgreesWithPythonOnMutatedLines) {
     }
     lines.push_back(line);
   }
-  char path[] = "/tmp/pileprep_jsonl_diff_XXXXXX";
-  const int fd = mkstemp(path);
+  // $TMPDIR's, as the other tests' files (temp_directory_path): /tmp may not be writable.
+  std::string path =
+      (std::filesystem::temp_directory_path() / "pileprep_jsonl_diff_XXXXXX").string();
+  const int fd = mkstemp(path.data());
   ASSERT_GE(fd, 0);
   std::string all;
   for (const std::string& l : lines) all += l + "\n";
   ASSERT_EQ(write(fd, all.data(), all.size()), static_cast<ssize_t>(all.size()));
   close(fd);
-  // Quoted: the clone's path may hold spaces.
+  // Quoted: the clone's path (and $TMPDIR) may hold spaces.
   const std::string command = std::string(python) + " '" + PILEPREP_TEST_DATA_DIR +
-                              "/jsonl/make_expected.py' --classify " + path;
+                              "/jsonl/make_expected.py' --classify '" + path + "'";
   FILE* pipe = popen(command.c_str(), "r");
   ASSERT_NE(pipe, nullptr);
   std::string out;
@@ -779,7 +782,7 @@ TEST(JsonRecordParserDifferential, AgreesWithPythonOnMutatedLines) {
   size_t n;
   while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
   ASSERT_EQ(pclose(pipe), 0) << command;
-  unlink(path);
+  unlink(path.c_str());
   std::vector<Got> got = ReadAll(all, all.size());
   int bad = 0;
   for (const Got& g : got) bad += !g.ok;
