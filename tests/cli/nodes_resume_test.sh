@@ -815,20 +815,27 @@ cmp -s "$work/estale/my-gpt3_00_text_document.bin" "$work/k/my-gpt3_00_text_docu
 # Another user's lock file on NFS (the shim: this user may only open it read-only, and NFS refuses
 # flock on a read-only descriptor, EBADF): its job may hold it, so the shard is left alone, not made
 # unlocked beside it; the other shard is made. Once the file is gone a rerun makes the shard.
-mkdir -p "$work/nfs"
+# Runs shards 0-1 into $work/nfs with the shim's fault VARIABLE on another user's lock file of shard
+# 00 ($foreign, left there): the shard is left alone (exit 1, the message names why), not made
+# unlocked beside it; shard 01 is made. foreign_lock_left_alone WHAT VARIABLE MESSAGE
 foreign="$work/nfs/my-gpt3_00.pileprep-lock"
-echo "pid 4194999 on another-users-node" >"$foreign"
-ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" LD_PRELOAD=$SHIM \
-  PILEPREP_FAULT_FOREIGN_LOCK="$foreign" \
-  "$PILEPREP" --url "$url" --files 0-1 --output-dir "$work/nfs" --threads 2 -q 2>"$work/err"
-rc=$?
-[[ $rc == 1 ]] || { bad "another user's lock file on NFS: exit $rc, not 1"; cat "$work/err"; }
-grep -q "00.jsonl.zst: another pileprep process is making it (pid 4194999 on another-users-node, in a lock file this user cannot write" "$work/err" ||
-  { bad "another user's lock file on NFS: no message naming it"; cat "$work/err"; }
-grep -q "running without shard locks" "$work/err" && bad "another user's lock file on NFS: ran unlocked"
-[[ -e "$work/nfs/my-gpt3_00_text_document.bin" ]] && bad "another user's lock file on NFS: shard 00 made beside it"
-[[ -e "$work/nfs/my-gpt3_01_text_document.bin" ]] || bad "another user's lock file on NFS: shard 01 not made"
-[[ -e $foreign ]] || bad "another user's lock file on NFS: removed"
+foreign_lock_left_alone() {
+  local what=$1
+  rm -rf "$work/nfs"; mkdir -p "$work/nfs"
+  echo "pid 4194999 on another-users-node" >"$foreign"
+  env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" LD_PRELOAD="$SHIM" "$2=$foreign" \
+    "$PILEPREP" --url "$url" --files 0-1 --output-dir "$work/nfs" --threads 2 -q 2>"$work/err"
+  local rc=$?
+  [[ $rc == 1 ]] || { bad "$what: exit $rc, not 1"; cat "$work/err"; }
+  grep -qF "00.jsonl.zst: another pileprep process is making it ($3" "$work/err" ||
+    { bad "$what: no message naming it"; cat "$work/err"; }
+  grep -q "running without shard locks" "$work/err" && bad "$what: ran unlocked"
+  [[ -e "$work/nfs/my-gpt3_00_text_document.bin" ]] && bad "$what: shard 00 made beside it"
+  [[ -e "$work/nfs/my-gpt3_01_text_document.bin" ]] || bad "$what: shard 01 not made"
+  [[ -e $foreign ]] || bad "$what: removed"
+}
+foreign_lock_left_alone "another user's lock file on NFS" PILEPREP_FAULT_FOREIGN_LOCK \
+  "pid 4194999 on another-users-node, in a lock file this user cannot write"
 rm -f "$foreign"
 "$PILEPREP" --url "$url" --files 0-1 --output-dir "$work/nfs" --threads 2 -q 2>"$work/err" ||
   { bad "rerun once another user's lock file is gone failed"; cat "$work/err"; }
@@ -840,20 +847,8 @@ cmp -s "$work/nfs/my-gpt3_00_text_document.bin" "$work/k/my-gpt3_00_text_documen
 # alone (exit 1), not made unlocked beside it. Then a symbolic link where a lock file goes (planted
 # in a shared directory): not followed (the file it names is not truncated or written), the shard
 # left alone.
-rm -rf "$work/nfs"; mkdir -p "$work/nfs"
-foreign="$work/nfs/my-gpt3_00.pileprep-lock"
-echo "pid 4194998 on another-users-node" >"$foreign"
-ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" LD_PRELOAD=$SHIM \
-  PILEPREP_FAULT_UNREADABLE="$foreign" \
-  "$PILEPREP" --url "$url" --files 0-1 --output-dir "$work/nfs" --threads 2 -q 2>"$work/err"
-rc=$?
-[[ $rc == 1 ]] || { bad "an unreadable lock file of another user: exit $rc, not 1"; cat "$work/err"; }
-grep -q "00.jsonl.zst: another pileprep process is making it (another user's job, in a lock file this user cannot open" "$work/err" ||
-  { bad "an unreadable lock file of another user: no message naming it"; cat "$work/err"; }
-grep -q "running without shard locks" "$work/err" && bad "an unreadable lock file of another user: ran unlocked"
-[[ -e "$work/nfs/my-gpt3_00_text_document.bin" ]] && bad "an unreadable lock file of another user: shard 00 made beside it"
-[[ -e "$work/nfs/my-gpt3_01_text_document.bin" ]] || bad "an unreadable lock file of another user: shard 01 not made"
-[[ -e $foreign ]] || bad "an unreadable lock file of another user: removed"
+foreign_lock_left_alone "an unreadable lock file of another user" PILEPREP_FAULT_UNREADABLE \
+  "another user's job, in a lock file this user cannot open"
 rm -f "$foreign"
 echo "precious" >"$work/victim"
 ln -s "$work/victim" "$foreign"
