@@ -792,7 +792,25 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
       // has fewer than kPadding left, the last batch is copied and padded.
       const size_t page = PageSize();
       if (to == all.size() && (page - all.size() % page) % page < JsonRecordParser::kPadding) {
-        batch->data.Append(all.substr(from, to - from));
+        // Copied only up to a line longer than max_line_bytes, if the batch has one: the input
+        // fails at that line's start, as when it is streamed, instead of copying the line whole
+        // (up to the rest of the file) only for the parser to refuse it. Each line end is looked
+        // for within the limit, so such a line is not even read past it.
+        size_t copy_to = to;
+        for (size_t line = from; line < to;) {
+          const size_t window =
+              static_cast<size_t>(std::min<uint64_t>(to - line, max_unended_line + 1));
+          const void* nl = std::memchr(all.data() + line, '\n', window);
+          if (nl == nullptr) {
+            if (to - line > max_unended_line) {
+              copy_to = line;
+              batch->then_line_too_long = true;
+            }
+            break;
+          }
+          line = static_cast<size_t>(static_cast<const char*>(nl) - all.data()) + 1;
+        }
+        batch->data.Append(all.substr(from, copy_to - from));
         batch->data.Pad();
         batch->bytes = batch->data.view();
       } else {
