@@ -4,8 +4,11 @@
 # between requests; --keep-downloads. Every output must equal a clean local run.
 set -uo pipefail
 PILEPREP=$1
+SHIM=$2  # tests/shim/fs_fault_shim.cc, built
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
+# ld.so splits LD_PRELOAD at spaces and colons: the shim is preloaded from a copy in $work.
+cp "$SHIM" "$work/fault_shim.so" && SHIM=$work/fault_shim.so
 server_pid=
 # The server dies with this script even when it is SIGKILLed (--parent-pid: PR_SET_PDEATHSIG), and its
 # output goes to a file: an orphan holding CTest's pipe would keep CTest waiting after a failure.
@@ -210,6 +213,21 @@ grep -q "removed the kept download .*01.jsonl.zst: its bytes are damaged" "$work
   --retry-wait 0.05 -q 2>/dev/null || bad "rerun after a damaged kept download failed"
 cmp -s "$work/src/01.jsonl.zst" "$work/cache/01.jsonl.zst" || bad "kept download not fetched again"
 same_outputs "keep-downloads again" "$work/f" 01
+# Only the copy that was read: another job's download that replaced it meanwhile (here the shim
+# renames a good copy over it right after this run opened it) stays.
+cp "$work/src/01.jsonl.zst" "$work/fresh01"
+truncate -s 300000 "$work/cache/01.jsonl.zst"
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" LD_PRELOAD=$SHIM \
+  PILEPREP_FAULT_REPLACE_AFTER_OPEN="$work/cache/01.jsonl.zst:$work/fresh01" \
+  "$PILEPREP" --url "$url" --files 1 --output-dir "$work/f" --keep-downloads "$work/cache" --force \
+  >/dev/null 2>"$work/err"
+[[ $? -eq 1 ]] || bad "damaged kept download replaced as read: want exit 1"
+[[ ! -e "$work/fresh01" ]] || bad "damaged kept download replaced as read: the shim did not replace it"
+cmp -s "$work/src/01.jsonl.zst" "$work/cache/01.jsonl.zst" ||
+  bad "damaged kept download replaced as read: the new copy was removed"
+grep -q "the kept download $work/cache/01.jsonl.zst read by this run is damaged, but another job replaced it meanwhile: the new copy stays" "$work/err" ||
+  { bad "damaged kept download replaced as read: not said"; cat "$work/err"; }
+grep -q "removed the kept download" "$work/err" && bad "damaged kept download replaced as read: said removed"
 # Not for failures that are not the bytes' (a wrong --json-keys: every record lacks the key, and
 # --max-bad-records 0 fails the shard), and never a local source directory's own files.
 "$PILEPREP" --url "$url" --files 1 --output-dir "$work/f" --keep-downloads "$work/cache" --force \

@@ -338,6 +338,9 @@ struct OpenedSource {
   absl::Status status;
   std::string input;           // path or redacted URL, for messages
   bool keeps = false;          // the download is written to --keep-downloads
+  // A kept copy read (not downloaded): the file opened, when known (OpenKeptCopy), so that a copy
+  // found damaged is removed only if the path still names it.
+  std::optional<std::pair<dev_t, ino_t>> kept_file;
 
   OpenedSource() = default;
   OpenedSource(OpenedSource&&) = default;
@@ -349,6 +352,7 @@ struct OpenedSource {
     status = std::move(o.status);
     input = std::move(o.input);
     keeps = o.keeps;
+    kept_file = o.kept_file;
     return *this;
   }
 };
@@ -363,6 +367,48 @@ void OpenLocalFile(const Common& c, OpenedSource* o) {
   }
 }
 
+// The file `path` names now: (device, inode), or nullopt.
+std::optional<std::pair<dev_t, ino_t>> FileAt(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return std::make_pair(st.st_dev, st.st_ino);
+}
+
+// Opens o->input, a kept download, as OpenLocalFile does, and notes which file was opened: the one
+// the path names both before and after the open (unknown if another job replaced it meanwhile).
+void OpenKeptCopy(const Common& c, OpenedSource* o) {
+  const auto before = FileAt(o->input);
+  OpenLocalFile(c, o);
+  if (o->status.ok() && before.has_value() && FileAt(o->input) == before) o->kept_file = before;
+}
+
+// What became of a kept download whose bytes the decoder found damaged.
+enum class DamagedCopy {
+  kNone,      // not a kept copy's bytes, or not damaged
+  kRemoved,   // removed: the next run downloads the shard again
+  kReplaced,  // left: the path names another file than the one read (another job's download)
+  kLeft,      // left: another job holds its lock (downloading it again), or it is gone already
+};
+
+// Removes the kept copy `cache` found damaged, under its lock (`lock`: the one this run downloaded
+// it under, else taken now), and only while the path still names the file read (`read`; a copy this
+// run downloaded needs no check: no other job writes it under the lock). Without the lock and the
+// check, a job that read a damaged copy could remove a fresh one that a third job had downloaded
+// meanwhile (after the first job's lock went), leaving the next run to download it once more.
+DamagedCopy RemoveDamagedCopy(const std::string& cache, std::unique_ptr<PathLock> lock,
+                              bool downloaded_here,
+                              const std::optional<std::pair<dev_t, ino_t>>& read) {
+  if (lock == nullptr) {
+    std::string held_by, unsupported;  // unsupported: no flock here, removed unlocked
+    lock = PathLock::TryAcquire(KeptDownloadLockPath(cache), &held_by, &unsupported);
+    if (lock == nullptr && !held_by.empty()) return DamagedCopy::kLeft;
+  }
+  if (!downloaded_here && (!read.has_value() || FileAt(cache) != read)) {
+    return DamagedCopy::kReplaced;
+  }
+  return ::unlink(cache.c_str()) == 0 ? DamagedCopy::kRemoved : DamagedCopy::kLeft;
+}
+
 OpenedSource OpenShard(const JobConfig& job, const Common& c, int n, FetchObserver* observer) {
   OpenedSource o;
   const std::string input = ShardInput(job.source, n);
@@ -374,7 +420,7 @@ OpenedSource OpenShard(const JobConfig& job, const Common& c, int n, FetchObserv
     std::error_code ec;  // never thrown from a runner thread (std::terminate): downloaded again
     if (!cache.empty() && KeptFromSource(cache, input)) {
       o.input = cache;  // a complete earlier download (written by rename once its length matched)
-      OpenLocalFile(c, &o);
+      OpenKeptCopy(c, &o);
       // Gone between the check and the open: another job is replacing a copy kept from another
       // source (it unlinks the copy before it stamps its own): download, as that job does.
       if (!absl::IsNotFound(o.status)) return o;
@@ -393,7 +439,7 @@ OpenedSource OpenShard(const JobConfig& job, const Common& c, int n, FetchObserv
           o.cache_lock.reset();
           o.keeps = false;
           o.input = cache;
-          OpenLocalFile(c, &o);
+          OpenKeptCopy(c, &o);
           return o;
         }
         if (!o.keeps && !c.console.quiet) {
@@ -1262,10 +1308,16 @@ int RunShardJob(int argc, char** argv, int first) {
     const bool cache_bytes = !cache.empty() && job.source.kind != SourceKind::kLocalDirectory &&
                              ((cur.http != nullptr && cur.keeps) || cur.input == cache);
     const std::string input = cur.input;
-    // A download stops here: it cannot rename its cache file after the unlink below.
+    // A download stops here, its lock still held (it cannot rename its cache file after the
+    // removal below, nor can another job's download start before it).
+    std::unique_ptr<PathLock> cache_lock = std::move(cur.cache_lock);
+    cur.source.reset();
+    const DamagedCopy damaged_copy =
+        cache_bytes && IsDamagedZstdInput(status)
+            ? RemoveDamagedCopy(cache, std::move(cache_lock), cur.http != nullptr, cur.kept_file)
+            : DamagedCopy::kNone;
+    cache_lock.reset();
     cur = OpenedSource{};
-    const bool drop_cache =
-        cache_bytes && IsDamagedZstdInput(status) && ::unlink(cache.c_str()) == 0;
     std::lock_guard<std::mutex> lock(report_mu);  // a shard's report stays in one piece
     ReportOutcome(outcome.name, input, std::move(status), prefixes, shard_c, &outcome);
     if (outcome.status == "done") {
@@ -1320,10 +1372,15 @@ int RunShardJob(int argc, char** argv, int first) {
       }
     }
     locks[i].clear();  // published or not, this run is done with the shard
-    if (drop_cache) {
+    if (damaged_copy == DamagedCopy::kRemoved) {
       std::fprintf(stderr,
                    "removed the kept download %s: its bytes are damaged; the next run "
                    "downloads it again\n",
+                   cache.c_str());
+    } else if (damaged_copy == DamagedCopy::kReplaced) {
+      std::fprintf(stderr,
+                   "the kept download %s read by this run is damaged, but another job replaced it "
+                   "meanwhile: the new copy stays\n",
                    cache.c_str());
     }
   };
