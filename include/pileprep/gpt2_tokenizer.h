@@ -75,8 +75,8 @@ class Gpt2Tokenizer {
     bool cache_long_cjk_runs = false;
   };
 
-  // Loads `encoder.json` (token -> id) and `vocab.bpe` (merges in rank order). Errors name the file and
-  // the line or entry that is wrong.
+  // Loads `encoder.json` (token -> id) and `vocab.bpe` (merges in rank order). Errors name the file
+  // and the line or entry that is wrong; memory not to be had is ResourceExhausted (no exception).
   static absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> FromFiles(const std::string& vocab_path,
                                                                   const std::string& merges_path,
                                                                   Options options);
@@ -184,6 +184,10 @@ class Gpt2Tokenizer {
  private:
   Gpt2Tokenizer() = default;
   struct Tables;
+  // FromBuffers, but std::bad_alloc is let out.
+  static absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Load(std::string_view vocab_json,
+                                                             std::string_view merges_txt,
+                                                             Options options);
   // BPE of one piece into `ids` using `scratch` buffers; the cache is not consulted.
   static void MergePiece(const Tables& tables, std::string_view piece, Cache::Impl& scratch,
                          std::vector<uint32_t>* ids);

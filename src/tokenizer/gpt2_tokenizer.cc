@@ -10,11 +10,12 @@
 #include <filesystem>
 #include <functional>
 #include <mutex>
+#include <new>
 #include <queue>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"  // load time only
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "format/file_util.h"
@@ -207,8 +208,21 @@ class PairTable {
     } else {
       rank_id_.resize(entries.size());
       for (const Entry& e : entries) rank_id_[e.rank] = e.id;
+      size_t slots = 16;
+      while (slots < entries.size() * 2) slots <<= 1;  // at most half full: probes stay short
+      wide_.assign(slots, WideSlot{kEmptyWideKey, 0});
+      wide_mask_ = slots - 1;
       for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
-        if (!wide_.try_emplace(PairKey(it->a, it->b), it->rank).second) distinct = false;
+        const uint64_t key = PairKey(it->a, it->b);
+        WideSlot* slot = &wide_[WideHome(key)];
+        while (slot->key != kEmptyWideKey && slot->key != key) {
+          slot = &wide_[(static_cast<size_t>(slot - wide_.data()) + 1) & wide_mask_];
+        }
+        if (slot->key == key) {
+          distinct = false;
+          continue;
+        }
+        *slot = {key, it->rank};
       }
     }
     return distinct;
@@ -226,8 +240,11 @@ class PairTable {
         if (slots.k[kBucket - 1] == kEmptyKey) return kNoRank;
       }
     }
-    auto it = wide_.find(PairKey(a, b));
-    return it == wide_.end() ? kNoRank : it->second;
+    const uint64_t key = PairKey(a, b);
+    for (size_t i = WideHome(key);; i = (i + 1) & wide_mask_) {
+      if (wide_[i].key == key) return wide_[i].rank;
+      if (wide_[i].key == kEmptyWideKey) return kNoRank;
+    }
   }
   uint32_t IdOf(uint32_t value) const { return compact_ ? (value & 0xFFFF) : rank_id_[value]; }
 
@@ -275,7 +292,19 @@ class PairTable {
   std::vector<uint64_t> filter_;
   int filter_shift_ = 58;
   std::vector<uint32_t> rank_id_;
-  absl::flat_hash_map<uint64_t, uint32_t> wide_;
+  // Larger vocabularies: pair key -> rank, open addressing with linear probing. Not absl's
+  // flat_hash_map: its growth is not exception-safe (see spelled_to_id in Load), and a vocabulary
+  // of millions of merges may well meet a memory limit while it loads.
+  struct WideSlot {
+    uint64_t key;
+    uint32_t rank;
+  };
+  static constexpr uint64_t kEmptyWideKey = UINT64_MAX;  // ids are 32-bit and below 2^31
+  size_t WideHome(uint64_t key) const {
+    return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> 32) & wide_mask_;
+  }
+  std::vector<WideSlot> wide_;
+  size_t wide_mask_ = 0;
 };
 
 // A short piece and its ids, packed as the short tier packs them (Gpt2Tokenizer::PrefillEntries).
@@ -622,9 +651,14 @@ Gpt2Tokenizer::~Gpt2Tokenizer() = default;
 
 absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromFiles(
     const std::string& vocab_path, const std::string& merges_path, Options options) {
-  PILEPREP_ASSIGN_OR_RETURN(std::string vocab, internal::ReadFileToString(vocab_path));
-  PILEPREP_ASSIGN_OR_RETURN(std::string merges, internal::ReadFileToString(merges_path));
-  auto tok = FromBuffers(vocab, merges, options);
+  absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> tok;
+  try {  // the files' bytes, and what FromBuffers makes of them
+    PILEPREP_ASSIGN_OR_RETURN(std::string vocab, internal::ReadFileToString(vocab_path));
+    PILEPREP_ASSIGN_OR_RETURN(std::string merges, internal::ReadFileToString(merges_path));
+    tok = FromBuffers(vocab, merges, options);
+  } catch (const std::bad_alloc&) {
+    tok = absl::ResourceExhaustedError("not enough memory to load the vocabulary");
+  }
   if (!tok.ok()) {
     return absl::Status(tok.status().code(),
                         absl::StrCat(vocab_path, " / ", merges_path, ": ", tok.status().message()));
@@ -679,6 +713,19 @@ absl::StatusOr<std::pair<std::string, std::string>> Gpt2Tokenizer::DefaultFiles(
 
 absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromBuffers(
     std::string_view vocab_json, std::string_view merges_txt, Options options) {
+  // The tables are made of strings, maps and vectors, which throw when memory runs out (under
+  // ulimit -v, or a cgroup's limit with overcommit off): a status at the library's boundary, so
+  // that the CLI says so and exits 2 instead of dying in std::terminate.
+  try {
+    return Load(vocab_json, merges_txt, options);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError("not enough memory to load the vocabulary");
+  }
+}
+
+absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::Load(std::string_view vocab_json,
+                                                                   std::string_view merges_txt,
+                                                                   Options options) {
   if (options.cache_entries > kMaxCacheEntries) {
     return absl::InvalidArgumentError(
         absl::StrCat("cache_entries ", options.cache_entries, " (at most ", kMaxCacheEntries,
@@ -701,7 +748,11 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromBuffers(
         "vocabulary starts with a UTF-8 byte-order mark, which JSON does not allow (Megatron's "
         "json.load fails on it too): remove its first three bytes");
   }
+  // simdjson reports memory it could not have as an error, not an exception: the padded copy
+  // comes out empty, the parser says MEMALLOC.
+  if (padded.size() != vocab_json.size()) throw std::bad_alloc();
   if (auto err = parser.parse(padded).get(obj)) {
+    if (err == simdjson::MEMALLOC) throw std::bad_alloc();
     return absl::InvalidArgumentError(
         absl::StrCat("vocabulary is not a JSON object: ", simdjson::error_message(err)));
   }
@@ -709,7 +760,10 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::FromBuffers(
   // spells tokens the same way, and since the alphabet maps byte by byte, the spelling of a merge's
   // result is the two spellings joined. So the merges are looked up as they are written, with no
   // decoding and no allocation per line.
-  absl::flat_hash_map<std::string_view, uint32_t> spelled_to_id;
+  // A std::unordered_map, not absl's: absl's flat_hash_map (20220623, Debian 12's) sets its new
+  // capacity before allocating it, so a std::bad_alloc while it grows leaves a map whose destructor
+  // frees a pointer malloc never gave ("free(): invalid pointer", an abort where a status was due).
+  std::unordered_map<std::string_view, uint32_t> spelled_to_id;
   spelled_to_id.reserve(obj.size());
   std::vector<bool> id_taken;
   t.id_bytes.reserve(obj.size());  // ids are usually 0..size-1

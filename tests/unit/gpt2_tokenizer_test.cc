@@ -3,9 +3,12 @@
 #include <malloc.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <ctime>
 #include <memory>
 #include <string>
@@ -256,6 +259,47 @@ TEST(Gpt2TokenizerDeathTest, TextsOfMoreThanKMaxTextBytesAbort) {
   munmap(p, n);
   // The limit itself is taken (here as the length of an empty text's limit check: nothing read).
   EXPECT_EQ(tok->EncodeTo(huge.substr(0, 0), cache, static_cast<uint32_t*>(nullptr)), 0u);
+}
+
+// Memory that runs out while the vocabulary loads (ulimit -v, a cgroup with overcommit off) is a
+// status, ResourceExhausted, not std::bad_alloc out of the library (std::terminate in the CLI,
+// where a status is exit 2 and a message). A child under an address-space limit a little above what
+// it uses, for a range of margins: each load either works or says memory ran out; never an abort.
+TEST(Gpt2TokenizerDeathTest, RunningOutOfMemoryWhileLoadingIsAStatus) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a sanitizer's shadow memory does not fit under an address-space limit";
+#endif
+  const rlimit no_core{0, 0};
+  ASSERT_EQ(setrlimit(RLIMIT_CORE, &no_core), 0);
+  const std::string vocab = kDir + "encoder.json", merges = kDir + "vocab.bpe";
+  auto load_under_limit = [&](size_t margin) {
+    long pages = 0;
+    std::FILE* f = std::fopen("/proc/self/statm", "r");
+    if (f == nullptr || std::fscanf(f, "%ld", &pages) != 1) std::_Exit(3);
+    std::fclose(f);
+    const rlim_t limit =
+        static_cast<rlim_t>(pages) * static_cast<rlim_t>(sysconf(_SC_PAGESIZE)) + margin;
+    const rlimit as{limit, limit};
+    if (setrlimit(RLIMIT_AS, &as) != 0) std::_Exit(3);
+    auto tok = Gpt2Tokenizer::FromFiles(vocab, merges, {.cache_entries = 4});
+    if (tok.ok()) std::_Exit(0);
+    std::fprintf(stderr, "%s\n", std::string(tok.status().message()).c_str());
+    std::_Exit(tok.status().code() == absl::StatusCode::kResourceExhausted ? 1 : 2);
+  };
+  int out_of_memory = 0;
+  for (size_t margin_mib : {1, 2, 4, 8, 16, 32, 64}) {
+    SCOPED_TRACE(::testing::Message() << margin_mib << " MiB above the child's use");
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) load_under_limit(margin_mib << 20);
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status)) << "died of signal " << WTERMSIG(status);
+    EXPECT_NE(WEXITSTATUS(status), 2) << "failed, but not for memory";
+    EXPECT_NE(WEXITSTATUS(status), 3) << "the limit could not be set";
+    out_of_memory += WEXITSTATUS(status) == 1;
+  }
+  EXPECT_GT(out_of_memory, 0) << "no margin was small enough to run out";
 }
 
 // EncodeTo writes into a buffer of exactly MaxIds(n) (heap, so ASan sees a write past it): the text
