@@ -338,6 +338,16 @@ PyGptDataset OpenGptDataset(py::object data_path, int64_t seq_length,
   o.drop_last_partial_validation_sequence = drop_last_partial_validation_sequence;
   o.split_rounding = legacy_split ? SplitRounding::kLegacy : SplitRounding::kCurrent;
   o.cache_dir = cache_dir.value_or("");
+  // Ctrl-C while Open waits on another rank's build lock, the GIL released: the signal's Python
+  // handler runs here (on the main thread; elsewhere PyErr_CheckSignals does nothing), and the
+  // exception it raised (KeyboardInterrupt) is raised once Open has given up. The wait ignored
+  // Ctrl-C until the other rank let go.
+  bool raised = false;
+  o.interrupted = [&raised] {
+    py::gil_scoped_acquire acquire;
+    raised = PyErr_CheckSignals() != 0;
+    return raised;
+  };
   absl::StatusOr<Blend> blend;
   std::vector<std::string> items;
   // bytes as str (a path may be given either way, as to open()); any other iterable: a list.
@@ -355,6 +365,7 @@ PyGptDataset OpenGptDataset(py::object data_path, int64_t seq_length,
     py::gil_scoped_release release;
     ds = GptDataset::Open(*blend, o);
   }
+  if (raised) throw py::error_already_set();  // the handler's exception, still set
   if (!ds.ok()) Raise(ds.status());
   // A list is kept as the strings it was read as (its items may not pickle).
   py::object path = one_string ? data_path : py::cast(items);

@@ -30,6 +30,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <random>
@@ -314,6 +315,12 @@ struct GptDatasetOptions {
   // and when a dataset would be asked for 2^63 samples or more); unused by other data paths.
   double blend_surplus = 0.005;
   IndexedDatasetViewOptions view;
+  // Asked every 0.1 s while Open waits on another process's build lock (cache_dir), and before
+  // each dataset's indices are built: true gives up, and Open returns Cancelled. Unset (the
+  // default): Open waits as long as the lock is held. Called on the thread that called Open. The
+  // Python module checks it for Ctrl-C: a rank waiting on a build that hangs (a holder stuck on
+  // NFS) could not be interrupted.
+  std::function<bool()> interrupted;
 };
 
 // One part of a sample: `count` tokens of `sequence` from token `offset`.

@@ -1134,7 +1134,7 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::OpenUnguarded(
         internal::MakeDirectories(options.cache_dir).ok()) {
       // One rank at a time builds under this key; a rank that waited finds the indices stored
       // (their description is written last) and checks them without the lock.
-      part.from_cache = internal::AwaitStoredOrLock(
+      absl::StatusOr<bool> loaded = internal::AwaitStoredOrLock(
           CachePath(options.cache_dir, key, "lock"),
           CachePath(options.cache_dir, key, "description.txt"),
           CachePath(options.cache_dir, key, ""),
@@ -1142,7 +1142,16 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::OpenUnguarded(
             return LoadCached(options.cache_dir, key, part.view->sequence_lengths(), ids, io, *plan,
                               &part.indices);
           },
-          &building);
+          options.interrupted, &building);
+      if (!loaded.ok()) {
+        return absl::Status(loaded.status().code(),
+                            absl::StrCat(blend.prefixes[k], ": ", loaded.status().message()));
+      }
+      part.from_cache = *loaded;
+    }
+    if (!part.from_cache && options.interrupted && options.interrupted()) {
+      return absl::CancelledError(
+          absl::StrCat(blend.prefixes[k], ": interrupted before its indices were built"));
     }
     if (!part.from_cache) {
       auto built = BuildWithPlan(part.view->sequence_lengths(), ids, io, *plan);
@@ -1221,14 +1230,16 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::OpenUnguarded(
   if (!ds->blending_from_cache_ && !options.cache_dir.empty() &&
       internal::MakeDirectories(options.cache_dir).ok()) {
     // As for each dataset's indices; the sample index is stored last.
-    ds->blending_from_cache_ = internal::AwaitStoredOrLock(
-        BlendCachePath(options.cache_dir, blend_key, "lock"),
-        BlendCachePath(options.cache_dir, blend_key, "dataset_sample_index.npy"),
-        BlendCachePath(options.cache_dir, blend_key, ""),
-        [&] {
-          return LoadCachedBlend(options.cache_dir, blend_key, size, lengths, &ds->blending_);
-        },
-        &building);
+    PILEPREP_ASSIGN_OR_RETURN(
+        ds->blending_from_cache_,
+        internal::AwaitStoredOrLock(
+            BlendCachePath(options.cache_dir, blend_key, "lock"),
+            BlendCachePath(options.cache_dir, blend_key, "dataset_sample_index.npy"),
+            BlendCachePath(options.cache_dir, blend_key, ""),
+            [&] {
+              return LoadCachedBlend(options.cache_dir, blend_key, size, lengths, &ds->blending_);
+            },
+            options.interrupted, &building));
   }
   if (!ds->blending_from_cache_) {
     BlendingIndices b =

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <new>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/cord.h"
@@ -339,7 +340,7 @@ HeldLocks& Held() {
 
 }  // namespace
 
-FileLock::FileLock(const std::string& path) {
+FileLock::FileLock(const std::string& path, const std::function<bool()>& interrupted) {
   HeldLocks& held = Held();
   {
     std::lock_guard<std::mutex> lock(held.mu);
@@ -350,8 +351,21 @@ FileLock::FileLock(const std::string& path) {
     if (fd_ < 0) return;
     held.fds.push_back(fd_);
   }
-  while (flock(fd_, LOCK_EX) != 0) {
+  // Without `interrupted`, one blocking flock. With it, a poll: a blocking flock returns on a
+  // signal (EINTR) only in the thread the signal went to, which in a process of many threads (a
+  // DataLoader's, TBB's) is seldom this one.
+  const int how = interrupted ? LOCK_EX | LOCK_NB : LOCK_EX;
+  while (flock(fd_, how) != 0) {
     if (errno == EINTR) continue;
+    if (errno == EWOULDBLOCK && interrupted) {
+      if (interrupted()) {
+        interrupted_ = true;
+        Release();
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
     Release();
     return;
   }
@@ -395,15 +409,24 @@ void RemoveTemporaries(const std::string& prefix) {
 
 }  // namespace
 
-bool AwaitStoredOrLock(const std::string& lock_path, const std::string& stored_path,
-                       const std::string& temporaries, const std::function<bool()>& load,
-                       std::optional<FileLock>* building) {
-  building->emplace(lock_path);
+absl::StatusOr<bool> AwaitStoredOrLock(const std::string& lock_path, const std::string& stored_path,
+                                       const std::string& temporaries,
+                                       const std::function<bool()>& load,
+                                       const std::function<bool()>& interrupted,
+                                       std::optional<FileLock>* building) {
+  auto take = [&]() -> absl::Status {
+    building->emplace(lock_path, interrupted);
+    if (!(*building)->interrupted()) return absl::OkStatus();
+    building->reset();
+    return absl::CancelledError(
+        absl::StrCat("interrupted while waiting for another process's build (", lock_path, ")"));
+  };
+  PILEPREP_RETURN_IF_ERROR(take());
   struct stat st;
   if (stat(stored_path.c_str(), &st) == 0) {
     building->reset();
     if (load()) return true;
-    building->emplace(lock_path);  // damaged: rebuilt, one rank at a time
+    PILEPREP_RETURN_IF_ERROR(take());  // damaged: rebuilt, one rank at a time
   }
   // This rank builds. Without the lock (no flock here) another rank may be storing: nothing goes.
   if ((*building)->held()) RemoveTemporaries(temporaries);

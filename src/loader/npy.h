@@ -83,24 +83,28 @@ absl::Status ErrnoStatus(int err, const std::string& path, absl::string_view wha
 // An exclusive flock(2) on `path` (created if missing), held until destruction: the ranks that
 // open one dataset at once build its indices one at a time, so that the first builds and stores
 // them and the others, once it is theirs, find them stored (Megatron builds on rank 0 behind a
-// barrier). Blocks until the lock is free. Best effort: where the file cannot be opened or flock
-// is refused (a filesystem without it), nothing is held and each caller builds, as without it.
-// The lock file stays (removing it would let a waiter lock an unlinked file beside a new one).
-// A process forked while one is held or awaited does not hold it (its copy is closed at the fork).
-// Another user's lock file (0644) is locked through a read-only descriptor, which flock takes on
-// a local file system.
+// barrier). Blocks until the lock is free, or, given `interrupted`, until that returns true (asked
+// every 0.1 s while another holds the lock; then nothing is held and interrupted() is true). Best
+// effort: where the file cannot be opened or flock is refused (a filesystem without it), nothing is
+// held and each caller builds, as without it. The lock file stays (removing it would let a waiter
+// lock an unlinked file beside a new one). A process forked while one is held or awaited does not
+// hold it (its copy is closed at the fork). Another user's lock file (0644) is locked through a
+// read-only descriptor, which flock takes on a local file system.
 class FileLock {
  public:
-  explicit FileLock(const std::string& path);
+  explicit FileLock(const std::string& path, const std::function<bool()>& interrupted = {});
   ~FileLock();
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;
   // Whether the lock is held (false where the file could not be opened or flock was refused).
   bool held() const { return fd_ >= 0; }
+  // Whether the wait was given up because `interrupted` said so.
+  bool interrupted() const { return interrupted_; }
 
  private:
   void Release();
   int fd_ = -1;
+  bool interrupted_ = false;
 };
 
 // The wait of a rank whose cached files missed: takes the build lock at `lock_path` into
@@ -112,10 +116,13 @@ class FileLock {
 // their check) *building holds the lock again for the build and store that follow, and, where it
 // is held, the temporaries of WriteFileAtomically whose paths start with `temporaries` are removed
 // first: a rank killed while it stored (preempted, out of memory) left them, up to GBs each, and
-// only the lock's holder writes them.
-bool AwaitStoredOrLock(const std::string& lock_path, const std::string& stored_path,
-                       const std::string& temporaries, const std::function<bool()>& load,
-                       std::optional<FileLock>* building);
+// only the lock's holder writes them. Cancelled, with nothing held, when `interrupted` (FileLock's)
+// ends a wait.
+absl::StatusOr<bool> AwaitStoredOrLock(const std::string& lock_path, const std::string& stored_path,
+                                       const std::string& temporaries,
+                                       const std::function<bool()>& load,
+                                       const std::function<bool()>& interrupted,
+                                       std::optional<FileLock>* building);
 
 }  // namespace pileprep::internal
 

@@ -24,6 +24,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy
 
@@ -915,6 +916,48 @@ def test_cache(pileprep, writer, tmp):
     same(a.dataset_index, numpy.zeros(0, dtype=numpy.int16), "not a blend: empty int16 dataset_index")
 
 
+def test_ctrl_c_ends_a_wait_for_another_ranks_build(pileprep, writer, tmp):
+    """Ctrl-C (SIGINT) while GPTDataset waits on another process's build lock raises
+    KeyboardInterrupt at once: the wait, the GIL released, went on until the other let go."""
+    import signal
+    import threading
+    prefix = os.path.join(tmp, "interrupted")
+    writer.write(prefix, numpy.uint16, random_docs(random.Random(9), numpy.uint16))
+    cache = os.path.join(tmp, "interrupted_cache")
+    kw = dict(seq_length=7, num_samples=50, seed=3, cache_dir=cache)
+    pileprep.GPTDataset(prefix, **kw)
+    for f in os.listdir(cache):  # built again: the lock files stay, the indices go
+        if not f.endswith("lock"):
+            os.unlink(os.path.join(cache, f))
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import fcntl, os, sys, time\n"
+         "d = sys.argv[1]\n"
+         "held = [open(os.path.join(d, f), 'a') for f in os.listdir(d)]\n"
+         "for h in held: fcntl.flock(h, fcntl.LOCK_EX)\n"
+         "print(len(held), flush=True)\n"
+         "time.sleep(20)\n", cache], stdout=subprocess.PIPE, text=True)
+    try:
+        check(int(holder.stdout.readline()) > 0, "interrupt: the holder holds the build locks")
+        timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+        start = time.monotonic()
+        timer.start()
+        interrupted = False
+        try:
+            pileprep.GPTDataset(prefix, **kw)
+        except KeyboardInterrupt:
+            interrupted = True
+        waited = time.monotonic() - start
+        timer.join()
+        check(interrupted, "interrupt: no KeyboardInterrupt")
+        check(waited < 10, f"interrupt: raised after {waited:.1f} s, when the holder let go")
+    finally:
+        holder.kill()
+        holder.wait()
+    ds = pileprep.GPTDataset(prefix, **kw)  # and then built as usual
+    check(not ds.loaded_from_cache and len(ds) >= 50, "interrupt: built after the interrupted wait")
+
+
 class _FakeTensor(numpy.ndarray):
     """numpy standing in for torch tensors in _megatron_sample (torch is not a test dependency)."""
 
@@ -1169,6 +1212,7 @@ def main():
         test_blending_releases_the_gil(pileprep)
         test_blended_dataset(pileprep, writer, tmp, seed)
         test_cache(pileprep, writer, tmp)
+        test_ctrl_c_ends_a_wait_for_another_ranks_build(pileprep, writer, tmp)
         test_pickle(pileprep, writer, tmp)
         test_python_edges(pileprep, tmp)
         test_blend_list_is_stripped(pileprep, writer, tmp)

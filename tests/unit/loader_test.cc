@@ -534,8 +534,8 @@ TEST(GptDataset, RanksThatWaitedCheckTheStoredIndicesWithoutTheBuildLock) {
   std::optional<internal::FileLock> building;
   // Nothing stored: this rank builds, holding the lock; nothing is loaded meanwhile.
   int loads = 0;
-  EXPECT_FALSE(internal::AwaitStoredOrLock(
-      lock, stored, key, [&] { return ++loads, true; }, &building));
+  EXPECT_FALSE(*internal::AwaitStoredOrLock(
+      lock, stored, key, [&] { return ++loads, true; }, {}, &building));
   EXPECT_EQ(loads, 0);
   ASSERT_TRUE(building.has_value());
   EXPECT_FALSE(LockIsFree(lock));
@@ -543,16 +543,63 @@ TEST(GptDataset, RanksThatWaitedCheckTheStoredIndicesWithoutTheBuildLock) {
   // Stored meanwhile: checked with the lock released, and nothing held after.
   WriteFile(stored, "described");
   bool free_while_loading = false;
-  EXPECT_TRUE(internal::AwaitStoredOrLock(
-      lock, stored, key, [&] { return free_while_loading = LockIsFree(lock), true; }, &building));
+  EXPECT_TRUE(*internal::AwaitStoredOrLock(
+      lock, stored, key, [&] { return free_while_loading = LockIsFree(lock), true; }, {},
+      &building));
   EXPECT_TRUE(free_while_loading);
   EXPECT_FALSE(building.has_value());
   EXPECT_TRUE(LockIsFree(lock));
   // Stored but damaged (the check fails): the lock is taken again for the rebuild.
-  EXPECT_FALSE(internal::AwaitStoredOrLock(
-      lock, stored, key, [] { return false; }, &building));
+  EXPECT_FALSE(*internal::AwaitStoredOrLock(
+      lock, stored, key, [] { return false; }, {}, &building));
   ASSERT_TRUE(building.has_value());
   EXPECT_FALSE(LockIsFree(lock));
+}
+
+// A rank waiting on another process's build can be interrupted (the Python module: Ctrl-C): the
+// wait is given up when `interrupted` says so, with Cancelled and nothing held. It waited for the
+// lock whatever happened, so a holder that hung held every waiting rank with it. Here the holder
+// is a child that keeps the lock for 3 s; the waiter is interrupted at its third question.
+TEST(GptDataset, AWaitForAnotherProcesssBuildCanBeInterrupted) {
+  ScopedTempDir tmp("loader_test_interrupted_wait");
+  const std::string key = tmp.path() + "/key-";
+  const std::string lock = key + "lock";
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const int fd = open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0 || flock(fd, LOCK_EX) != 0) _exit(3);
+    (void)!write(ready[1], "r", 1);
+    sleep(3);
+    _exit(0);
+  }
+  char byte;
+  ASSERT_EQ(read(ready[0], &byte, 1), 1);
+  close(ready[0]);
+  close(ready[1]);
+  int asked = 0;
+  std::optional<internal::FileLock> building;
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<bool> loaded = internal::AwaitStoredOrLock(
+      lock, key + "description.txt", key, [] { return true; }, [&] { return ++asked == 3; },
+      &building);
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kCancelled) << loaded.status();
+  EXPECT_NE(loaded.status().message().find("interrupted while waiting for another process's build"),
+            std::string::npos)
+      << loaded.status();
+  EXPECT_EQ(asked, 3);
+  EXPECT_LT(waited, 2.0) << "s waited: the wait went on until the holder let go";
+  EXPECT_FALSE(building.has_value());
+  kill(child, SIGKILL);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);
+  // Not interrupted (never asked while the lock is free): taken as before.
+  EXPECT_FALSE(*internal::AwaitStoredOrLock(
+      lock, key + "description.txt", key, [] { return true; }, [] { return true; }, &building));
+  EXPECT_TRUE(building.has_value() && building->held());
 }
 
 // A rank killed while it stored its indices (preempted, out of memory) left their temporaries, up
@@ -566,8 +613,8 @@ TEST(GptDataset, TheBuilderRemovesItsKeysTemporariesLeftByAKilledRank) {
   const std::string kept = key + "document_index.npy";
   for (const std::string& path : {left, other, kept}) WriteFile(path, "x");
   std::optional<internal::FileLock> building;
-  EXPECT_FALSE(internal::AwaitStoredOrLock(
-      key + "lock", key + "description.txt", key, [] { return true; }, &building));
+  EXPECT_FALSE(*internal::AwaitStoredOrLock(
+      key + "lock", key + "description.txt", key, [] { return true; }, {}, &building));
   ASSERT_TRUE(building.has_value() && building->held());
   EXPECT_FALSE(std::filesystem::exists(left));
   EXPECT_TRUE(std::filesystem::exists(other));
