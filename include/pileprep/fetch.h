@@ -31,8 +31,11 @@
 //     restart is needed.)
 //   - HTTP 404 and other 4xx: NotFound / PermissionDenied / FailedPrecondition at once, naming
 //     the URL and the status line, with a body or without; no retry.
-//   - fewer bytes than Content-Length, or more than Content-Range's total: DataLoss. Bytes past a
-//     200's Content-Length are not read (HTTP/1.1 framing; libcurl drops them).
+//   - fewer bytes than Content-Length: resumed as any cut answer is (Unavailable once retries
+//     run out); every byte of the file arrived and a 416 with the same strong ETag stating more
+//     (a server or proxy that misstates the length), or more bytes than Content-Length or
+//     Content-Range's total: DataLoss. Bytes past a 200's Content-Length are not read (HTTP/1.1
+//     framing; libcurl drops them).
 //   - TLS verification failures: Unavailable naming the cause (no retry).
 //   - retries exhausted: Unavailable with the last cause.
 // TLS certificates are verified unless `insecure`; proxies come from the usual environment
@@ -117,8 +120,9 @@ class HttpSource : public ByteSource {
   virtual FetchStats stats() const = 0;
 };
 
-// Starts downloading `url`. Fails at once only for a URL libcurl cannot take; HTTP errors surface
-// from Read(). `observer` (may be null) must outlive the source.
+// Starts downloading `url`. Fails at once (InvalidArgument) for a URL that is not http:// or
+// https:// and for a header that is not "Name: value"; anything else, a URL that libcurl then
+// refuses included, surfaces from Read(). `observer` (may be null) must outlive the source.
 absl::StatusOr<std::unique_ptr<HttpSource>> OpenHttpSource(const std::string& url,
                                                            const FetchOptions& options,
                                                            FetchObserver* observer = nullptr);

@@ -339,6 +339,43 @@ class HttpSourceImpl final : public HttpSource {
                         " to prove the file unchanged");
   }
 
+  // The host (and port, if given) the last transfer was redirected to, when not the URL's own;
+  // else "".
+  std::string RedirectedToAnotherHost() const {
+    char* effective = nullptr;
+    if (Redirects() == 0 ||
+        curl_easy_getinfo(easy_, CURLINFO_EFFECTIVE_URL, &effective) != CURLE_OK ||
+        effective == nullptr) {
+      return "";
+    }
+    auto host_of = [](const std::string& url) {
+      std::string out;
+      CURLU* u = curl_url();
+      char* host = nullptr;
+      char* port = nullptr;
+      if (u != nullptr && curl_url_set(u, CURLUPART_URL, url.c_str(), 0) == CURLUE_OK &&
+          curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK) {
+        out = host;
+        if (curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK) {
+          absl::StrAppend(&out, ":", port);
+        }
+      }
+      curl_free(host);
+      curl_free(port);
+      curl_url_cleanup(u);
+      return out;
+    };
+    const std::string to = host_of(effective);
+    return !to.empty() && to != host_of(url_) ? Printable(to) : "";
+  }
+
+  bool HasAuthorizationHeader() const {
+    for (const std::string& h : options_.headers) {
+      if (absl::StartsWithIgnoreCase(h, "authorization:")) return true;
+    }
+    return false;
+  }
+
   // How many redirects the last transfer followed.
   long Redirects() const {
     long n = 0;
@@ -404,11 +441,17 @@ class HttpSourceImpl final : public HttpSource {
       ++stats_.skipped_prefixes;
       return true;
     }
+    // Why the prefix cannot be skipped. Validators that all match, but no strong ETag among them,
+    // do not prove the bytes the same (a Last-Modified has one-second resolution); they do not
+    // say the file changed either (a mirror that ignores Range, such as python -m http.server).
+    const bool changed =
+        r.etag != etag_ || r.last_modified != last_modified_ ||
+        (r.content_length >= 0 && total_.load() >= 0 && r.content_length != total_.load());
     abort_status_ = RestartStatus(absl::StrCat(
-        name_, ": the server answered a request for bytes ", offset,
-        "- with the whole file (",
+        name_, ": the server answered a request for bytes ", offset, "- with the whole file (",
         etag_.empty() && last_modified_.empty() ? "no ETag or Last-Modified to prove it unchanged"
-                                                : "the file changed",
+        : changed                               ? "the file changed"
+                  : "it ignores Range, and without a strong ETag the file is not proven unchanged",
         "); restarting the shard from byte 0"));
     return false;
   }
@@ -734,6 +777,14 @@ class HttpSourceImpl final : public HttpSource {
           std::string hint;
           if (r.code == 401 || r.code == 403) {
             hint = " (a gated dataset needs --header \"Authorization: Bearer TOKEN\")";
+            // libcurl does not send a given Authorization header on to another host after a
+            // redirect (as browsers do not): the hint to give one would then be wrong.
+            if (const std::string host = RedirectedToAnotherHost();
+                !host.empty() && HasAuthorizationHeader()) {
+              hint = absl::StrCat(" (the server redirected it to another host, ", host,
+                                  ", which libcurl does not send the Authorization header to: "
+                                  "give that host's URL, or one signed for it)");
+            }
           }
           absl::Status s = absl::FailedPreconditionError(absl::StrCat(name_, ": ", cause));
           if (r.code == 404 || r.code == 410) s = absl::NotFoundError(absl::StrCat(name_, ": ", cause));

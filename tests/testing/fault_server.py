@@ -20,6 +20,7 @@ fault plans: each request for FILE takes the next action of its plan (then behav
       ok        answer normally
   --no-range          ignore Range (always 200 with the whole file), as some servers do
   --no-etag           send neither ETag nor Last-Modified
+  --last-modified-only  send Last-Modified but never an ETag (as python -m http.server does)
   --ignore-if-range   answer a Range request with 206 even when If-Range names another version
   --no-etag-on-206    leave ETag out of 206 answers (Last-Modified stays)
   --no-validators-on-206  leave ETag and Last-Modified out of 206 answers
@@ -70,6 +71,7 @@ def main():
     ap.add_argument("--change", action="append", default=[])
     ap.add_argument("--no-range", action="store_true")
     ap.add_argument("--no-etag", action="store_true")
+    ap.add_argument("--last-modified-only", action="store_true")
     ap.add_argument("--ignore-if-range", action="store_true")
     ap.add_argument("--vary-last-modified", action="store_true")
     ap.add_argument("--no-etag-on-206", action="store_true")
@@ -210,7 +212,7 @@ def main():
                                  str(announced + (int(params[0]) if kind == "longer" else 0)))
             self.send_header("Accept-Ranges", "none" if args.no_range else "bytes")
             if not args.no_etag and not (status == 206 and args.no_validators_on_206):
-                if not (status == 206 and args.no_etag_on_206):
+                if not (status == 206 and args.no_etag_on_206) and not args.last_modified_only:
                     self.send_header("ETag", etag)
                 self.send_header("Last-Modified", mtime)
             if status == 206:

@@ -152,6 +152,20 @@ TEST(HttpSource, ServerIgnoringRangeWithoutValidatorRequiresRestart) {
   EXPECT_THAT(d.message(), HasSubstr("restarting the shard"));
 }
 
+// A server that ignores Range and has only a Last-Modified to show (python -m http.server): the
+// same Last-Modified does not prove the bytes the same, so the shard restarts; but the message
+// does not say the file changed, which it did not (it said so whenever any validator was there).
+TEST(HttpSource, ServerIgnoringRangeWithOnlyLastModifiedRestartsWithoutSayingTheFileChanged) {
+  Download d;
+  ASSERT_NO_FATAL_FAILURE(
+      Fetch({"--no-range", "--last-modified-only", "--plan", "01.jsonl.zst=drop:100000"}, &d));
+  ASSERT_FALSE(d.bytes.ok());
+  EXPECT_TRUE(IsRestartRequired(d.bytes.status())) << d.bytes.status();
+  EXPECT_THAT(d.message(), HasSubstr("with the whole file (it ignores Range, and without a strong "
+                                     "ETag the file is not proven unchanged)"));
+  EXPECT_THAT(d.message(), ::testing::Not(HasSubstr("the file changed")));
+}
+
 TEST(HttpSource, FileChangedBetweenRequestsRequiresRestartThenGetsTheNewFile) {
   Download d;
   ASSERT_NO_FATAL_FAILURE(Fetch({"--plan", "01.jsonl.zst=drop:100000", "--change",
