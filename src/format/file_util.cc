@@ -136,7 +136,10 @@ absl::Status WriteAll(int fd, const char* data, size_t size, const std::string& 
         if (LeaveDirect(fd) == 1) continue;
         errno = EINVAL;
       }
-      return ErrnoError(errno, path, absl::StrCat("write at byte ", offset));
+      // errno read before the message is made: its allocation may change errno, and GCC
+      // evaluates arguments right to left.
+      const int err = errno;
+      return ErrnoError(err, path, absl::StrCat("write at byte ", offset));
     }
     if (n == 0) return ErrnoError(ENOSPC, path, absl::StrCat("write at byte ", offset));
     data += n;
@@ -153,7 +156,8 @@ absl::StatusOr<size_t> ReadFull(int fd, char* data, size_t size, const std::stri
     ssize_t n = ::read(fd, data + done, size - done);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return ErrnoError(errno, path, absl::StrCat("read at byte ", offset + done));
+      const int err = errno;  // before StrCat allocates (as in WriteFull)
+      return ErrnoError(err, path, absl::StrCat("read at byte ", offset + done));
     }
     if (n == 0) break;
     done += static_cast<size_t>(n);
@@ -207,7 +211,8 @@ absl::Status SyncDirectory(const std::string& dir) {
 
 absl::Status RenameFile(const std::string& from, const std::string& to) {
   if (::rename(from.c_str(), to.c_str()) != 0) {
-    return ErrnoError(errno, to, absl::StrCat("rename from ", from));
+    const int err = errno;  // before StrCat allocates (as in WriteFull)
+    return ErrnoError(err, to, absl::StrCat("rename from ", from));
   }
   return absl::OkStatus();
 }
