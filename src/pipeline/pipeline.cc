@@ -958,14 +958,6 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
       return;
     }
     stats.lines += batch->num_lines;
-    if (batch->then_line_too_long) {
-      fail_line_too_long(stats.lines + 1);
-      return;
-    }
-    if (!batch->then_error.ok()) {
-      fail(batch->then_error);
-      return;
-    }
     stats.replaced_invalid_utf8 += batch->replaced_invalid_utf8;
     stats.replaced_lone_surrogates += batch->replaced_lone_surrogates;
     size_t offset = 0;
@@ -986,6 +978,19 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
       }
       ++stats.documents;
       if (empty) ++stats.empty_documents;
+    }
+    // An error that ends the input after the batch's whole lines (damage, a read error, a line
+    // too long that the read stage stopped buffering) comes after them: they were parsed and
+    // tokenized, and count (written too, never published), as a FAILED row's counts are how far
+    // it got. Failing first left them out: a .zst damaged after one 1 MB batch of lines counted
+    // none of them.
+    if (batch->then_line_too_long) {
+      fail_line_too_long(stats.lines + 1);
+      return;
+    }
+    if (!batch->then_error.ok()) {
+      fail(batch->then_error);
+      return;
     }
     // From a View(), bytes_in_total is where the batch ends in it; the batches before are written.
     if (view) source.Release(batch->bytes_in_total);

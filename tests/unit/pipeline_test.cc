@@ -855,6 +855,39 @@ TEST_F(PipelineTest, ALineTooLongBeforeDamageInTheSameDecodingStepFailsAsTooLong
   }
 }
 
+// An input that fails on damage after whole lines (a .zst whose second frame is damaged) counts
+// every line and document before the damage, as a FAILED row's counts are how far it got: the
+// batch that ended at the damage was parsed and tokenized but left out of the counts (here 20,000
+// documents counted as the first batch's few thousand).
+TEST_F(PipelineTest, DamageAfterWholeLinesCountsTheDocumentsBeforeIt) {
+  std::string plain;
+  for (int i = 0; i < 20000; ++i) plain += "{\"text\": \"line " + std::to_string(i) + "\"}\n";
+  const std::string damaged("\x28\xb5\x2f\xfd\x08\x00\x00\x00", 8);
+  const std::string zst = Compress(plain) + damaged;
+  ShardStats whole;  // the same lines undamaged
+  ASSERT_NE(Run(Compress(plain), InputFormat::kZstd, 1 << 16, 1, 1 << 20, nullptr, &whole), "");
+  ASSERT_EQ(whole.documents, 20000u);
+  for (int threads : {1, 3}) {
+    for (bool own_thread : {true, false}) {
+      for (size_t batch_bytes : {size_t{1} << 12, size_t{1} << 20}) {
+        SCOPED_TRACE(::testing::Message() << threads << " threads, decode thread " << own_thread
+                                          << ", batches of " << batch_bytes);
+        PipelineOptions options;
+        options.zstd_decode_thread = own_thread;
+        absl::Status status;
+        ShardStats stats;
+        EXPECT_EQ(
+            Run(zst, InputFormat::kZstd, 1 << 16, threads, batch_bytes, &status, &stats, options),
+            "");
+        EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+        EXPECT_EQ(stats.lines, 20000u);
+        EXPECT_EQ(stats.documents, 20000u);
+        EXPECT_EQ(stats.tokens, whole.tokens);
+      }
+    }
+  }
+}
+
 // The error an input fails with is the first in the input's order, whatever the thread count,
 // batch size or decoding thread, and however far the read stage ran ahead: here too many bad
 // records in the first lines of a .zst whose second frame is damaged a few KB later.
