@@ -8,7 +8,9 @@
 //                                        {"out/my-gpt3_00_text_document"}, options, &stats));
 //
 // Stages, joined by an order-preserving oneTBB parallel_pipeline with a bounded number of batches
-// in flight (memory is a small multiple of threads x batch size, plus the largest document):
+// in flight (memory is a small multiple of threads x batch size; a line longer than a batch is a
+// batch of its own, so with many such lines up to the batches in flight x the longest line, a few
+// times over: its bytes, the parser's copy, its ids):
 //   1. serial, in order: read the source, decompress, cut the stream into batches of whole lines
 //      (zstd input is read and decoded on a thread of its own, two batches ahead, and the stage
 //      only hands its batches on: PipelineOptions::zstd_decode_thread);
