@@ -184,6 +184,15 @@ if ls "$work/m" | grep -q -e _05_ -e pileprep-tmp; then echo "FAIL: stray files:
 grep -q "FAILED" "$work/err" || { echo "FAIL: summary does not mark the failed shard"; fail=1; }
 grep -q "1 of 3 shard(s) FAILED" "$work/err" || { echo "FAIL: no failure count"; cat "$work/err"; fail=1; }
 
+# Another --output-prefix in the same directory writes its own summary: a validation set's job
+# beside the training set's overwrote the other's verdict (one name per rank).
+expect "another --output-prefix: its own summary" 0 "" -- \
+  "$PILEPREP" --url "$root/data/samples" --files 1 --output-dir "$work/m" --output-prefix val -q
+[[ -s "$work/m/pileprep-summary-val-rank0.json" ]] ||
+  { echo "FAIL: no pileprep-summary-val-rank0.json: $(ls "$work/m")"; fail=1; }
+grep -q '"shard": "05.jsonl.zst"' "$work/m/pileprep-summary-rank0.json" ||
+  { echo "FAIL: the default prefix's summary was overwritten"; fail=1; }
+
 # A corrupt shard among good ones: same.
 mkdir -p "$work/src"
 cp "$root/data/samples/00.jsonl.zst" "$work/src/00.jsonl.zst"

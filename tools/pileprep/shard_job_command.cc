@@ -60,6 +60,7 @@ namespace {
 constexpr char kDefaultUrl[] =
     "https://huggingface.co/datasets/monology/pile-uncopyrighted/resolve/main/train/";
 constexpr int kMaxRestarts = 3;  // whole-shard restarts of a download before the shard fails
+constexpr char kDefaultOutputPrefix[] = "my-gpt3";
 
 struct JobConfig {
   ShardSource source;
@@ -68,6 +69,15 @@ struct JobConfig {
   bool force = false;
   bool remake_other_settings = false;
 };
+
+// The summary's file name in the output directory: one per rank (or array task), and per
+// --output-prefix other than the default, so that two jobs sharing a directory with their own
+// prefixes (a training and a validation set) do not overwrite each other's verdicts.
+std::string SummaryFileName(const JobConfig& job, int rank) {
+  return job.output_prefix == kDefaultOutputPrefix
+             ? absl::StrCat("pileprep-summary-rank", rank, ".json")
+             : absl::StrCat("pileprep-summary-", job.output_prefix, "-rank", rank, ".json");
+}
 
 std::vector<std::string> PrefixesFor(const JobConfig& job, const Common& c, int n) {
   std::vector<std::string> prefixes;
@@ -683,8 +693,8 @@ bool PrintPlan(const std::vector<int>& files, const RankAssignment& a, const Job
         "numbers among those no task has are made by no task of this array\n",
         a.array_count, missing, a.array_min, a.array_max);
   }
-  std::printf("summary: %s/pileprep-summary-rank%d.json\n", job.output_dir.c_str(),
-              a.array_task >= 0 ? a.array_task : a.rank);
+  std::printf("summary: %s/%s\n", job.output_dir.c_str(),
+              SummaryFileName(job, a.array_task >= 0 ? a.array_task : a.rank).c_str());
   return refused;
 }
 
@@ -702,7 +712,7 @@ int RunShardJob(int argc, char** argv, int first) {
   args.Add("output-dir", Args::Kind::kValue, "DIR", "where the .bin/.idx pairs go", ".");
   args.Add("output-prefix", Args::Kind::kValue, "NAME",
            "outputs are DIR/NAME_NN_text_document.{bin,idx} (the NeMo launcher's names)",
-           "my-gpt3");
+           kDefaultOutputPrefix);
   args.Add("json-keys", Args::Kind::kMulti, "KEY", "JSON field(s) holding the text", "text");
   args.Add("threads", Args::Kind::kValue, "N", "worker threads", "all cores");
   args.Add("shards-at-once", Args::Kind::kValue, "K",
@@ -778,7 +788,8 @@ int RunShardJob(int argc, char** argv, int first) {
       "--append-eod. Outputs appear only when complete; a rerun skips shards whose outputs "
       "validate.\n"
       "Ranks split --files as the NeMo launcher does; a JSON summary goes to\n"
-      "DIR/pileprep-summary-rankR.json.\n\n"
+      "DIR/pileprep-summary-rankR.json (DIR/pileprep-summary-NAME-rankR.json for another\n"
+      "--output-prefix).\n\n"
       "Other commands (pileprep help COMMAND for their flags):\n" +
           commands + "\n",
       ExitCodeHelp(ExitHelpFor::kShardJob));
@@ -897,7 +908,7 @@ int RunShardJob(int argc, char** argv, int first) {
     return kExitUsage;
   }
   job.output_dir = args.Get("output-dir", ".");
-  job.output_prefix = args.Get("output-prefix", "my-gpt3");
+  job.output_prefix = args.Get("output-prefix", kDefaultOutputPrefix);
   if (job.output_prefix.empty() || job.output_prefix.find('/') != std::string::npos) {
     PrintError("--output-prefix must be a plain name without '/'; use --output-dir for the directory");
     return kExitUsage;
@@ -1443,10 +1454,9 @@ int RunShardJob(int argc, char** argv, int first) {
   info.exit_status = cancel_exit != 0 ? cancel_exit : failed > 0 ? kExitFailed : kExitOk;
   info.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - job_start).count();
-  const std::string summary_base =
-      (std::filesystem::path(job.output_dir) / absl::StrCat("pileprep-summary-rank", summary_rank))
-          .string();
-  const std::string summary_path = summary_base + ".json";
+  const std::string summary_path =
+      (std::filesystem::path(job.output_dir) / SummaryFileName(job, summary_rank)).string();
+  const std::string summary_base = summary_path.substr(0, summary_path.size() - 5);  // no .json
   // A straggler and its requeue (same rank, same directory, maybe another node) would write one
   // temporary: the summary is written under a lock of its own, held for moments, waited for, and
   // through a temporary of this process's own (where flock is local to a node the lock does not
