@@ -51,7 +51,8 @@ int RunMerge(int argc, char** argv, int first) {
       "Exit status:\n"
       "  0  merged and published\n"
       "  1  an input is unusable or the merge failed (nothing is published)\n"
-      "  2  usage error\n"
+      "  2  usage or set-up error (bad flag, an input given twice, an output directory that\n"
+      "     cannot be made or written)\n"
       "  129, 130, 143  stopped by SIGHUP, SIGINT or SIGTERM (its temporary files removed; "
       "nothing published)\n");
   if (done) return *done;
