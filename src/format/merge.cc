@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <bit>
 #include <cstring>
 #include <memory>
@@ -88,7 +89,11 @@ absl::Status CheckSame(const std::string& path, const Seen& before, const struct
 
 absl::Status CheckSamePath(const std::string& path, const Seen& before) {
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return Changed(path, "gone");
+  if (::stat(path.c_str(), &st) != 0) {
+    // Only a file not there is gone; another failure (EACCES, EIO, ESTALE) is named as it is.
+    const int err = errno;
+    return err == ENOENT ? Changed(path, "gone") : internal::ErrnoError(err, path, "stat");
+  }
   return CheckSame(path, before, st);
 }
 
@@ -250,7 +255,7 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
       const std::string path = inputs[k] + ".bin";
       PILEPREP_ASSIGN_OR_RETURN(internal::UniqueFd fd, internal::OpenForRead(path));
       struct stat st;
-      if (::fstat(fd.get(), &st) != 0) return Changed(path, "gone");
+      if (::fstat(fd.get(), &st) != 0) return internal::ErrnoError(errno, path, "stat");
       PILEPREP_RETURN_IF_ERROR(CheckSame(path, seen_bin[k], st));
       ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);  // advice: a failure changes nothing
       uint64_t copied = 0;
@@ -269,7 +274,7 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
         return Changed(path, absl::StrCat(bin_sizes[k], " bytes, now ", copied));
       }
       // Written to in place while copied: same size, another modification time.
-      if (::fstat(fd.get(), &st) != 0) return Changed(path, "gone");
+      if (::fstat(fd.get(), &st) != 0) return internal::ErrnoError(errno, path, "stat");
       PILEPREP_RETURN_IF_ERROR(CheckSame(path, seen_bin[k], st));
     }
     if (options.sync) PILEPREP_RETURN_IF_ERROR(bin->Sync());
