@@ -162,6 +162,28 @@ PyIndexedDataset OpenIndexedDataset(const std::string& prefix) {
   return PyIndexedDataset{*std::move(v)};
 }
 
+// __reduce__ of a dataset made from `args`: a call to its class with them. A Python subclass is
+// made through pileprep._rebuild (python/pileprep/__init__.py) instead, which calls the pileprep
+// class's __init__ with them (a subclass's own __init__ may take other arguments) and restores the
+// instance's __dict__ (the attributes it set, which a spawned DataLoader worker got without).
+py::tuple Reduce(py::handle self, const py::tuple& args) {
+  py::object cls = py::reinterpret_borrow<py::object>(self.get_type());
+  py::object base = cls;
+  for (py::handle b : cls.attr("__mro__")) {  // the pileprep class it derives from
+    if (py::hasattr(b, "__module__") &&
+        b.attr("__module__").cast<std::string>() == "pileprep._pileprep") {
+      base = py::reinterpret_borrow<py::object>(b);
+      break;
+    }
+  }
+  if (base.is(cls)) return py::make_tuple(cls, args);
+  py::object state = py::none();
+  if (py::hasattr(self, "__dict__")) state = self.attr("__dict__");
+  // pileprep._rebuild, a Python function (pickled by name; a pybind11 one cannot be).
+  return py::make_tuple(py::module_::import("pileprep").attr("_rebuild"),
+                        py::make_tuple(cls, base, args, state));
+}
+
 // The limit GptDataset::Open sets for a blend (kMaxBlendDatasets).
 void CheckDatasetCount(size_t n) {
   if (n > kMaxBlendDatasets) {
@@ -408,7 +430,8 @@ PYBIND11_MODULE(_pileprep, m) {
             if (d.view->dtype() == TokenDType::kUint16) return View<uint16_t>(data, {n}, self);
             return View<int32_t>(data, {n}, self);
           },
-          py::arg("idx"), "Sequence idx (negative counts from the end) as a read-only view.")
+          py::arg("idx").noconvert(),
+          "Sequence idx (negative counts from the end) as a read-only view.")
       .def("__getitem__", &GetSequences, py::arg("idx"), kGetSequencesDoc)
       .def(
           "__getitem__",
@@ -417,8 +440,8 @@ PYBIND11_MODULE(_pileprep, m) {
             throw py::index_error("index out of range");  // past int64: out of any dataset
           },
           py::arg("idx"))
-      .def("get", &GetPart, py::arg("idx"), py::arg("offset") = 0, py::arg("length") = py::none(),
-           kGetPartDoc)
+      .def("get", &GetPart, py::arg("idx").noconvert(), py::arg("offset").noconvert() = 0,
+           py::arg("length").noconvert() = py::none(), kGetPartDoc)
       .def_property_readonly("sequence_lengths",
                              [](py::object self) {
                                const auto& d = Self<PyIndexedDataset>(self);
@@ -474,16 +497,17 @@ PYBIND11_MODULE(_pileprep, m) {
       // and up only, and protocols 0 and 1 aborted the interpreter. (__setstate__ above still
       // reads the pickles made before.)
       .def("__reduce__", [](py::handle self) {
-        return py::make_tuple(self.get_type(),
-                              py::make_tuple(Self<PyIndexedDataset>(self).view->prefix()));
+        return Reduce(self, py::make_tuple(Self<PyIndexedDataset>(self).view->prefix()));
       });
 
   // The defaults are GptDatasetOptions' (the single source of them), not written again here.
   const GptDatasetOptions defaults;
   py::class_<PyGptDataset>(m, "GPTDataset")
-      .def(py::init(&OpenGptDataset), py::arg("prefix_or_blend"), py::arg("seq_length"),
-           py::arg("num_samples") = py::none(), py::arg("seed") = defaults.seed,
-           py::arg("split") = py::none(), py::arg("split_index") = defaults.split_index,
+      .def(py::init(&OpenGptDataset), py::arg("prefix_or_blend"), py::arg("seq_length").noconvert(),
+           py::arg("num_samples").noconvert() = py::none(),
+           // Not noconvert: pybind11 2.10 then refuses a numpy unsigned (PyLong_AsUnsignedLong).
+           py::arg("seed") = defaults.seed, py::arg("split") = py::none(),
+           py::arg("split_index").noconvert() = defaults.split_index,
            py::arg("add_extra_token") = defaults.add_extra_token,
            py::arg("drop_last_partial_validation_sequence") =
                defaults.drop_last_partial_validation_sequence,
@@ -509,25 +533,25 @@ PYBIND11_MODULE(_pileprep, m) {
           }))
       // As IndexedDataset's: a call to the class with the constructor's arguments.
       .def("__reduce__",
-           [](py::handle self) {
-             return py::make_tuple(self.get_type(), Self<PyGptDataset>(self).args);
-           })
+           [](py::handle self) { return Reduce(self, Self<PyGptDataset>(self).args); })
       .def("__len__",
            [](py::handle self) {
              const PyGptDataset& g = Self<PyGptDataset>(self);
              return g.ds->size();
            })
-      .def("__getitem__",
-           [](py::handle self, int64_t i) {
-             const PyGptDataset& g = Self<PyGptDataset>(self);
-             i = Normalize(i, g.ds->size());
-             std::vector<int64_t> text;
-             absl::Status s = g.ds->GetSample(i, &text);
-             if (!s.ok()) Raise(s);
-             py::array_t<int64_t> a(static_cast<py::ssize_t>(text.size()));
-             std::copy(text.begin(), text.end(), a.mutable_data());
-             return a;
-           })
+      .def(
+          "__getitem__",
+          [](py::handle self, int64_t i) {
+            const PyGptDataset& g = Self<PyGptDataset>(self);
+            i = Normalize(i, g.ds->size());
+            std::vector<int64_t> text;
+            absl::Status s = g.ds->GetSample(i, &text);
+            if (!s.ok()) Raise(s);
+            py::array_t<int64_t> a(static_cast<py::ssize_t>(text.size()));
+            std::copy(text.begin(), text.end(), a.mutable_data());
+            return a;
+          },
+          py::arg("idx").noconvert())
       .def("__getitem__",
            [](py::handle self, const py::int_&) -> py::array {
              Self<PyGptDataset>(self);
@@ -647,7 +671,7 @@ PYBIND11_MODULE(_pileprep, m) {
             Narrowed<int64_t>(b.dataset_sample_index,
                               {static_cast<py::ssize_t>(b.dataset_sample_index.size())}));
       },
-      py::arg("weights"), py::arg("size"),
+      py::arg("weights"), py::arg("size").noconvert(),
       "helpers.cpp build_blending_indices: (dataset_index int16, dataset_sample_index int64).");
   m.def(
       "exhaustive_blending_indices",
@@ -664,16 +688,22 @@ PYBIND11_MODULE(_pileprep, m) {
           total += sizes[d];
         }
         BlendingIndices b;
-        {
+        try {
           py::gil_scoped_release release;  // Σ sizes picks, each over the unspent datasets
           b = BuildExhaustiveBlendingIndices(sizes);
+        } catch (const std::length_error&) {  // as blending_indices: ValueError("vector::reserve")
+          Throw(PyExc_MemoryError, absl::StrCat("exhaustive_blending_indices: ", total,
+                                                " picks do not fit in memory"));
+        } catch (const std::bad_alloc&) {
+          Throw(PyExc_MemoryError, absl::StrCat("exhaustive_blending_indices: ", total,
+                                                " picks do not fit in memory"));
         }
         return py::make_tuple(
             Narrowed<int16_t>(b.dataset_index, {static_cast<py::ssize_t>(b.dataset_index.size())}),
             Narrowed<int64_t>(b.dataset_sample_index,
                               {static_cast<py::ssize_t>(b.dataset_sample_index.size())}));
       },
-      py::arg("sizes"), "helpers.cpp build_exhaustive_blending_indices.");
+      py::arg("sizes").noconvert(), "helpers.cpp build_exhaustive_blending_indices.");
   m.def(
       "split_ranges",
       [](const std::string& split, int64_t num_sequences, bool legacy) {
@@ -690,6 +720,6 @@ PYBIND11_MODULE(_pileprep, m) {
         }
         return out;
       },
-      py::arg("split"), py::arg("num_sequences"), py::arg("legacy") = false,
+      py::arg("split"), py::arg("num_sequences").noconvert(), py::arg("legacy") = false,
       "Megatron's split of num_sequences: three (begin, end) or None.");
 }

@@ -14,7 +14,8 @@ does there). GPTDataset takes Megatron's --data-path list too (["0.3", "A", "0.7
 stripped as get_blend_from_list strips them) and mid_level_dataset_surplus (default 0.005).
 
 `TorchGPTDataset` (when torch is importable) wraps a GPTDataset as a torch Dataset that returns
-Megatron's dict: tokens, labels, loss_mask, position_ids (and attention_mask on request).
+Megatron's dict: tokens, labels, loss_mask, position_ids (and attention_mask on request), with
+dataset_id first for a blend; index None gives Megatron-core's padding sample (loss_mask all 0).
 """
 import numpy
 
@@ -33,6 +34,17 @@ __all__ = [
     "exhaustive_blending_indices",
     "split_ranges",
 ]
+
+def _rebuild(cls, base, args, state):
+    """Unpickles an instance of a Python subclass of a pileprep dataset (their __reduce__): the
+    pileprep class's __init__ with the arguments it was made from (the subclass's own __init__ may
+    take others), then the instance's attributes."""
+    obj = cls.__new__(cls)
+    base.__init__(obj, *args)
+    if state:
+        obj.__dict__.update(state)
+    return obj
+
 
 try:
     import torch as _torch
@@ -79,6 +91,23 @@ def _megatron_sample(text, seq_length, add_extra_token, eod_token, eod_mask_loss
     return sample
 
 
+def _torch_sample(dataset, idx, eod_token, eod_mask_loss, pad_token, create_attention_mask, torch):
+    """TorchGPTDataset.__getitem__: Megatron's sample dict for sample idx of a GPTDataset.
+
+    As Megatron-core: idx None is a padding sample (sample 0's tokens, its loss masked out whole),
+    which its batch samplers ask for to fill a last batch; a blend's sample starts with its
+    dataset's id (BlendedDataset's "dataset_id", a numpy int16 as dataset_index holds it).
+    """
+    i = 0 if idx is None else idx
+    sample = _megatron_sample(dataset[i], dataset.seq_length, dataset.add_extra_token, eod_token,
+                              eod_mask_loss, pad_token, create_attention_mask, torch)
+    if idx is None:
+        sample["loss_mask"] = torch.zeros_like(sample["loss_mask"])
+    if dataset.is_blend:
+        sample = {"dataset_id": dataset.dataset_index[i], **sample}
+    return sample
+
+
 if _torch is not None:
 
     class TorchGPTDataset(_torch.utils.data.Dataset):
@@ -99,10 +128,8 @@ if _torch is not None:
         def __len__(self):
             return len(self.dataset)
 
-        def __getitem__(self, i):
-            return _megatron_sample(self.dataset[i], self.dataset.seq_length,
-                                    self.dataset.add_extra_token, self.eod_token,
-                                    self.eod_mask_loss, self.pad_token, self.create_attention_mask,
-                                    _torch)
+        def __getitem__(self, idx):
+            return _torch_sample(self.dataset, idx, self.eod_token, self.eod_mask_loss,
+                                 self.pad_token, self.create_attention_mask, _torch)
 
     __all__.append("TorchGPTDataset")

@@ -992,6 +992,10 @@ class _FakeTorch:
     def tril(t):
         return numpy.tril(t).view(_FakeTensor)
 
+    @staticmethod
+    def zeros_like(t):
+        return numpy.zeros_like(t).view(_FakeTensor)
+
 
 def ref_megatron_sample(text, seq, extra, eod, eod_mask_loss, pad):
     """Megatron-core GPTDataset: _query_document_sample_shuffle_indices' padding, then __getitem__."""
@@ -1015,6 +1019,26 @@ def ref_megatron_sample(text, seq, extra, eod, eod_mask_loss, pad):
 def test_pickle(pileprep, writer, tmp):
     """A DataLoader's spawned workers get the datasets pickled: they open them again, alike."""
     import pickle
+
+    # Subclasses: the attributes an instance set come along (they were dropped), and one whose
+    # own __init__ takes other arguments is made through the pileprep class's (it failed:
+    # "takes 2 positional arguments but 12 were given").
+    global _PickledSub, _PickledSubOwnInit, _PickledIndexedSub
+
+    class _PickledSub(pileprep.GPTDataset):
+        pass
+
+    class _PickledSubOwnInit(pileprep.GPTDataset):
+        def __init__(self, path):
+            super().__init__(path, seq_length=5, seed=11)
+            self.tag = "own"
+
+    class _PickledIndexedSub(pileprep.IndexedDataset):
+        pass
+
+    _PickledSub.__qualname__ = "_PickledSub"
+    _PickledSubOwnInit.__qualname__ = "_PickledSubOwnInit"
+    _PickledIndexedSub.__qualname__ = "_PickledIndexedSub"
     rnd = random.Random(9)
     a = os.path.join(tmp, "pickled_a")
     b = os.path.join(tmp, "pickled_b")
@@ -1039,6 +1063,22 @@ def test_pickle(pileprep, writer, tmp):
             continue
         check(e.prefix == d.prefix and len(e) == len(d), f"pickle {protocol}: IndexedDataset")
         same(e[len(d) - 1], d[len(d) - 1], f"pickle {protocol}: IndexedDataset last sequence")
+    sub = _PickledSub(a, seq_length=5, seed=3)
+    sub.epoch = 4
+    own = _PickledSubOwnInit(a)
+    isub = _PickledIndexedSub(a)
+    isub.note = "n"
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+        s2 = pickle.loads(pickle.dumps(sub, protocol=protocol))
+        check(type(s2) is _PickledSub and getattr(s2, "epoch", None) == 4 and
+              len(s2) == len(sub) and (s2[7] == sub[7]).all(),
+              f"pickle {protocol}: a GPTDataset subclass with its attributes")
+        o2 = pickle.loads(pickle.dumps(own, protocol=protocol))
+        check(type(o2) is _PickledSubOwnInit and o2.tag == "own" and (o2[7] == own[7]).all(),
+              f"pickle {protocol}: a subclass with its own __init__")
+        i2 = pickle.loads(pickle.dumps(isub, protocol=protocol))
+        check(type(i2) is _PickledIndexedSub and i2.note == "n" and len(i2) == len(isub),
+              f"pickle {protocol}: an IndexedDataset subclass with its attributes")
     for path in (f"0.3 {a} 0.7 {b}", ["0.3", a, "0.7", b], a):
         g = pileprep.GPTDataset(path, seq_length=5, num_samples=60, seed=3, split="90,5,5",
                                 cache_dir=os.path.join(tmp, "pickle_cache"))
@@ -1142,6 +1182,30 @@ def test_python_edges(pileprep, tmp):
           "a bytes prefix opens the dataset, as a str one")
     e = raised(lambda: pileprep.blending_indices([1.0], 2**62))
     check(isinstance(e, MemoryError), f"blending_indices past memory: {type(e).__name__}: {e}")
+    e = raised(lambda: pileprep.exhaustive_blending_indices([2**63 - 1]))
+    check(isinstance(e, MemoryError) and "do not fit in memory" in str(e),
+          f"exhaustive_blending_indices past memory: {type(e).__name__}: {e}")
+    # An index or count that is not an integer is refused (TypeError, as Megatron's), not cut to
+    # one: numpy.float32(1.7) read sequence 1 (pybind11 converted it through int()). numpy
+    # integers are integers.
+    import decimal
+    for what, fn in (("ds[float32]", lambda: ds[numpy.float32(1.7)]),
+                     ("ds[Decimal]", lambda: ds[decimal.Decimal("2.9")]),
+                     ("g[float32]", lambda: g[numpy.float32(2.9)]),
+                     ("ds.get offset float32", lambda: ds.get(1, numpy.float32(1.5))),
+                     ("GPTDataset seq_length float32",
+                      lambda: pileprep.GPTDataset(golden, numpy.float32(4.9), 5)),
+                     ("blending_indices size float32",
+                      lambda: pileprep.blending_indices([0.3, 0.7], numpy.float32(10.9))),
+                     ("exhaustive_blending_indices float32 size",
+                      lambda: pileprep.exhaustive_blending_indices([numpy.float32(3.5)])),
+                     ("split_ranges float32", lambda: pileprep.split_ranges("1,1,1", numpy.float32(9.5)))):
+        e = raised(fn)
+        check(isinstance(e, TypeError), f"{what}: {type(e).__name__}: {e}")
+    same(ds[numpy.int64(1)], ds[1], "numpy.int64 index")
+    same(g[numpy.int32(2)], g[2], "numpy.int32 sample index")
+    check(len(pileprep.GPTDataset(golden, numpy.int64(4), numpy.int64(5), seed=numpy.uint32(3))) ==
+          len(pileprep.GPTDataset(golden, 4, 5, seed=3)), "numpy integers as GPTDataset arguments")
 
 
 def test_sample_dict(pileprep):
@@ -1165,6 +1229,23 @@ def test_sample_dict(pileprep):
         same(numpy.asarray(got["labels"]), exp[1], what + ": labels")
         same(numpy.asarray(got["loss_mask"]), exp[2], what + ": loss_mask")
         check(int(numpy.asarray(got["labels"]).min()) >= 0, what + ": a negative label")
+    # TorchGPTDataset's item (torch stands in as above): Megatron-core's padding sample for idx
+    # None (sample 0's tokens, no loss), and a blend's dataset_id first, as BlendedDataset's.
+    golden = os.path.join(ROOT, "tests", "data", "format", "lcg300_uint16")
+    g = package.GPTDataset(golden, seq_length=8)
+    item = package._torch_sample
+    plain = item(g, 0, 50256, False, -1, False, _FakeTorch)
+    pad = item(g, None, 50256, False, -1, False, _FakeTorch)
+    check("dataset_id" not in plain, "torch item: no dataset_id outside a blend")
+    same(numpy.asarray(pad["tokens"]), numpy.asarray(plain["tokens"]), "torch item: None is sample 0's tokens")
+    check(numpy.asarray(plain["loss_mask"]).any() and not numpy.asarray(pad["loss_mask"]).any(),
+          "torch item: None's loss_mask is all 0, sample 0's is not")
+    b = package.GPTDataset(f"0.5 {golden} 0.5 {golden}", seq_length=8, num_samples=40)
+    for i in (0, 7, -1):
+        got = item(b, i, 50256, False, -1, False, _FakeTorch)
+        check(list(got)[0] == "dataset_id" and got["dataset_id"] == b.dataset_index[i] and
+              got["dataset_id"].dtype == numpy.int16, f"torch item {i} of a blend: dataset_id first")
+        same(numpy.asarray(got["tokens"]), b[i][:8], f"torch item {i} of a blend: tokens")
 
 
 def test_readme_examples(pileprep):
