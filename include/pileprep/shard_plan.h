@@ -22,7 +22,8 @@
 namespace pileprep {
 
 // Parses the NeMo launcher's `file_numbers` syntax: comma-separated integers or inclusive ranges
-// ("0-29", "0,3,5-7"). The result is sorted and free of duplicates. Numbers are 0..9999.
+// ("0-29", "0,3,5-7"; empty parts skipped, as the launcher skips them). The result is sorted and
+// free of duplicates, and not empty. Numbers are 0..9999.
 absl::StatusOr<std::vector<int>> ParseFileNumbers(std::string_view spec);
 
 // Shard file name: two digits at least ("03.jsonl.zst").

@@ -42,6 +42,9 @@ absl::StatusOr<std::vector<int>> ParseFileNumbers(std::string_view spec) {
     pos = comma + 1;
   }
   for (std::string_view part : parts) {
+    // An empty part ("0-29,", "1,,3") is skipped, as the launcher's convert_file_numbers skips
+    // it: a file_numbers value copied from a launcher config was refused here.
+    if (part.empty()) continue;
     const auto bad = [&] {
       return absl::InvalidArgumentError(absl::StrCat(
           "--files: cannot read \"", std::string(part), "\" in \"", std::string(spec),
@@ -60,6 +63,11 @@ absl::StatusOr<std::vector<int>> ParseFileNumbers(std::string_view spec) {
                                                      "\" runs backwards; write ", hi, "-", lo));
     }
     for (int i = lo; i <= hi; ++i) out.push_back(i);
+  }
+  if (out.empty()) {  // the launcher would run nothing; a job that makes nothing is a mistake
+    return absl::InvalidArgumentError(
+        absl::StrCat("--files \"", std::string(spec), "\" names no file; use numbers 0-",
+                     kMaxFileNumber, " and inclusive ranges, e.g. 0-29 or 0,3,5-7"));
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());

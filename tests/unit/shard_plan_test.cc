@@ -13,12 +13,18 @@ TEST(ParseFileNumbers, AcceptsListsAndInclusiveRanges) {
   EXPECT_THAT(*ParseFileNumbers("0,3,5-7"), ElementsAre(0, 3, 5, 6, 7));
   EXPECT_EQ(ParseFileNumbers("0-29")->size(), 30u);
   EXPECT_THAT(*ParseFileNumbers("7,1-2,2"), ElementsAre(1, 2, 7));  // sorted, no duplicates
+  // Empty parts are skipped, as the launcher's convert_file_numbers skips them (`if elem == "":
+  // continue`): a file_numbers value copied from its config ("0-29,") was refused.
+  EXPECT_THAT(*ParseFileNumbers("1,"), ElementsAre(1));
+  EXPECT_THAT(*ParseFileNumbers(",0-2,,5,"), ElementsAre(0, 1, 2, 5));
 }
 
 TEST(ParseFileNumbers, RejectsGarbage) {
-  for (const char* bad : {"", "a", "1,", "5-3", "-1", "1-", "10000", "1.5"}) {
+  for (const char* bad : {"", ",", ",,", " ", "a", "1, ", "5-3", "-1", "1-", "10000", "1.5"}) {
     EXPECT_FALSE(ParseFileNumbers(bad).ok()) << bad;
   }
+  // Nothing but empty parts: no file, said so (the launcher would run nothing).
+  EXPECT_THAT(std::string(ParseFileNumbers(",,").status().message()), HasSubstr("names no file"));
   // A range written backwards is named as such (the general hint would list it as valid syntax).
   EXPECT_THAT(std::string(ParseFileNumbers("0,5-3").status().message()),
               HasSubstr("the range \"5-3\" runs backwards; write 3-5"));
