@@ -502,6 +502,14 @@ absl::Status ZstdDecoder::Impl::ZstdError(size_t code, uint64_t offset) {
                        "); --zstd-window-log-max raises the limit"));
     case ZSTD_error_memory_allocation:
       return Fail(absl::StatusCode::kResourceExhausted, offset, "zstd: out of memory");
+    // A frame whose blocks hold more than its header declares (a damaged Frame Content Size):
+    // zstd's "Destination buffer is too small" read like a fault of the reader's buffers.
+    case ZSTD_error_dstSize_tooSmall:
+    case ZSTD_error_srcSize_wrong:
+      return Fail(absl::StatusCode::kDataLoss, offset,
+                  absl::StrCat("zstd: corrupted frame: its blocks hold another size than its "
+                               "header declares (",
+                               ZSTD_getErrorName(code), ")", in_frame));
     default:
       return Fail(absl::StatusCode::kDataLoss, offset,
                   absl::StrCat("zstd: ", ZSTD_getErrorName(code), in_frame));

@@ -318,6 +318,33 @@ TEST(ZstdDecoder, BitflipIsDataLossWithOffset) {
   }
 }
 
+// A frame whose header declares another content size than its blocks hold (a damaged Frame
+// Content Size field) is named as such: zstd's own words ("Destination buffer is too small",
+// "Src size is incorrect") read like a sizing fault of the reader, not damage to the file.
+TEST(ZstdDecoder, AFrameHeaderThatMisstatesTheContentSizeIsNamedAsDamage) {
+  const std::string text = SomeText(40000);
+  const std::string frame = Compress(text);
+  // Byte 4 is the frame header descriptor: single segment (bit 5) with a 2-byte content size
+  // (bits 7-6 = 01) here, after which bytes 5-6 are the size - 256.
+  ASSERT_EQ(static_cast<unsigned char>(frame[4]) & 0xE0, 0x60) << "not a 2-byte single segment";
+  for (int delta : {-8, -1}) {  // declares fewer bytes than the blocks hold
+    SCOPED_TRACE(delta);
+    std::string bad = frame;
+    const int declared =
+        (static_cast<unsigned char>(bad[5]) | static_cast<unsigned char>(bad[6]) << 8) + delta;
+    bad[5] = static_cast<char>(declared & 0xff);
+    bad[6] = static_cast<char>(declared >> 8);
+    for (const Decoded& d : {DecodeAll(bad, {.source_name = "fcs.zst"}),
+                             DecodeByteByByte(bad, {.source_name = "fcs.zst"})}) {
+      EXPECT_EQ(d.status.code(), absl::StatusCode::kDataLoss) << d.status;
+      EXPECT_THAT(Msg(d.status), HasSubstr("corrupted frame: its blocks hold another size than "
+                                           "its header declares"))
+          << d.status;
+      EXPECT_THAT(Msg(d.status), HasSubstr("frame starting at byte 0"));
+    }
+  }
+}
+
 TEST(ZstdDecoder, ErrorOffsetsDoNotDependOnChunking) {
   for (const char* name :
        {"bitflip.jsonl.zst", "truncated.jsonl.zst", "not-zstd-plain.jsonl.zst"}) {
