@@ -32,6 +32,8 @@ bool ParseNumber(std::string_view s, int* out) {
 }  // namespace
 
 absl::StatusOr<std::vector<int>> ParseFileNumbers(std::string_view spec) {
+  const std::string syntax =
+      absl::StrCat("use numbers 0-", kMaxFileNumber, " and inclusive ranges, e.g. 0-29 or 0,3,5-7");
   std::vector<int> out;
   // Debian's Abseil has its own string_view type: split by hand to stay with std::string_view.
   std::vector<std::string_view> parts;
@@ -46,9 +48,9 @@ absl::StatusOr<std::vector<int>> ParseFileNumbers(std::string_view spec) {
     // it: a file_numbers value copied from a launcher config was refused here.
     if (part.empty()) continue;
     const auto bad = [&] {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--files: cannot read \"", std::string(part), "\" in \"", std::string(spec),
-          "\"; use numbers 0-", kMaxFileNumber, " and inclusive ranges, e.g. 0-29 or 0,3,5-7"));
+      return absl::InvalidArgumentError(absl::StrCat("--files: cannot read \"", std::string(part),
+                                                     "\" in \"", std::string(spec), "\"; ",
+                                                     syntax));
     };
     const size_t dash = part.find('-');
     int lo, hi;
@@ -66,8 +68,7 @@ absl::StatusOr<std::vector<int>> ParseFileNumbers(std::string_view spec) {
   }
   if (out.empty()) {  // the launcher would run nothing; a job that makes nothing is a mistake
     return absl::InvalidArgumentError(
-        absl::StrCat("--files \"", std::string(spec), "\" names no file; use numbers 0-",
-                     kMaxFileNumber, " and inclusive ranges, e.g. 0-29 or 0,3,5-7"));
+        absl::StrCat("--files \"", std::string(spec), "\" names no file; ", syntax));
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
