@@ -181,12 +181,24 @@ class Checker {
                 ? " — exactly one byte per sequence: a multimodal sequence_modes array, which "
                   "text datasets never have"
                 : "";
-        return absl::StrCat(At(idx_name_, expected), "the .idx is ", size,
-                            " bytes but its header describes ", expected, " (", kIdxHeaderBytes,
-                            " + 12×", num_sequences_, " + 8×", num_doc_indices_, "): ",
-                            Plural(extra, "trailing byte", "trailing bytes"), why,
-                            "; readers ignore them, but the file is not what its header says: "
-                            "regenerate it");
+        // Trailing bytes are junk after the arrays, or the arrays of a larger count than the
+        // header's, which readers then take from the wrong places: say which counts fit.
+        std::string fits;
+        if (const uint64_t rest = size - kIdxHeaderBytes - 8 * num_doc_indices_; rest % 12 == 0) {
+          absl::StrAppend(&fits, " ", rest / 12, " sequences (byte ", kIdxSequenceCountOffset,
+                          " says ", num_sequences_, ")");
+        }
+        if (const uint64_t rest = size - kIdxHeaderBytes - 12 * num_sequences_; rest % 8 == 0) {
+          absl::StrAppend(&fits, fits.empty() ? " " : ", or ", rest / 8, " document indices (byte ",
+                          kIdxDocumentCountOffset, " says ", num_doc_indices_, ")");
+        }
+        return absl::StrCat(
+            At(idx_name_, expected), "the .idx is ", size, " bytes but its header describes ",
+            expected, " (", kIdxHeaderBytes, " + 12×", num_sequences_, " + 8×", num_doc_indices_,
+            "): ", Plural(extra, "trailing byte", "trailing bytes"), why,
+            ": junk after the arrays, which readers ignore, or a header count too small, with "
+            "which readers take the arrays from the wrong places",
+            fits.empty() ? "" : absl::StrCat(" (the size fits", fits, ")"), "; regenerate it");
       });
     }
     lengths_offset_ = kIdxHeaderBytes;
@@ -201,12 +213,29 @@ class Checker {
   }
   int64_t DocIndex(uint64_t j) const { return LoadUnaligned<int64_t>(idx_.data() + doc_offset_ + 8 * j); }
 
+  // Whether sequence k's stored length alone disagrees with the pointers: pointers[k+1] lies a
+  // whole number of tokens past pointers[k], and the next sequence's own length agrees with the
+  // pointer after it (or, for the last sequence, with the .bin's end). A damaged pointer instead
+  // disagrees with the lengths on both of its sides.
+  bool LengthDisagreesWithSoundPointers(uint64_t k) const {
+    const __int128 span = static_cast<__int128>(Pointer(k + 1)) - Pointer(k);
+    if (span <= 0 || span % static_cast<__int128>(itemsize_) != 0 ||
+        span / static_cast<__int128>(itemsize_) > std::numeric_limits<int32_t>::max()) {
+      return false;
+    }
+    const __int128 next_end =
+        static_cast<__int128>(Pointer(k + 1)) + static_cast<__int128>(itemsize_) * Length(k + 1);
+    return k + 2 < num_sequences_ ? next_end == Pointer(k + 2)
+                                  : next_end == static_cast<__int128>(bin_.size());
+  }
+
   void CheckArrays() {
     // Lengths and pointers in one pass. The expected pointer follows the definition (running sum of
     // the stored lengths), so one bad length shows up in every later pointer: `count` says how many.
     __int128 expected = 0;  // cannot overflow: S < 2^61, |length| < 2^31, itemsize ≤ 8
     __int128 total = 0;
     uint64_t tokens = 0;
+    bool previous_pointer_ok = true;
     for (uint64_t i = 0; i < num_sequences_; ++i) {
       const int32_t length = Length(i);
       if (length <= 0) {
@@ -231,7 +260,30 @@ class Checker {
         tokens += static_cast<uint32_t>(length);
       }
       const int64_t pointer = Pointer(i);
-      if (token_dtype_ok_ && static_cast<__int128>(pointer) != expected) {
+      if (token_dtype_ok_ && static_cast<__int128>(pointer) != expected && i > 0 &&
+          previous_pointer_ok && LengthDisagreesWithSoundPointers(i - 1)) {
+        // The previous sequence's length is the fault, not this pointer and every one after it
+        // (each off by the same amount from the running sum): follow the stored pointers on.
+        const int64_t span = (pointer - Pointer(i - 1)) / static_cast<int64_t>(itemsize_);
+        const int32_t bad = Length(i - 1);
+        if (bad > 0) {
+          const int64_t off = static_cast<int64_t>(lengths_offset_ + 4 * (i - 1));
+          Add("length", off, static_cast<int64_t>(i - 1), 1, [&] {
+            return absl::StrCat(
+                At(idx_name_, off), "sequence ", i - 1, " has length ", bad,
+                " but its pointer and the next one's are ", Plural(span, "token", "tokens"),
+                " apart, and the pointers after them agree with the lengths: this length is "
+                "corrupt; readers would ",
+                bad > span ? absl::StrCat("read ", Plural(bad - span, "token", "tokens"),
+                                          " of the next sequence into this one")
+                           : absl::StrCat("drop its last ", Plural(span - bad, "token", "tokens")),
+                "; regenerate the index");
+          });
+        }
+        expected = pointer;
+      }
+      previous_pointer_ok = !token_dtype_ok_ || static_cast<__int128>(pointer) == expected;
+      if (!previous_pointer_ok) {
         const int64_t off = static_cast<int64_t>(pointers_offset_ + 8 * i);
         const __int128 want = expected;
         Add("pointer", off, static_cast<int64_t>(i), 1, [&] {
@@ -313,6 +365,41 @@ class Checker {
     }
   }
 
+  bool DocumentIndicesSound() const {
+    return !Has("document_count") && !Has("doc_index_start") && !Has("doc_index_order") &&
+           !Has("doc_index_end");
+  }
+
+  // Megatron's 2023 EOD off-by-one wrote EOD after each sequence (per_sequence) or each document's
+  // last sequence, uncounted: the .bin then holds it where each such unit ends, counting the EODs
+  // before it. Looks at the first 64 units: how many (> 0) when EOD is at each, 0 when one is not,
+  // -1 when the tokens are not to be read (check_tokens = false).
+  int EodsWhereTheBugPutsThem(bool per_sequence) const {
+    if (!options_.check_tokens) return -1;
+    constexpr uint64_t kUnits = 64;
+    uint64_t position = 0;  // in tokens
+    uint64_t units = 0;
+    const uint64_t tokens = bin_.size() / itemsize_;
+    auto eod_at = [&](uint64_t t) {
+      if (t >= tokens) return false;
+      const char* p = bin_.data() + t * itemsize_;
+      const uint64_t v = itemsize_ == 2 ? LoadUnaligned<uint16_t>(p)
+                                        : static_cast<uint32_t>(LoadUnaligned<int32_t>(p));
+      return v == options_.eod_id;
+    };
+    for (uint64_t d = 0;
+         units < kUnits && d + 1 < (per_sequence ? num_sequences_ + 1 : num_doc_indices_); ++d) {
+      const uint64_t begin = per_sequence ? d : static_cast<uint64_t>(DocIndex(d));
+      const uint64_t end = per_sequence ? d + 1 : static_cast<uint64_t>(DocIndex(d + 1));
+      if (begin == end) continue;  // an empty document: no sequence, no EOD
+      for (uint64_t i = begin; i < end; ++i) position += static_cast<uint32_t>(Length(i));
+      if (!eod_at(position)) return 0;
+      ++position;
+      ++units;
+    }
+    return static_cast<int>(units);
+  }
+
   void CheckBinSize() {
     // With a dtype that is not a token dtype the itemsize is a guess at best: every size-based
     // check would only restate the dtype violation.
@@ -334,16 +421,22 @@ class Checker {
     Add("bin_size", static_cast<int64_t>(std::min(actual, expected_bin_)), -1, 1, [&] {
       std::string head = absl::StrCat(bin_name_, ": the .bin is ", bin_.size(),
                                       " bytes but the index describes ", want, " (", itemsize_,
-                                      " × ", static_cast<int64_t>(total_tokens_), " tokens): ");
+                                      " × ", want / static_cast<int64_t>(itemsize_), " tokens): ");
       if (actual > expected_bin_) {
         const uint64_t extra = static_cast<uint64_t>(actual - expected_bin_);
         // The bug left one uncounted EOD per document that had a sequence: per sequence, unless
         // sentences were split (several sequences a document, EOD only after the last).
         const bool per_sequence = extra == itemsize_ * num_sequences_;
-        if (per_sequence || extra == itemsize_ * nonempty_documents_) {
+        const bool per_document =
+            !per_sequence && extra == itemsize_ * nonempty_documents_ && DocumentIndicesSound();
+        const int eods = per_sequence || per_document ? EodsWhereTheBugPutsThem(per_sequence) : 0;
+        if (eods != 0) {
           return absl::StrCat(
               head, Plural(extra, "extra byte", "extra bytes"), ", one uncounted token per ",
               per_sequence ? "sequence" : "document (its sentences split into sequences)",
+              eods > 0 ? absl::StrCat(", and EOD ", options_.eod_id, " where each of the first ",
+                                      eods, " ends")
+                       : " (tokens not read: --index-only)",
               " — the signature of Megatron's 2023-06..08 EOD off-by-one (EOD written but not "
               "counted in the lengths, so every sequence after the first is read misaligned; no "
               "reader notices); regenerate the dataset with a fixed preprocess");
@@ -371,6 +464,20 @@ class Checker {
                             "at its half; regenerate the dataset, or copy the .bin again");
       }
       const uint64_t missing = static_cast<uint64_t>(expected_bin_ - actual);
+      const uint64_t last = num_sequences_ - 1;
+      if (num_sequences_ > 0 && !Has("pointer") && !Has("length") &&
+          static_cast<__int128>(Pointer(last)) < actual) {
+        // Only the last sequence runs past the end: the .bin cut inside it, or its length damaged
+        // (2^31 - 1 in place of 3 reads the same), which the sizes cannot tell apart.
+        const uint64_t off = lengths_offset_ + 4 * last;
+        return absl::StrCat(head, Plural(missing, "byte", "bytes"),
+                            " missing, all in the last sequence (", last, ", of length ",
+                            Length(last), " at ", idx_name_, " byte ", off, ", from .bin byte ",
+                            Pointer(last),
+                            "): the .bin is truncated inside it (an interrupted copy, "
+                            "download or write?) or that length is corrupt, and training would "
+                            "read past the .bin's end; copy it again or regenerate it");
+      }
       return absl::StrCat(head, Plural(missing, "byte", "bytes"),
                           " missing: the .bin is truncated (an interrupted copy, download or "
                           "write?) and training would read past its end; copy it again or "
@@ -441,7 +548,8 @@ class Checker {
   void CheckTokens() {
     report_.tokens_checked = true;
     const uint64_t num_tokens = bin_.size() / itemsize_;
-    const bool pointers_ok = !Has("pointer") && !Has("negative_length") && !Has("zero_length");
+    const bool pointers_ok =
+        !Has("pointer") && !Has("length") && !Has("negative_length") && !Has("zero_length");
     internal::ThreadArena arena(options_.threads);  // threads as asked, even above the cores
     // With document_indices broken (already a violation) --expect-eod looks at every sequence.
     const bool docs_ok = !Has("document_count") && !Has("doc_index_start") &&

@@ -146,6 +146,61 @@ TEST_F(ValidateTest, TruncatedBinIsCaught) {
   EXPECT_THAT(v->message, HasSubstr("truncated"));
 }
 
+// The .bin cut before its last sequences: not only the last one runs past the end.
+TEST_F(ValidateTest, BinCutBeforeItsLastSequencesIsNamedTruncated) {
+  ValidationReport r = Check(idx_, bin_.substr(0, bin_.size() / 2));
+  const Violation* v = r.Find("bin_size");
+  ASSERT_NE(v, nullptr);
+  EXPECT_THAT(v->message, HasSubstr("truncated"));
+  EXPECT_THAT(v->message, Not(HasSubstr("last sequence")));
+}
+
+// One damaged length, the pointers and the .bin intact: the length is named, at its own offset,
+// not every pointer after it (each off by the same amount from the lengths' running sum) nor the
+// .bin's size (the lengths' sum: "2 bytes missing: the .bin is truncated").
+TEST_F(ValidateTest, DamagedLengthIsNamedNotThePointersAfterItNorTheBin) {
+  for (int delta : {+1, -1}) {
+    std::string idx = idx_;
+    const int32_t length = Get<int32_t>(idx, LengthOffset(100));
+    Put<int32_t>(idx, LengthOffset(100), length + delta);
+    const ValidationReport r = Check(idx, bin_);
+    ASSERT_EQ(r.violations.size(), 1u) << FormatValidationReport(r);
+    const Violation* v = r.Find("length");
+    ASSERT_NE(v, nullptr) << FormatValidationReport(r);
+    EXPECT_EQ(v->index, 100);
+    EXPECT_EQ(v->file_offset, static_cast<int64_t>(LengthOffset(100)));
+    EXPECT_THAT(v->message, HasSubstr("sequence 100 has length " + std::to_string(length + delta) +
+                                      " but its pointer and the next one's are " +
+                                      std::to_string(length) + " tokens apart"));
+    EXPECT_THAT(v->message, HasSubstr(delta > 0 ? "read 1 token of the next sequence"
+                                                : "drop its last 1 token"));
+  }
+}
+
+// A damaged pointer still is the pointer's fault: it disagrees with the lengths on both sides.
+TEST_F(ValidateTest, DamagedPointerIsNotTakenForADamagedLength) {
+  std::string idx = idx_;
+  Put<int64_t>(idx, PointerOffset(100), Get<int64_t>(idx, PointerOffset(100)) + 20);
+  const ValidationReport r = Check(idx, bin_);
+  EXPECT_EQ(r.Find("length"), nullptr) << FormatValidationReport(r);
+  ASSERT_NE(r.Find("pointer"), nullptr);
+  EXPECT_EQ(r.Find("pointer")->index, 100);
+}
+
+// The last sequence's length damaged reads as a .bin cut inside that sequence: the message names
+// the sequence and its length's offset, and says it may be either.
+TEST_F(ValidateTest, LastSequencePastTheBinsEndIsNamed) {
+  std::string idx = idx_;
+  Put<int32_t>(idx, LengthOffset(s_ - 1), std::numeric_limits<int32_t>::max());
+  const ValidationReport r = Check(idx, bin_);
+  const Violation* v = r.Find("bin_size");
+  ASSERT_NE(v, nullptr) << FormatValidationReport(r);
+  EXPECT_THAT(v->message, HasSubstr("all in the last sequence (" + std::to_string(s_ - 1) +
+                                    ", of length 2147483647 at "));
+  EXPECT_THAT(v->message, HasSubstr(".idx byte " + std::to_string(LengthOffset(s_ - 1))));
+  EXPECT_THAT(v->message, HasSubstr("or that length is corrupt"));
+}
+
 TEST_F(ValidateTest, MegatronEodOffByOneIsNamed) {
   // Megatron 2023-06-26..2023-08-05: EOD written to the .bin but not counted in the lengths.
   std::string idx = idx_;
@@ -208,6 +263,46 @@ TEST_F(ValidateTest, TruncatedIdxIsCaught) {
     // The offset the report gives (--json's file_offset) is the one its message names.
     EXPECT_THAT(v->message, HasSubstr(": byte " + std::to_string(v->file_offset) + ": ")) << cut;
   }
+}
+
+// One uncounted token per sequence that is not EOD: the size alone is no proof of the 2023 bug.
+TEST_F(ValidateTest, ExtraTokensThatAreNotEodAreNotTakenForTheEodOffByOne) {
+  std::string idx = idx_;
+  std::string bin = bin_;
+  int64_t pointer = 0;
+  for (uint64_t i = 0; i < s_; ++i) {
+    const int32_t length = Get<int32_t>(idx, LengthOffset(i)) - 1;
+    Put<int32_t>(idx, LengthOffset(i), length);
+    Put<int64_t>(idx, PointerOffset(i), pointer);
+    pointer += 2 * length;
+  }
+  // The first sequence's uncounted last token (its EOD) made another id.
+  const uint64_t first_end = 2 * static_cast<uint64_t>(Get<int32_t>(idx, LengthOffset(0)));
+  ASSERT_EQ(Get<uint16_t>(bin, first_end), 50256);
+  Put<uint16_t>(bin, first_end, 7);
+  const ValidationReport r = Check(idx, bin);
+  const Violation* v = r.Find("bin_size");
+  ASSERT_NE(v, nullptr);
+  EXPECT_THAT(v->message, Not(HasSubstr("EOD off-by-one")));
+  EXPECT_THAT(v->message, HasSubstr("tokens that no sequence covers"));
+  // Without reading the tokens (--index-only) the size is all there is: said so.
+  const ValidationReport index_only = Check(idx, bin, ValidateOptions{.check_tokens = false});
+  ASSERT_NE(index_only.Find("bin_size"), nullptr);
+  EXPECT_THAT(index_only.Find("bin_size")->message, HasSubstr("tokens not read"));
+}
+
+// A sequence count one short in the header: its arrays' bytes are left over at the end, and
+// readers take every array from the wrong place; the message says which count fits the size.
+TEST_F(ValidateTest, SequenceCountTooSmallIsNotCalledHarmlessTrailingBytes) {
+  std::string idx = idx_;
+  Put<uint64_t>(idx, kIdxSequenceCountOffset, s_ - 1);
+  const ValidationReport r = Check(idx, bin_);
+  const Violation* v = r.Find("idx_size");
+  ASSERT_NE(v, nullptr);
+  EXPECT_THAT(v->message, HasSubstr("12 trailing bytes"));
+  EXPECT_THAT(v->message, HasSubstr("a header count too small"));
+  EXPECT_THAT(v->message, HasSubstr("the size fits " + std::to_string(s_) +
+                                    " sequences (byte 18 says " + std::to_string(s_ - 1) + ")"));
 }
 
 TEST_F(ValidateTest, TrailingIdxBytesAreCaught) {
@@ -347,6 +442,8 @@ TEST_F(ValidateTest, DocumentCountOneShortOfTheArrayIsCaught) {
                                        " bytes but its header describes " +
                                        std::to_string(idx.size() - 8)));
   EXPECT_THAT(size->message, HasSubstr("8 trailing bytes"));
+  EXPECT_THAT(size->message, HasSubstr(std::to_string(d1_) + " document indices (byte 26 says " +
+                                       std::to_string(d1_ - 1) + ")"));
   const Violation* end = r.Find("doc_index_end");
   ASSERT_NE(end, nullptr);
   EXPECT_EQ(end->index, static_cast<int64_t>(d1_ - 2));
@@ -392,9 +489,8 @@ TEST_F(ValidateTest, NegativeLengthIsCaught) {
   EXPECT_EQ(v->index, 3);
   EXPECT_EQ(v->file_offset, static_cast<int64_t>(LengthOffset(3)));
   EXPECT_THAT(v->message, HasSubstr("negative length -5"));
-  const Violation* p = r.Find("pointer");
-  ASSERT_NE(p, nullptr);
-  EXPECT_THAT(p->message, HasSubstr("follows from the bad length of sequence 3"));
+  // The pointers agree with the other lengths and the .bin: none of them is blamed.
+  EXPECT_EQ(r.Find("pointer"), nullptr) << FormatValidationReport(r);
   // The lengths' sum, with a negative one in it, is no size: no bin_size diagnosis from it ("N
   // tokens that no sequence covers" was said of a .bin every sequence covers).
   EXPECT_EQ(r.Find("bin_size"), nullptr);
