@@ -12,6 +12,7 @@
 #include "common.h"
 #include "pileprep/gpt2_tokenizer.h"
 #include "pileprep/indexed_reader.h"
+#include "signals.h"
 
 namespace pileprep::cli {
 namespace {
@@ -81,11 +82,14 @@ int RunInspect(int argc, char** argv, int first) {
       "Prints a .bin/.idx pair's dtype, sequence, document and token counts and a histogram of\n"
       "sequence lengths; with --doc N, document N's token ids, or with --decode its text.\n\n",
       "Exit status:\n"
-      "  0  printed\n"
-      "  1  the dataset cannot be read (run `pileprep validate` on it), --doc N is past its\n"
-      "     documents, --decode met an id the vocabulary does not have, or stdout failed\n"
-      "  2  usage error\n");
+      "  0      printed\n"
+      "  1      the dataset cannot be read (run `pileprep validate` on it), --doc N is past its\n"
+      "         documents, --decode met an id the vocabulary does not have, or stdout failed\n"
+      "  2      usage error\n"
+      "  128+N  ended by signal N: 141 (SIGPIPE) when the reader of stdout went away (`| head`),\n"
+      "         135 (SIGBUS) when the dataset shrank while it was read\n");
   if (done) return *done;
+  SetBusErrorReadOnly();
   if (args.positional().size() != 1) {
     PrintError("inspect needs exactly one PREFIX (see --help)");
     return kExitUsage;

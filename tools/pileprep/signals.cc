@@ -11,6 +11,7 @@ namespace {
 
 std::atomic<bool> g_cancel{false};
 std::atomic<int> g_signal{0};
+std::atomic<bool> g_bus_error_reading{false};
 static_assert(std::atomic<bool>::is_always_lock_free && std::atomic<int>::is_always_lock_free,
               "the handler may only touch lock-free atomics");
 
@@ -40,9 +41,13 @@ void OnSignal(int sig) {
 
 void OnBusError(int sig) {
   WriteStderr(
-      "\npileprep: SIGBUS: a file read through a memory mapping (an input .jsonl, a .bin or .idx) "
-      "shrank while in use, or the storage under it failed; nothing was published for the input in "
-      "progress (the next run removes its temporaries)\n");
+      g_bus_error_reading.load()
+          ? "\npileprep: SIGBUS: a .bin or .idx read through a memory mapping shrank while being "
+            "read (another process truncating or rewriting it?), or the storage under it failed: "
+            "no verdict; run again once nothing writes the dataset\n"
+          : "\npileprep: SIGBUS: a file read through a memory mapping (an input .jsonl, a .bin or "
+            ".idx) shrank while in use, or the storage under it failed; nothing was published for "
+            "the input in progress (the next run removes its temporaries)\n");
   ::raise(sig);  // SA_RESETHAND made the action the default again: the process ends by SIGBUS
 }
 
@@ -56,6 +61,8 @@ void InstallBusErrorHandler() {
   sa.sa_flags = SA_RESETHAND;
   ::sigaction(SIGBUS, &sa, nullptr);
 }
+
+void SetBusErrorReadOnly() { g_bus_error_reading.store(true); }
 
 void InstallCancelHandlers() {
   static const bool installed = [] {

@@ -21,6 +21,10 @@ namespace pileprep::cli {
 // ends by the signal (exit status 135 in a shell). Call first thing in main.
 void InstallBusErrorHandler();
 
+// For the commands that only read datasets (validate, inspect): the SIGBUS message then says the
+// command gave no verdict, rather than what a writing command leaves behind.
+void SetBusErrorReadOnly();
+
 // Installs the handlers (idempotent). Call before starting work.
 void InstallCancelHandlers();
 

@@ -12,6 +12,7 @@
 #include "common.h"
 #include "pileprep/indexed_reader.h"
 #include "pileprep/validate.h"
+#include "signals.h"
 
 namespace pileprep::cli {
 namespace {
@@ -45,18 +46,21 @@ int RunValidate(int argc, char** argv, int first) {
   args.Add("help", Args::Kind::kSwitch, "", "show this help (-h)");
   const std::optional<int> done = ParseOrHelp(
       args, argc, argv, first,
-        "Usage: pileprep validate [--expect-eod] [--vocab-size N] [--json] PREFIX|DIR...\n\n"
-        "Checks Megatron .bin/.idx pairs against every invariant of the format: magic, version,\n"
-        "dtype, sizes, lengths, pointers, document indices, the .bin size (catches truncated copies\n"
-        "and Megatron's 2023 EOD off-by-one), token range and, with --expect-eod, the final EOD.\n"
-        "PREFIX names PREFIX.bin + PREFIX.idx (PREFIX.idx or PREFIX.bin is accepted too); a DIR\n"
-        "means every *.idx/*.bin pair in it. The first violation of each kind is reported with its\n"
-        "byte offset and index.\n\n",
-        "Exit status:\n"
-        "  0  every dataset is sound\n"
-        "  1  a dataset has a violation or cannot be opened\n"
-        "  2  usage error\n");
+      "Usage: pileprep validate [--expect-eod] [--vocab-size N] [--json] PREFIX|DIR...\n\n"
+      "Checks Megatron .bin/.idx pairs against every invariant of the format: magic, version,\n"
+      "dtype, sizes, lengths, pointers, document indices, the .bin size (catches truncated copies\n"
+      "and Megatron's 2023 EOD off-by-one), token range and, with --expect-eod, the final EOD.\n"
+      "PREFIX names PREFIX.bin + PREFIX.idx (PREFIX.idx or PREFIX.bin is accepted too); a DIR\n"
+      "means every *.idx/*.bin pair in it. The first violation of each kind is reported with its\n"
+      "byte offset and index.\n\n",
+      "Exit status:\n"
+      "  0      every dataset is sound\n"
+      "  1      a dataset has a violation or cannot be opened\n"
+      "  2      usage error\n"
+      "  128+N  ended by signal N, with no verdict: 135 (SIGBUS) when a file shrank while it\n"
+      "         was read, 141 (SIGPIPE) when the reader of stdout went away, 130 Ctrl-C\n");
   if (done) return *done;
+  SetBusErrorReadOnly();
   ValidateOptions options;
   long long v = static_cast<long long>(options.vocab_size);
   // At most 2^31: int32 ids are compared unsigned, so a larger size would pass negative ids.
