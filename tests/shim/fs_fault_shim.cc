@@ -23,6 +23,9 @@
 //                                       to stderr and waits for a signal (pause(): until a handler
 //                                       has run), then opens: a run held at a known point, for a
 //                                       signal test that must not depend on timing.
+//   PILEPREP_FAULT_PAUSE_LINGER=S       after either pause above has ended, wait S seconds more
+//                                       (signals that come meanwhile run their handlers): the
+//                                       process is still there for a second signal.
 //   PILEPREP_FAULT_PAUSE_RENAME_TO=PATH rename() onto exactly PATH first writes
 //                                       "fault shim: paused" to stderr and waits for a signal, as
 //                                       PILEPREP_FAULT_PAUSE_OPEN does, then renames: a run held
@@ -54,6 +57,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/file.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -84,6 +88,17 @@ F Next(const char* name) {
 
 }  // namespace
 
+// PILEPREP_FAULT_PAUSE_LINGER: the whole time, whatever handlers interrupt the sleep.
+static void Linger() {
+  const char* linger = std::getenv("PILEPREP_FAULT_PAUSE_LINGER");
+  if (linger == nullptr) return;
+  const double seconds = std::atof(linger);
+  timespec left{static_cast<time_t>(seconds),
+                static_cast<long>((seconds - static_cast<time_t>(seconds)) * 1e9)};
+  while (nanosleep(&left, &left) != 0 && errno == EINTR) {
+  }
+}
+
 extern "C" int rename(const char* from, const char* to) {
   if (Named(to, "PILEPREP_FAULT_RENAME_TO", false)) {
     rename_failed = true;
@@ -95,6 +110,7 @@ extern "C" int rename(const char* from, const char* to) {
     ssize_t ignored = write(STDERR_FILENO, kPaused, sizeof(kPaused) - 1);
     (void)ignored;
     pause();
+    Linger();
   }
   static const auto real = Next<int (*)(const char*, const char*)>("rename");
   return real(from, to);
@@ -126,6 +142,7 @@ extern "C" int open(const char* path, int flags, ...) {
     ssize_t ignored = write(STDERR_FILENO, kPaused, sizeof(kPaused) - 1);
     (void)ignored;
     pause();
+    Linger();
   }
   static const auto real = Next<int (*)(const char*, int, ...)>("open");
   const int fd = real(path, flags, mode);

@@ -1,9 +1,11 @@
 #include "signals.h"
 
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 
 namespace pileprep::cli {
@@ -11,6 +13,7 @@ namespace {
 
 std::atomic<bool> g_cancel{false};
 std::atomic<int> g_signal{0};
+std::atomic<int64_t> g_first_signal_ns{0};  // CLOCK_MONOTONIC when the first signal was handled
 std::atomic<bool> g_bus_error_reading{false};
 static_assert(std::atomic<bool>::is_always_lock_free && std::atomic<int>::is_always_lock_free,
               "the handler may only touch lock-free atomics");
@@ -21,9 +24,25 @@ void WriteStderr(const char* s) {
   (void)ignored;
 }
 
+// timeout(1) sends its signal twice, to the process and then to its process group, and a batch
+// system ending a job may do as well: the same signal again this soon is that copy, not a second
+// request to stop at once (which left the run without its summary, temporaries in place).
+constexpr int64_t kSameSignalNs = 500'000'000;
+
+int64_t MonotonicNs() {
+  timespec ts;  // clock_gettime is async-signal-safe
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
 void OnSignal(int sig) {
+  const int64_t now = MonotonicNs();
+  int64_t unset = 0;
+  // Before g_signal: a copy handled on another thread meanwhile finds the time already set.
+  g_first_signal_ns.compare_exchange_strong(unset, now);
   int expected = 0;
   if (!g_signal.compare_exchange_strong(expected, sig)) {
+    if (expected == sig && now - g_first_signal_ns.load() < kSameSignalNs) return;
     // Second signal: stop now, as if no handler were installed.
     ::signal(sig, SIG_DFL);
     ::raise(sig);

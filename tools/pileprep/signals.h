@@ -7,7 +7,9 @@
 // stops at its next batch, its temporaries are removed, nothing is published, no further input is
 // started, the summary is still printed and written, and the process exits 128 + the signal number
 // (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP). A second signal ends the process at once with
-// the default action; the temporaries it leaves are removed by the next run (as after SIGKILL).
+// the default action; the temporaries it leaves are removed by the next run (as after SIGKILL). The
+// same signal again within half a second is not a second one: timeout(1) sends each twice (to the
+// process, then to its group).
 #ifndef PILEPREP_TOOLS_PILEPREP_SIGNALS_H_
 #define PILEPREP_TOOLS_PILEPREP_SIGNALS_H_
 
