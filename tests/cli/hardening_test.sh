@@ -221,6 +221,27 @@ if [[ -z ${PILEPREP_SANITIZER:-} ]] && ! grep -q '__[at]san_init' < <(nm "$PILEP
     else bad "thread $n refused: exit $rc: $(cat "$work/err")"; fi
   done
 fi
+# A lock file that cannot be opened for want of descriptors (EMFILE; the shim fails that one open)
+# is no file system without locks: the shard fails naming the cause, not "running without shard
+# locks" (and the error then blamed on "an interrupted run's pending records"); the other is made.
+rm -rf "$work/emf"
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" LD_PRELOAD=$SHIM \
+  PILEPREP_FAULT_EMFILE="$work/emf/my-gpt3_00.pileprep-lock" "$PILEPREP" --url "$src" \
+  --files 0-1 --output-dir "$work/emf" --threads 2 >"$work/out" 2>"$work/err"
+rc=$?
+if [[ $rc -eq 1 ]] && grep -q "my-gpt3_00.pileprep-lock: Too many open files" "$work/err" \
+   && ! grep -q "without shard locks\|pending records" "$work/err" \
+   && [[ ! -e "$work/emf/my-gpt3_00_text_document.idx" && -e "$work/emf/my-gpt3_01_text_document.idx" ]]; then
+  ok "a shard lock out of descriptors: that shard fails naming the cause"
+else bad "a shard lock out of descriptors: exit $rc"; fi
+# ... and preprocess's output lock: nothing written, the cause named.
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" LD_PRELOAD=$SHIM \
+  PILEPREP_FAULT_EMFILE="$work/emf/pp_text_document.pileprep-lock" "$PILEPREP" preprocess \
+  --input "$src/00.jsonl.zst" --output-prefix "$work/emf/pp" >"$work/out" 2>"$work/err"
+rc=$?
+[[ $rc -eq 1 ]] && grep -q "cannot open its lock file (.*Too many open files" "$work/err" \
+  && [[ ! -e "$work/emf/pp_text_document.bin" ]] && ok "preprocess: an output lock out of descriptors fails" \
+  || bad "preprocess: an output lock out of descriptors: exit $rc"
 # stderr piped to a reader that goes away (`2>&1 | tee log`, tee killed by the same Ctrl-C; here
 # head, gone after the first byte): the run's later writes to stderr must not end it by SIGPIPE
 # before its outputs and summary.

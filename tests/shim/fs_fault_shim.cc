@@ -19,6 +19,8 @@
 //                                       umask 077): open() of exactly PATH fails with EACCES,
 //                                       for reading too (without O_EXCL: a create that must be
 //                                       new still meets the file there, EEXIST).
+//   PILEPREP_FAULT_EMFILE=PATH          open() of exactly PATH fails with EMFILE: the process out
+//                                       of descriptors (ulimit -n) just there.
 //   PILEPREP_FAULT_PAUSE_OPEN=PATH      open() of exactly PATH first writes "fault shim: paused"
 //                                       to stderr and waits for a signal (pause(): until a handler
 //                                       has run), then opens: a run held at a known point, for a
@@ -135,6 +137,10 @@ extern "C" int open(const char* path, int flags, ...) {
   }
   if (Named(path, "PILEPREP_FAULT_MISSING", false)) {
     errno = ENOENT;
+    return -1;
+  }
+  if (Named(path, "PILEPREP_FAULT_EMFILE", false)) {
+    errno = EMFILE;
     return -1;
   }
   if (Named(path, "PILEPREP_FAULT_PAUSE_OPEN", false)) {

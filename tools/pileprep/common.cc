@@ -57,10 +57,15 @@ std::string DatasetLockPath(const std::string& prefix) { return prefix + ".pilep
 
 bool LockOutputs(const std::vector<std::string>& lock_paths, const std::string& outputs_name,
                  const std::vector<std::string>& stale, bool quiet, PathLocks* locks) {
-  std::string held_path, held_by, unsupported;
+  std::string held_path, held_by, unsupported, error;
   std::vector<std::string> sorted = lock_paths;
   std::sort(sorted.begin(), sorted.end());
-  if (!locks->TryAcquireAll(sorted, &held_path, &held_by, &unsupported)) {
+  if (!locks->TryAcquireAll(sorted, &held_path, &held_by, &unsupported, &error)) {
+    if (!error.empty()) {
+      PrintError(absl::StrCat(outputs_name, ": cannot open its lock file (", error,
+                              "); nothing was written"));
+      return false;
+    }
     PrintError(absl::StrCat(outputs_name, ": another pileprep process is writing it (", held_by,
                             ", lock ", held_path, "); rerun once it has stopped"));
     return false;

@@ -22,7 +22,7 @@ std::string PathLock::HostName() {
 }
 
 std::unique_ptr<PathLock> PathLock::TryAcquire(const std::string& path, std::string* held_by,
-                                               std::string* unsupported) {
+                                               std::string* unsupported, std::string* error) {
   for (int attempt = 0; attempt < 100; ++attempt) {
     bool created = true;
     bool read_only = false;
@@ -57,7 +57,12 @@ std::unique_ptr<PathLock> PathLock::TryAcquire(const std::string& path, std::str
       if (fd < 0 && (errno == ENOENT || errno == ESTALE)) continue;
     }
     if (fd < 0) {
-      *unsupported = absl::StrCat(path, ": ", std::strerror(errno));
+      // Out of descriptors, memory, space or quota, or an I/O error: nothing to do with whether
+      // this file system can lock, and whatever the run would write next would meet it too.
+      const int err = errno;
+      const bool resource = err == EMFILE || err == ENFILE || err == ENOMEM || err == ENOSPC ||
+                            err == EDQUOT || err == EIO;
+      *(resource ? error : unsupported) = absl::StrCat(path, ": ", std::strerror(err));
       return nullptr;
     }
     const bool locked = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
@@ -111,15 +116,16 @@ std::unique_ptr<PathLock> PathLock::TryAcquire(const std::string& path, std::str
 }
 
 bool PathLocks::TryAcquireAll(const std::vector<std::string>& paths, std::string* held_path,
-                              std::string* held_by, std::string* unsupported) {
+                              std::string* held_by, std::string* unsupported, std::string* error) {
   clear();
   for (const std::string& path : paths) {
-    std::string by;
-    std::unique_ptr<PathLock> lock = PathLock::TryAcquire(path, &by, unsupported);
-    if (lock == nullptr && !by.empty()) {
+    std::string by, failed;
+    std::unique_ptr<PathLock> lock = PathLock::TryAcquire(path, &by, unsupported, &failed);
+    if (lock == nullptr && (!by.empty() || !failed.empty())) {
       clear();
       *held_path = path;
       *held_by = by;
+      *error = failed;
       return false;
     }
     if (lock != nullptr) held_.push_back(std::move(lock));
@@ -128,11 +134,12 @@ bool PathLocks::TryAcquireAll(const std::vector<std::string>& paths, std::string
 }
 
 std::unique_ptr<PathLock> PathLock::Acquire(const std::string& path, double wait_s,
-                                            std::string* held_by, std::string* unsupported) {
+                                            std::string* held_by, std::string* unsupported,
+                                            std::string* error) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
   while (true) {
     held_by->clear();
-    std::unique_ptr<PathLock> lock = TryAcquire(path, held_by, unsupported);
+    std::unique_ptr<PathLock> lock = TryAcquire(path, held_by, unsupported, error);
     if (lock != nullptr || held_by->empty() || std::chrono::steady_clock::now() >= until) {
       return lock;
     }

@@ -27,13 +27,16 @@ class PathLock {
   static std::string HostName();
 
   // The lock, or nullptr with *held_by set (the holder's "pid P on HOST") when another process has
-  // it, or nullptr with *unsupported set when the file system cannot lock.
+  // it, or nullptr with *unsupported set when the file system cannot lock, or nullptr with *error
+  // set when the lock file cannot be opened for want of a resource (descriptors, memory, space,
+  // quota) or by an I/O error: no reason to go on unlocked, as an unsupported lock is.
   static std::unique_ptr<PathLock> TryAcquire(const std::string& path, std::string* held_by,
-                                              std::string* unsupported);
+                                              std::string* unsupported, std::string* error);
   // TryAcquire again every 0.1 s while another process holds it, for up to `wait_s` seconds: for
   // a lock held only for moments (a summary being written).
   static std::unique_ptr<PathLock> Acquire(const std::string& path, double wait_s,
-                                           std::string* held_by, std::string* unsupported);
+                                           std::string* held_by, std::string* unsupported,
+                                           std::string* error);
 
   // The holder a lock file names ("pid P on HOST", as TryAcquire writes it), or "".
   static std::string ReadHolderName(int fd);
@@ -79,11 +82,12 @@ class PathLocks {
 
   // TryAcquire of each path in order, all or none: true with every lock held (those before
   // released first), those the file system cannot lock left out with *unsupported set. false
-  // when another process holds one: *held_path and *held_by name it, and none is held. Two
+  // when another process holds one (*held_path and *held_by name it) or one's lock file cannot be
+  // opened (*held_path and *error name it), and none is held. Two
   // callers that may want the same locks must ask in one order (sorted), or each can take one
   // and find the other's held: both refused, though neither waits.
   bool TryAcquireAll(const std::vector<std::string>& paths, std::string* held_path,
-                     std::string* held_by, std::string* unsupported);
+                     std::string* held_by, std::string* unsupported, std::string* error);
   void clear() {
     while (!held_.empty()) held_.pop_back();
   }

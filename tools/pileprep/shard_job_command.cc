@@ -137,10 +137,10 @@ void RemoveStaleTemporaries(const JobConfig& job, const Common& c, int n) {
   // The kept download's temporary, under its own lock (KeptDownloadLockPath): one that another
   // job is writing is left alone.
   if (!job.keep_downloads.empty()) {
-    std::string held_by, unsupported;
-    const std::unique_ptr<PathLock> lock =
-        PathLock::TryAcquire(KeptDownloadLockPath(CachePath(job, n)), &held_by, &unsupported);
-    if (lock != nullptr || held_by.empty()) {
+    std::string held_by, unsupported, error;
+    const std::unique_ptr<PathLock> lock = PathLock::TryAcquire(
+        KeptDownloadLockPath(CachePath(job, n)), &held_by, &unsupported, &error);
+    if (lock != nullptr || (held_by.empty() && error.empty())) {
       RemoveStaleFiles({CachePath(job, n) + kIndexedDatasetTempSuffix,
                         KeptSourcePath(CachePath(job, n)) + kIndexedDatasetTempSuffix},
                        c.console.quiet);
@@ -409,9 +409,9 @@ DamagedCopy RemoveDamagedCopy(const std::string& cache, std::unique_ptr<PathLock
                               bool downloaded_here,
                               const std::optional<std::pair<dev_t, ino_t>>& read) {
   if (lock == nullptr) {
-    std::string held_by, unsupported;  // unsupported: no flock here, removed unlocked
-    lock = PathLock::TryAcquire(KeptDownloadLockPath(cache), &held_by, &unsupported);
-    if (lock == nullptr && !held_by.empty()) return DamagedCopy::kLeft;
+    std::string held_by, unsupported, error;  // unsupported: no flock here, removed unlocked
+    lock = PathLock::TryAcquire(KeptDownloadLockPath(cache), &held_by, &unsupported, &error);
+    if (lock == nullptr && (!held_by.empty() || !error.empty())) return DamagedCopy::kLeft;
   }
   if (!downloaded_here && (!read.has_value() || FileAt(cache) != read)) {
     return DamagedCopy::kReplaced;
@@ -441,9 +441,12 @@ OpenedSource OpenShard(const JobConfig& job, const Common& c, int n, FetchObserv
       FetchOptions f = job.fetch;
       f.cancel = &CancelFlag();
       if (!cache.empty()) {
-        std::string held_by, unsupported;
-        o.cache_lock = PathLock::TryAcquire(KeptDownloadLockPath(cache), &held_by, &unsupported);
-        o.keeps = o.cache_lock != nullptr || held_by.empty();  // no flock here: kept unlocked
+        std::string held_by, unsupported, error;
+        o.cache_lock =
+            PathLock::TryAcquire(KeptDownloadLockPath(cache), &held_by, &unsupported, &error);
+        // No flock here: kept unlocked. Its lock file not to be opened (out of descriptors):
+        // read without keeping, as when another process keeps it.
+        o.keeps = o.cache_lock != nullptr || (held_by.empty() && error.empty());
         if (o.cache_lock != nullptr && KeptFromSource(cache, input)) {
           // Another job finished keeping it just now: read that copy.
           o.cache_lock.reset();
@@ -453,10 +456,17 @@ OpenedSource OpenShard(const JobConfig& job, const Common& c, int n, FetchObserv
           return o;
         }
         if (!o.keeps && !c.console.quiet) {
-          std::fprintf(stderr,
-                       "%s: another process is keeping it in %s (%s); this run reads it without "
-                       "keeping a copy\n",
-                       ShardFileName(n).c_str(), job.keep_downloads.c_str(), held_by.c_str());
+          if (!error.empty()) {
+            std::fprintf(stderr,
+                         "%s: cannot open the lock of its kept copy (%s); this run reads it "
+                         "without keeping a copy\n",
+                         ShardFileName(n).c_str(), error.c_str());
+          } else {
+            std::fprintf(stderr,
+                         "%s: another process is keeping it in %s (%s); this run reads it "
+                         "without keeping a copy\n",
+                         ShardFileName(n).c_str(), job.keep_downloads.c_str(), held_by.c_str());
+          }
         }
         if (o.keeps) {
           // A copy kept from another source (or without a stamp) goes before the stamp names
@@ -1036,12 +1046,14 @@ int RunShardJob(int argc, char** argv, int first) {
     const int n = (*mine)[i];
     outcomes[i].name = ShardFileName(n);
     outcomes[i].source = RedactUrl(ShardInput(job.source, n));
-    std::string held_path, held_by, unsupported;
+    std::string held_path, held_by, unsupported, error;
     const std::vector<std::string> lock_paths = ShardLockPaths(job, c, n);
-    if (!locks[i].TryAcquireAll(lock_paths, &held_path, &held_by, &unsupported)) {
+    if (!locks[i].TryAcquireAll(lock_paths, &held_path, &held_by, &unsupported, &error)) {
       outcomes[i].status = "FAILED";
       outcomes[i].error =
-          held_path == lock_paths.front()
+          !error.empty() ? absl::StrCat(outcomes[i].name, ": cannot open its lock file (", error,
+                                        "); not made. Fix the cause and rerun")
+          : held_path == lock_paths.front()
               ? absl::StrCat(outcomes[i].name, ": another pileprep process is making it (", held_by,
                              ", lock ", held_path,
                              "); left alone. Check for a second job or launcher on ",
@@ -1461,10 +1473,12 @@ int RunShardJob(int argc, char** argv, int first) {
   // temporary: the summary is written under a lock of its own, held for moments, waited for, and
   // through a temporary of this process's own (where flock is local to a node the lock does not
   // reach the other node).
-  std::string summary_holder, no_lock;
+  // (A lock file that cannot be opened, out of descriptors: written all the same, and any error in
+  // writing it said.)
+  std::string summary_holder, no_lock, lock_error;
   const std::string summary_lock_path = summary_base + ".pileprep-lock";
   const std::unique_ptr<PathLock> summary_lock =
-      PathLock::Acquire(summary_lock_path, 5.0, &summary_holder, &no_lock);
+      PathLock::Acquire(summary_lock_path, 5.0, &summary_holder, &no_lock, &lock_error);
   // Held by another process: not written. Not held for want of flock: written all the same.
   const bool held_by_another = summary_lock == nullptr && !summary_holder.empty();
   if (!held_by_another) {
