@@ -200,6 +200,14 @@ expect "merge of a glob: each pair once" 0 "merged 2 datasets" -- \
 cmp -s "$m/globbed.bin" "$m/dir.bin" && cmp -s "$m/globbed.idx" "$m/dir.idx" \
   && echo "ok: merge of a glob equals merge --input-dir" \
   || { echo "FAIL: merge of a glob differs from merge --input-dir"; fail=1; }
+# The output named as an input, by its prefix or by another path to its files: a usage error too.
+expect "merge refuses an output that is also an input" 2 "is also an input" -- \
+  "$PILEPREP" merge --output-prefix "$p0" "$p0" "$g/my-gpt3_01_text_document"
+ln -sf "$p0.idx" "$m/alias.idx"
+ln -sf "$p0.bin" "$m/alias.bin"
+expect "merge refuses an output that is an input by another path" 2 "is also an input" -- \
+  "$PILEPREP" merge --output-prefix "$m/alias" "$g/my-gpt3_01_text_document" "$p0"
+rm -f "$m/alias.idx" "$m/alias.bin"
 expect "merge refuses a prefix given twice" 2 "each input is merged once" -- \
   "$PILEPREP" merge --output-prefix "$m/twice" "$p0" "$g/my-gpt3_01_text_document" "$p0"
 expect "merge refuses the same files by another path" 2 "by another path" -- \

@@ -51,8 +51,8 @@ int RunMerge(int argc, char** argv, int first) {
       "Exit status:\n"
       "  0  merged and published\n"
       "  1  an input is unusable or the merge failed (nothing is published)\n"
-      "  2  usage or set-up error (bad flag, an input given twice, an output directory that\n"
-      "     cannot be made or written)\n"
+      "  2  usage or set-up error (bad flag, an input given twice, the output named as an\n"
+      "     input, an output directory that cannot be made or written)\n"
       "  129, 130, 143  stopped by SIGHUP, SIGINT or SIGTERM (its temporary files removed; "
       "nothing published)\n");
   if (done) return *done;
@@ -135,6 +135,25 @@ int RunMerge(int argc, char** argv, int first) {
         absl::StrCat("--output-prefix ", output,
                      ": names no file (P.bin and P.idx are written; P must not end in '/')"));
     return kExitUsage;
+  }
+  // The output named as an input (by its prefix, or its files by another path): a usage error, as
+  // an input given twice is (MergeDatasets refuses it too, after the output's directory is made).
+  {
+    struct stat out_idx, out_bin, in;
+    const bool idx_there = ::stat((output + ".idx").c_str(), &out_idx) == 0;
+    const bool bin_there = ::stat((output + ".bin").c_str(), &out_bin) == 0;
+    for (const std::string& input : inputs) {
+      const bool same = input == output ||
+                        (idx_there && ::stat((input + ".idx").c_str(), &in) == 0 &&
+                         in.st_dev == out_idx.st_dev && in.st_ino == out_idx.st_ino) ||
+                        (bin_there && ::stat((input + ".bin").c_str(), &in) == 0 &&
+                         in.st_dev == out_bin.st_dev && in.st_ino == out_bin.st_ino);
+      if (same) {
+        PrintError(absl::StrCat("--output-prefix ", output, " is also an input (", input,
+                                "): the merge would read what it replaces; name another output"));
+        return kExitUsage;
+      }
+    }
   }
   // An input that is not there fails before the output's directory is made: a failed merge leaves
   // nothing behind (the inputs are read and checked in full by the merge itself).
