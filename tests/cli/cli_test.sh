@@ -34,6 +34,15 @@ expect "help: a local --url of no directory exits 2" 0 "a local --url that is no
 # preprocess's exit codes are its own: a held lock is 1, and it has no records or --force.
 expect "preprocess help: a held lock exits 1" 0 "another pileprep process is writing the output" -- \
   "$PILEPREP" preprocess --help
+expect "help of no such command is a usage error" 2 "help: no command 'bogus'" -- "$PILEPREP" help bogus
+# Help, a version or a --dry-run plan that does not reach stdout (a full disk) is no success.
+for args in "--help" "--version" "merge --help" "--url $root/data/samples --files 0 --dry-run"; do
+  # shellcheck disable=SC2086
+  "$PILEPREP" $args >/dev/full 2>"$work/err"
+  rc=$?
+  if [[ $rc -eq 1 ]] && grep -q "stdout: not written in full" "$work/err"; then echo "ok: $args to a full stdout exits 1"
+  else echo "FAIL: $args to a full stdout: exit $rc"; cat "$work/err"; fail=1; fi
+done
 if "$PILEPREP" preprocess --help | grep -qE -- "--remake-other-settings|--force|summary JSON"; then
   echo "FAIL: preprocess help gives the shard job's exit codes"; fail=1
 else

@@ -2,17 +2,19 @@
 //
 // The library is silent; this tool owns printing, exit codes and advice. Subcommands register
 // themselves (common.h); with no subcommand name the shard job runs.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "common.h"
 #include "signals.h"
 
 namespace pileprep::cli {
 namespace {
 
-int Main(int argc, char** argv) {
-  InstallBusErrorHandler();
+int Dispatch(int argc, char** argv) {
   if (argc >= 2) {
     const std::string cmd = argv[1];
     if (cmd == "--version" || cmd == "version") {
@@ -28,6 +30,14 @@ int Main(int argc, char** argv) {
           }
         }
       }
+      if (argc >= 3) {
+        std::string names;
+        for (const Command& c : Commands())
+          absl::StrAppend(&names, names.empty() ? "" : ", ", c.name);
+        PrintError(absl::StrCat("help: no command '", argv[2], "' (the commands: ", names,
+                                "; `pileprep --help` for the shard job)"));
+        return kExitUsage;
+      }
       char* help_argv[] = {argv[0], const_cast<char*>("--help")};
       return RunShardJob(2, help_argv, 1);
     }
@@ -36,6 +46,18 @@ int Main(int argc, char** argv) {
     }
   }
   return RunShardJob(argc, argv, 1);
+}
+
+int Main(int argc, char** argv) {
+  InstallBusErrorHandler();
+  int rc = Dispatch(argc, argv);
+  // What a command printed to stdout (help, a version, a --dry-run plan) that did not get there
+  // (`> /dev/full`, a closed pipe) is no success.
+  if ((std::fflush(stdout) != 0 || std::ferror(stdout)) && rc == kExitOk) {
+    PrintError(absl::StrCat("stdout: not written in full: ", std::strerror(errno)));
+    rc = kExitFailed;
+  }
+  return rc;
 }
 
 }  // namespace
