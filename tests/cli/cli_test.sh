@@ -34,6 +34,10 @@ expect "help: a local --url of no directory exits 2" 0 "a local --url that is no
 # preprocess's exit codes are its own: a held lock is 1, and it has no records or --force.
 expect "preprocess help: a held lock exits 1" 0 "another pileprep process is writing the output" -- \
   "$PILEPREP" preprocess --help
+for dry in "" --dry-run; do
+  expect "an empty --output-dir is a usage error ${dry:-(the run)}" 2 "--output-dir is empty" -- \
+    "$PILEPREP" --url "$root/data/samples" --files 0 --output-dir "" $dry
+done
 expect "help of no such command is a usage error" 2 "help: no command 'bogus'" -- "$PILEPREP" help bogus
 # Help, a version or a --dry-run plan that does not reach stdout (a full disk) is no success.
 for args in "--help" "--version" "merge --help" "--url $root/data/samples --files 0 --dry-run"; do

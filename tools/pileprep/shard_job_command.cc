@@ -918,6 +918,12 @@ int RunShardJob(int argc, char** argv, int first) {
     return kExitUsage;
   }
   job.output_dir = args.Get("output-dir", ".");
+  if (job.output_dir.empty()) {
+    // (The dry run planned in the current directory and a summary at the root, "/pileprep-...",
+    // while the real run refused it later: both refuse it here.)
+    PrintError("--output-dir is empty: name a directory (\".\" for the current one)");
+    return kExitUsage;
+  }
   job.output_prefix = args.Get("output-prefix", kDefaultOutputPrefix);
   if (job.output_prefix.empty() || job.output_prefix.find('/') != std::string::npos) {
     PrintError("--output-prefix must be a plain name without '/'; use --output-dir for the directory");
