@@ -80,7 +80,8 @@ std::string ShardFileName(int number) { return absl::StrFormat("%02d.jsonl.zst",
 absl::StatusOr<ShardSource> ParseShardSource(std::string_view url) {
   if (url.empty()) return absl::InvalidArgumentError("--url is empty");
   std::string_view rest = url;
-  if (rest.substr(0, 7) == "file://") {
+  // Schemes are case-insensitive (RFC 3986), as for http(s) below: FILE:///data is file:///data.
+  if (absl::AsciiStrToLower(std::string(rest.substr(0, 7))) == "file://") {
     rest.remove_prefix(7);
     if (rest.empty() || rest.front() != '/') {
       return absl::InvalidArgumentError(

@@ -38,6 +38,8 @@ for dry in "" --dry-run; do
   expect "an empty --output-dir is a usage error ${dry:-(the run)}" 2 "--output-dir is empty" -- \
     "$PILEPREP" --url "$root/data/samples" --files 0 --output-dir "" $dry
 done
+# A short flag the command lacks is named as typed (inspect has no --quiet: "unknown flag --quiet").
+expect "inspect -q is named as typed" 2 "unknown flag -q (see --help)" -- "$PILEPREP" inspect -q x
 expect "help of no such command is a usage error" 2 "help: no command 'bogus'" -- "$PILEPREP" help bogus
 # Help, a version or a --dry-run plan that does not reach stdout (a full disk) is no success.
 for args in "--help" "--version" "merge --help" "--url $root/data/samples --files 0 --dry-run"; do

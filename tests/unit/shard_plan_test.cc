@@ -40,6 +40,10 @@ TEST(ShardNames, FollowTheNemoLauncher) {
 TEST(ParseShardSource, ClassifiesUrls) {
   EXPECT_EQ(ParseShardSource("/data/pile")->kind, SourceKind::kLocalDirectory);
   EXPECT_EQ(ParseShardSource("file:///data/pile")->base, "/data/pile");
+  // Schemes are case-insensitive (RFC 3986), file:// as http(s)://.
+  EXPECT_EQ(ParseShardSource("FILE:///data/pile")->kind, SourceKind::kLocalDirectory);
+  EXPECT_EQ(ParseShardSource("File:///data/pile")->base, "/data/pile");
+  EXPECT_EQ(ParseShardSource("HTTPS://h/x")->kind, SourceKind::kHttp);
   EXPECT_EQ(ParseShardSource("https://h/x")->kind, SourceKind::kHttp);
   EXPECT_EQ(ShardInput(*ParseShardSource("https://h/x"), 2), "https://h/x/02.jsonl.zst");
   // A query (an Azure container's SAS token) stays after each file name; a fragment is dropped.

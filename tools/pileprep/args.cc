@@ -54,6 +54,11 @@ absl::Status Args::Resolve(const std::string& name, Flag** flag) {
 absl::Status Args::Parse(int argc, char** argv, int first) {
   for (int i = first; i < argc; ++i) {
     std::string arg = argv[i];
+    // -q or -v where the command has no --quiet or --verbose: named as typed, not as the long
+    // flag the user never wrote.
+    if ((arg == "-q" && Find("quiet") == nullptr) || (arg == "-v" && Find("verbose") == nullptr)) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", arg, " (see --help)"));
+    }
     if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) {
       if (arg == "-h") arg = "--help";
       else if (arg == "-q") arg = "--quiet";

@@ -150,7 +150,8 @@ void AddCommonFlags(Args& args) {
            "seconds between progress lines when stderr is not a terminal",
            absl::StrCat(ConsoleOptions{}.log_interval_s));
   args.Add("quiet", Args::Kind::kSwitch, "", "print only errors and the summary (-q)");
-  args.Add("verbose", Args::Kind::kSwitch, "", "list every kept bad record (-v)");
+  args.Add("verbose", Args::Kind::kSwitch, "",
+           "list the kept bad records, the first 100 with their lines (-v)");
   args.Add("help", Args::Kind::kSwitch, "", "show this help (-h)");
 }
 
