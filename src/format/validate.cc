@@ -436,7 +436,7 @@ class Checker {
               per_sequence ? "sequence" : "document (its sentences split into sequences)",
               eods > 0 ? absl::StrCat(", and EOD ", options_.eod_id, " where each of the first ",
                                       eods, " ends")
-                       : " (tokens not read: --index-only)",
+                       : " (the tokens not read)",
               " — the signature of Megatron's 2023-06..08 EOD off-by-one (EOD written but not "
               "counted in the lengths, so every sequence after the first is read misaligned; no "
               "reader notices); regenerate the dataset with a fixed preprocess");
@@ -685,7 +685,11 @@ absl::StatusOr<ValidationReport> ValidateDataset(const std::string& prefix,
       MappedFile::Open(prefix + ".bin", MappedFile::Access::kSequential, &holes[1]));
   ValidateOptions effective = options;
   std::string_view bin_view = bin.view();
-  if (!options.check_tokens) {
+  // A hole already fails the pair (below), found without reading a page: the tokens are not read
+  // then either (an incomplete 20 GB download was read in full, its holes as zeros, for nothing).
+  const bool holed = options.check_holes && (holes[0].count > 0 || holes[1].count > 0);
+  if (holed) effective.check_tokens = false;
+  if (!effective.check_tokens) {
     // Only the size of the .bin matters then; never touch its pages.
     effective.expect_eod = false;
   }
@@ -723,7 +727,8 @@ absl::StatusOr<ValidationReport> ValidateDataset(const std::string& prefix,
         ": they read as zeros, which a reader takes for data; a writer writes every byte, so the "
         "file is likely incomplete (a copy or download cut short into a preallocated or extended "
         "file): copy it again or regenerate it (a copy made sparse of a file that holds runs of "
-        "zero bytes has holes too: validate --allow-holes accepts them)");
+        "zero bytes has holes too: validate --allow-holes accepts them); the tokens were not "
+        "read");
     report.violations.push_back(std::move(hole));
   }
   if (options.cancel != nullptr && options.cancel->load()) {

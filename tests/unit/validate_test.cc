@@ -288,7 +288,7 @@ TEST_F(ValidateTest, ExtraTokensThatAreNotEodAreNotTakenForTheEodOffByOne) {
   // Without reading the tokens (--index-only) the size is all there is: said so.
   const ValidationReport index_only = Check(idx, bin, ValidateOptions{.check_tokens = false});
   ASSERT_NE(index_only.Find("bin_size"), nullptr);
-  EXPECT_THAT(index_only.Find("bin_size")->message, HasSubstr("tokens not read"));
+  EXPECT_THAT(index_only.Find("bin_size")->message, HasSubstr("the tokens not read"));
 }
 
 // A sequence count one short in the header: its arrays' bytes are left over at the end, and
@@ -552,6 +552,9 @@ TEST_F(ValidateTest, BinWithAHoleIsCaughtWithoutReadingIt) {
     EXPECT_THAT(v->message, HasSubstr(prefix + ".bin: byte "));
     EXPECT_THAT(v->message, HasSubstr(std::to_string(bin_.size() - 1) + " hold no data (a hole"));
     EXPECT_EQ(report->violations.size(), 1u) << FormatValidationReport(*report);
+    // The verdict needs no page of the .bin: its tokens are not read, and the message says so.
+    EXPECT_FALSE(report->tokens_checked);
+    EXPECT_THAT(v->message, HasSubstr("the tokens were not read"));
     options.check_holes = false;
     report = ValidateDataset(prefix, options);
     ASSERT_TRUE(report.ok()) << report.status();
