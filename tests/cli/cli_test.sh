@@ -40,6 +40,11 @@ for dry in "" --dry-run; do
 done
 # A short flag the command lacks is named as typed (inspect has no --quiet: "unknown flag --quiet").
 expect "inspect -q is named as typed" 2 "unknown flag -q (see --help)" -- "$PILEPREP" inspect -q x
+# A set-up error found loading the tokenizer leaves no empty output directory behind.
+expect "a tokenizer directory without its files is a set-up error" 2 "" -- \
+  env PILEPREP_TOKENIZER_DIR="$work/no-such-tokenizer" "$PILEPREP" --url "$root/data/samples" --files 0 \
+  --output-dir "$work/not-made"
+[[ -e "$work/not-made" ]] && { echo "FAIL: a tokenizer set-up error left the output directory"; fail=1; }
 expect "help of no such command is a usage error" 2 "help: no command 'bogus'" -- "$PILEPREP" help bogus
 # Help, a version or a --dry-run plan that does not reach stdout (a full disk) is no success.
 for args in "--help" "--version" "merge --help" "--url $root/data/samples --files 0 --dry-run"; do

@@ -960,6 +960,13 @@ int RunShardJob(int argc, char** argv, int first) {
     return PrintPlan(*files, *assignment, job, c, **tokenizer) ? kExitUsage : kExitOk;
   }
   const int summary_rank = assignment->array_task >= 0 ? assignment->array_task : assignment->rank;
+  // The tokenizer before the directories: a set-up error there (PILEPREP_TOKENIZER_DIR naming no
+  // vocabulary) leaves no empty output directory behind.
+  auto tokenizer = LoadTokenizer(c);
+  if (!tokenizer.ok()) {
+    PrintError(std::string(tokenizer.status().message()));
+    return kExitUsage;
+  }
   if (auto s = EnsureDirectory(job.output_dir, "--output-dir"); !s.ok()) {
     PrintError(std::string(s.message()));
     return kExitUsage;
@@ -969,11 +976,6 @@ int RunShardJob(int argc, char** argv, int first) {
       PrintError(std::string(s.message()));
       return kExitUsage;
     }
-  }
-  auto tokenizer = LoadTokenizer(c);
-  if (!tokenizer.ok()) {
-    PrintError(std::string(tokenizer.status().message()));
-    return kExitUsage;
   }
   const int used_threads =
       c.pipeline.threads > 0 ? c.pipeline.threads : tbb::info::default_concurrency();
