@@ -45,6 +45,10 @@ expect "a tokenizer directory without its files is a set-up error" 2 "" -- \
   env PILEPREP_TOKENIZER_DIR="$work/no-such-tokenizer" "$PILEPREP" --url "$root/data/samples" --files 0 \
   --output-dir "$work/not-made"
 [[ -e "$work/not-made" ]] && { echo "FAIL: a tokenizer set-up error left the output directory"; fail=1; }
+# A file of CR-only line ends (old Mac) is one line, one bad record: the error says why.
+printf '{"text":"a"}\r{"text":"b"}\r' >"$work/cr-only.jsonl"
+expect "a file of CR-only line ends is named as one line" 1 "a file whose lines end in CR alone is one line" -- \
+  "$PILEPREP" preprocess --input "$work/cr-only.jsonl" --output-prefix "$work/cr-only"
 expect "help of no such command is a usage error" 2 "help: no command 'bogus'" -- "$PILEPREP" help bogus
 # Help, a version or a --dry-run plan that does not reach stdout (a full disk) is no success.
 for args in "--help" "--version" "merge --help" "--url $root/data/samples --files 0 --dry-run"; do

@@ -16,6 +16,7 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -386,9 +387,20 @@ void ReportOutcome(const std::string& display_name, const std::string& input, ab
                    ShardOutcome* outcome_ptr) {
   ShardOutcome& outcome = *outcome_ptr;
   if (status.ok() && !outcome.stats.published) {
-    status = absl::FailedPreconditionError(absl::StrCat(
-        input, ": no tokens in any document; nothing published (no reader can open an empty "
-               "dataset)"));
+    std::string why;
+    const ShardStats& st = outcome.stats;
+    if (st.documents == 0 && st.bad_records > 0) {
+      why = "; every record was bad (below)";
+      // Lines end at LF only, as in json.loads of Megatron's lines: a file of CR-only line ends
+      // (old Mac) is one line, whose second record is "extra data".
+      if (st.bad_records == 1 && !st.bad_record_samples.empty() &&
+          absl::StrContains(st.bad_record_samples.front().detail, "extra data")) {
+        why += " (lines end at LF: a file whose lines end in CR alone is one line)";
+      }
+    }
+    status = absl::FailedPreconditionError(
+        absl::StrCat(input, ": no tokens in any document", why,
+                     "; nothing published (no reader can open an empty dataset)"));
   }
   const ShardStats& s = outcome.stats;
   if (absl::IsCancelled(status)) {
