@@ -49,6 +49,12 @@ expect "a tokenizer directory without its files is a set-up error" 2 "" -- \
 printf '{"text":"a"}\r{"text":"b"}\r' >"$work/cr-only.jsonl"
 expect "a file of CR-only line ends is named as one line" 1 "a file whose lines end in CR alone is one line" -- \
   "$PILEPREP" preprocess --input "$work/cr-only.jsonl" --output-prefix "$work/cr-only"
+# A dry run's plan over far more nodes than files: the ranks without a file are one line per run.
+"$PILEPREP" --url "$root/data/samples" --files 0-1 --nodes 1000000 --rank 5 --dry-run >"$work/out" 2>"$work/err"
+if [[ $? -eq 0 && $(wc -l <"$work/out") -lt 20 ]] && grep -q "ranks 6\.\.499998 of 1000000: (none)" "$work/out" \
+   && grep -q "rank 5 of 1000000: (none)   <- this process" "$work/out"; then
+  echo "ok: a dry run over 1000000 nodes prints the ranks without a file as runs"
+else echo "FAIL: a dry run over 1000000 nodes: $(head -c 600 "$work/out")"; fail=1; fi
 expect "help of no such command is a usage error" 2 "help: no command 'bogus'" -- "$PILEPREP" help bogus
 # Help, a version or a --dry-run plan that does not reach stdout (a full disk) is no success.
 for args in "--help" "--version" "merge --help" "--url $root/data/samples --files 0 --dry-run"; do

@@ -642,9 +642,21 @@ bool PrintPlan(const std::vector<int>& files, const RankAssignment& a, const Job
     std::printf("Slurm array task %d: this process takes file %02d only\n", a.array_task,
                 a.array_task);
   } else {
-    for (int r = 0; r < a.size; ++r) {
-      std::printf("  rank %d of %d: %s%s\n", r, a.size, names(FilesForRank(files, r, a.size)).c_str(),
-                  r == a.rank ? "   <- this process" : "");
+    for (int r = 0; r < a.size;) {
+      // A run of ranks without a file (more nodes than files) is one line: --nodes 1000000 printed
+      // a million.
+      int end = r + 1;
+      if (FilesForRank(files, r, a.size).empty() && r != a.rank) {
+        while (end < a.size && end != a.rank && FilesForRank(files, end, a.size).empty()) ++end;
+      }
+      if (end - r > 1) {
+        std::printf("  ranks %d..%d of %d: (none)\n", r, end - 1, a.size);
+      } else {
+        std::printf("  rank %d of %d: %s%s\n", r, a.size,
+                    names(FilesForRank(files, r, a.size)).c_str(),
+                    r == a.rank ? "   <- this process" : "");
+      }
+      r = end;
     }
   }
   auto mine = FilesForAssignment(files, a);
