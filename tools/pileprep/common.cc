@@ -148,9 +148,11 @@ void AddCommonFlags(Args& args) {
            "saves a copy where page faults are cheap (bare metal); slower under some hypervisors",
            "", true);
   args.Add("progress-interval", Args::Kind::kValue, "SECONDS",
-           "seconds between progress lines when stderr is not a terminal",
+           "seconds between progress lines when stderr is not a terminal, or when several "
+           "shards run at once (the shard job's --shards-at-once)",
            absl::StrCat(ConsoleOptions{}.log_interval_s));
-  args.Add("quiet", Args::Kind::kSwitch, "", "print only errors and the summary (-q)");
+  args.Add("quiet", Args::Kind::kSwitch, "",
+           "print only errors, skipped bad records, U+FFFD replacements and the summary (-q)");
   args.Add("verbose", Args::Kind::kSwitch, "",
            "list the kept bad records, the first 100 with their lines (-v)");
   args.Add("help", Args::Kind::kSwitch, "", "show this help (-h)");
