@@ -261,6 +261,12 @@ mkdir -p "$work/stray" && cp "$p0.idx" "$work/stray/s.idx" && cp "$p0.bin" "$wor
 expect "merge --no-validate refuses lengths that do not cover the .bin" 1 "the pair does not belong together" -- \
   "$PILEPREP" merge --no-validate --output-prefix "$m/stray" "$work/stray/s" "$p0"
 [[ -e "$m/stray.bin" ]] && { echo "FAIL: a refused --no-validate merge published"; fail=1; }
+# A directory named as a pair's other half: named as a directory, not as missing (DIR mode skips
+# directories when listing, as merge_datasets.py does).
+mkdir -p "$work/dirbin/a.bin" && cp "$p0.idx" "$work/dirbin/a.idx"
+expect "validate DIR: a .bin that is a directory is named so" 1 "a.bin: not a regular file (a directory)" -- \
+  "$PILEPREP" validate "$work/dirbin"
+rm -rf "$work/dirbin"
 # SIGBUS while validate reads (a .bin truncated under its mapping): exit 135, and the message says
 # there is no verdict, not what a writing command leaves behind ("nothing was published"). The
 # signal is sent by hand, as a truncation at the right moment would be a race; the dataset is an

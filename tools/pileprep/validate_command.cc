@@ -136,8 +136,14 @@ int RunValidate(int argc, char** argv, int first) {
         for (const std::string& path : unpaired) {
           const bool is_idx = absl::EndsWith(path, ".idx");
           const std::string prefix = path.substr(0, path.size() - 4);
-          fail_open(prefix, absl::StrCat(path, " has no ", prefix.substr(prefix.rfind('/') + 1),
-                                         is_idx ? ".bin" : ".idx", " beside it"));
+          const std::string other = prefix + (is_idx ? ".bin" : ".idx");
+          // A directory of that name is skipped when listing (as merge_datasets.py skips it):
+          // named as what it is, not as missing.
+          fail_open(prefix,
+                    IsDirectory(other)
+                        ? absl::StrCat(other, ": not a regular file (a directory)")
+                        : absl::StrCat(path, " has no ", prefix.substr(prefix.rfind('/') + 1),
+                                       is_idx ? ".bin" : ".idx", " beside it"));
         }
         // (An empty directory beside the pair it was named for is no error: the pair is checked.)
         if (found->empty() && unpaired.empty() && prefixes.empty()) {
