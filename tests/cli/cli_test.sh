@@ -55,6 +55,11 @@ if [[ $? -eq 0 && $(wc -l <"$work/out") -lt 20 ]] && grep -q "ranks 6\.\.499998 
    && grep -q "rank 5 of 1000000: (none)   <- this process" "$work/out"; then
   echo "ok: a dry run over 1000000 nodes prints the ranks without a file as runs"
 else echo "FAIL: a dry run over 1000000 nodes: $(head -c 600 "$work/out")"; fail=1; fi
+# Empty path values (a script's unset variable) are usage errors, not the default quietly.
+expect "an empty --vocab-file is a usage error" 2 "--vocab-file is empty" -- \
+  "$PILEPREP" preprocess --input "$work/cr-only.jsonl" --output-prefix "$work/empty-vocab" --vocab-file= --merge-file=
+expect "an empty --keep-downloads is a usage error" 2 "--keep-downloads is empty" -- \
+  "$PILEPREP" --url "$root/data/samples" --files 0 --output-dir "$work/empty-keep" --keep-downloads= --dry-run
 expect "help of no such command is a usage error" 2 "help: no command 'bogus'" -- "$PILEPREP" help bogus
 # Help, a version or a --dry-run plan that does not reach stdout (a full disk) is no success.
 for args in "--help" "--version" "merge --help" "--url $root/data/samples --files 0 --dry-run"; do

@@ -176,6 +176,14 @@ absl::Status ReadCommon(const Args& args, Common* c) {
   c->verbose = args.Has("verbose");
   c->file_source.map = args.Has("mmap-input");
   c->tokenizer.endoftext_is_special = !args.Has("endoftext-as-text");
+  // Given empty (`--vocab-file=$VOCAB` with VOCAB unset), a path must not quietly mean the
+  // shipped GPT-2 files: another vocabulary was meant.
+  for (const char* flag : {"vocab-file", "merge-file"}) {
+    if (args.Has(flag) && args.Get(flag).empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", flag, " is empty: name the file (leave both flags out for GPT-2's shipped files)"));
+    }
+  }
   c->vocab_file = args.Get("vocab-file");
   c->merge_file = args.Get("merge-file");
   // Every command that takes these flags runs the pipeline: SIGINT/SIGTERM cancel it cleanly.

@@ -884,6 +884,11 @@ int RunShardJob(int argc, char** argv, int first) {
   job.force = args.Has("force");
   job.remake_other_settings = args.Has("remake-other-settings");
   job.keep_downloads = args.Get("keep-downloads");
+  if (args.Has("keep-downloads") && job.keep_downloads.empty()) {
+    // (`--keep-downloads=$DIR` with DIR unset turned keeping off without a word.)
+    PrintError("--keep-downloads is empty: name a directory, or leave the flag out");
+    return kExitUsage;
+  }
 
   auto files = ParseFileNumbers(args.Get("files", "0-29"));
   auto source = ParseShardSource(args.Get("url", kDefaultUrl));
