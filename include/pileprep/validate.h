@@ -13,15 +13,17 @@
 //   dtype            dtype code at byte 17 is 4 (int32) or 8 (uint16); 6/7 (floats) and others
 //                    refused
 //   idx_size         the .idx is exactly 34 + 12·S + 8·D1 bytes (shorter: truncated; longer:
-//                    trailing bytes: junk readers ignore, or a header count too small, which
-//                    shifts every array readers read; the counts the size fits are named)
+//                    trailing bytes: junk readers ignore, or a header count too small (a sequence
+//                    count too small shifts every array readers read); the counts the size fits
+//                    are named)
 //   document_count   D1 ≥ 1 (document_indices holds at least the leading 0)
 //   zero_length      no sequence has length 0 (Megatron never writes one)
 //   negative_length  no sequence has a negative length
 //   pointer          pointers[0] = 0, pointers[i+1] = pointers[i] + itemsize·lengths[i] in 64 bits
 //   length           lengths[k] disagrees with pointers[k+1] − pointers[k], a whole number of
 //                    tokens, while the next sequence agrees with the pointer after it (or the
-//                    .bin's end): the length is damaged, not every pointer after it; the pointer
+//                    .bin's end), and the stored pointers end where the .bin does but the lengths'
+//                    sum does not: the length is damaged, not every pointer after it; the pointer
 //                    check then follows the stored pointers
 //   doc_index_start  document_indices[0] = 0
 //   doc_index_order  document_indices is non-decreasing
@@ -29,7 +31,7 @@
 //   bin_size         the .bin is exactly itemsize·Σ lengths bytes, or where the pointers end after
 //                    a `length` (catches truncated copies and Megatron's 2023-06..08 EOD
 //                    off-by-one, which no reader notices: named when the surplus is one token per
-//                    sequence or document and the first 64 of them are EOD)
+//                    sequence or document and the first 64 of them are one token, EOD)
 //   empty_dataset    at least one token (no reader can mmap an empty .bin)
 //   token_range      every token < vocab_size (and ≥ 0 for int32)
 //   eod              with expect_eod: every document's last sequence ends with eod_id (where

@@ -196,8 +196,8 @@ class Checker {
             At(idx_name_, expected), "the .idx is ", size, " bytes but its header describes ",
             expected, " (", kIdxHeaderBytes, " + 12×", num_sequences_, " + 8×", num_doc_indices_,
             "): ", Plural(extra, "trailing byte", "trailing bytes"), why,
-            ": junk after the arrays, which readers ignore, or a header count too small, with "
-            "which readers take the arrays from the wrong places",
+            ": junk after the arrays, which readers ignore, or a header count too small (a "
+            "sequence count too small has readers take the arrays from the wrong places)",
             fits.empty() ? "" : absl::StrCat(" (the size fits", fits, ")"), "; regenerate it");
       });
     }
@@ -213,11 +213,14 @@ class Checker {
   }
   int64_t DocIndex(uint64_t j) const { return LoadUnaligned<int64_t>(idx_.data() + doc_offset_ + 8 * j); }
 
-  // Whether sequence k's stored length alone disagrees with the pointers: pointers[k+1] lies a
-  // whole number of tokens past pointers[k], and the next sequence's own length agrees with the
-  // pointer after it (or, for the last sequence, with the .bin's end). A damaged pointer instead
-  // disagrees with the lengths on both of its sides.
+  // Whether sequence k's stored length alone disagrees with the pointers: the stored pointers end
+  // where the .bin does while the lengths' sum does not (lengths_against_bin_), pointers[k+1] lies
+  // a whole number of tokens past pointers[k], and the next sequence's own length agrees with the
+  // pointer after it (or, for the last sequence, with the .bin's end). Damaged pointers instead
+  // leave the lengths' sum at the .bin's size, and an isolated one disagrees with the lengths on
+  // both of its sides.
   bool LengthDisagreesWithSoundPointers(uint64_t k) const {
+    if (!lengths_against_bin_) return false;
     const __int128 span = static_cast<__int128>(Pointer(k + 1)) - Pointer(k);
     if (span <= 0 || span % static_cast<__int128>(itemsize_) != 0 ||
         span / static_cast<__int128>(itemsize_) > std::numeric_limits<int32_t>::max()) {
@@ -236,6 +239,17 @@ class Checker {
     __int128 total = 0;
     uint64_t tokens = 0;
     bool previous_pointer_ok = true;
+    if (token_dtype_ok_ && num_sequences_ > 0) {
+      // A first pass over the lengths, for LengthDisagreesWithSoundPointers.
+      __int128 sum = 0;
+      for (uint64_t i = 0; i < num_sequences_; ++i) sum += Length(i);
+      const __int128 size = static_cast<__int128>(bin_.size());
+      const uint64_t last = num_sequences_ - 1;
+      lengths_against_bin_ =
+          sum * static_cast<__int128>(itemsize_) != size &&
+          static_cast<__int128>(Pointer(last)) + static_cast<__int128>(itemsize_) * Length(last) ==
+              size;
+    }
     for (uint64_t i = 0; i < num_sequences_; ++i) {
       const int32_t length = Length(i);
       if (length <= 0) {
@@ -372,9 +386,10 @@ class Checker {
 
   // Megatron's 2023 EOD off-by-one wrote EOD after each sequence (per_sequence) or each document's
   // last sequence, uncounted: the .bin then holds it where each such unit ends, counting the EODs
-  // before it. Looks at the first 64 units: how many (> 0) when EOD is at each, 0 when one is not,
-  // -1 when the tokens are not to be read (check_tokens = false).
-  int EodsWhereTheBugPutsThem(bool per_sequence) const {
+  // before it. Looks at the first 64 units: how many (> 0) when one token, *eod (GPT-2's 50256 or
+  // another vocabulary's: not necessarily options_.eod_id), is at each; 0 when they differ; -1 when
+  // the tokens are not to be read (check_tokens = false).
+  int EodsWhereTheBugPutsThem(bool per_sequence, uint64_t* eod) const {
     if (!options_.check_tokens) return -1;
     constexpr uint64_t kUnits = 64;
     uint64_t position = 0;  // in tokens
@@ -385,7 +400,8 @@ class Checker {
       const char* p = bin_.data() + t * itemsize_;
       const uint64_t v = itemsize_ == 2 ? LoadUnaligned<uint16_t>(p)
                                         : static_cast<uint32_t>(LoadUnaligned<int32_t>(p));
-      return v == options_.eod_id;
+      if (units == 0) *eod = v;
+      return v == *eod;
     };
     for (uint64_t d = 0;
          units < kUnits && d + 1 < (per_sequence ? num_sequences_ + 1 : num_doc_indices_); ++d) {
@@ -429,14 +445,20 @@ class Checker {
         const bool per_sequence = extra == itemsize_ * num_sequences_;
         const bool per_document =
             !per_sequence && extra == itemsize_ * nonempty_documents_ && DocumentIndicesSound();
-        const int eods = per_sequence || per_document ? EodsWhereTheBugPutsThem(per_sequence) : 0;
+        // (After a `length` or `pointer` fault the lengths say no more where units end.)
+        uint64_t eod = 0;
+        const int eods = (per_sequence || per_document) && !Has("length") && !Has("pointer")
+                             ? EodsWhereTheBugPutsThem(per_sequence, &eod)
+                             : 0;
         if (eods != 0) {
+          std::string where = " (the tokens not read)";
+          if (eods > 0) {
+            where = absl::StrCat(", and token ", eod, " where each of the first ", eods, " ends",
+                                 eod == options_.eod_id ? " (EOD)" : " (its vocabulary's EOD?)");
+          }
           return absl::StrCat(
               head, Plural(extra, "extra byte", "extra bytes"), ", one uncounted token per ",
-              per_sequence ? "sequence" : "document (its sentences split into sequences)",
-              eods > 0 ? absl::StrCat(", and EOD ", options_.eod_id, " where each of the first ",
-                                      eods, " ends")
-                       : " (the tokens not read)",
+              per_sequence ? "sequence" : "document (its sentences split into sequences)", where,
               " — the signature of Megatron's 2023-06..08 EOD off-by-one (EOD written but not "
               "counted in the lengths, so every sequence after the first is read misaligned; no "
               "reader notices); regenerate the dataset with a fixed preprocess");
@@ -653,6 +675,8 @@ class Checker {
   int64_t first_bad_length_ = -1;
   size_t itemsize_ = 0;
   bool token_dtype_ok_ = false;
+  bool lengths_against_bin_ =
+      false;  // Σ lengths misses the .bin's size, the pointers' end meets it
   uint64_t num_sequences_ = 0, num_doc_indices_ = 0;
   uint64_t nonempty_documents_ = 0;  // documents of at least one sequence (document indices rise)
   uint64_t lengths_offset_ = 0, pointers_offset_ = 0, doc_offset_ = 0;

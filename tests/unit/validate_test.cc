@@ -12,6 +12,7 @@
 #include <limits>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -175,6 +176,52 @@ TEST_F(ValidateTest, DamagedLengthIsNamedNotThePointersAfterItNorTheBin) {
     EXPECT_THAT(v->message, HasSubstr(delta > 0 ? "read 1 token of the next sequence"
                                                 : "drop its last 1 token"));
   }
+}
+
+// A uint16 index of the given arrays (no checks: for building damaged ones).
+std::string Uint16Index(const std::vector<int32_t>& lengths, const std::vector<int64_t>& pointers,
+                        const std::vector<int64_t>& docs) {
+  std::string idx("MMIDIDX\x00\x00", 9);
+  auto append = [&idx](auto v) { idx.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
+  append(uint64_t{1});
+  append(uint8_t{8});
+  append(uint64_t{lengths.size()});
+  append(uint64_t{docs.size()});
+  for (int32_t n : lengths) append(n);
+  for (int64_t p : pointers) append(p);
+  for (int64_t d : docs) append(d);
+  return idx;
+}
+std::string Uint16Tokens(const std::vector<uint16_t>& tokens) {
+  return std::string(reinterpret_cast<const char*>(tokens.data()), 2 * tokens.size());
+}
+
+// Pointers off from a point on, the lengths intact (their sum is the .bin's size): the pointers
+// are named, not the length before them, nor a "truncated" .bin.
+TEST_F(ValidateTest, ShiftedPointersAreNotTakenForADamagedLength) {
+  const std::string bin = Uint16Tokens({1, 2, 3, 4, 5, 6});
+  ValidationReport r = Check(Uint16Index({2, 2, 2}, {0, 6, 10}, {0, 1, 2, 3}), bin);
+  EXPECT_EQ(r.Find("length"), nullptr) << FormatValidationReport(r);
+  EXPECT_EQ(r.Find("bin_size"), nullptr) << FormatValidationReport(r);
+  ASSERT_NE(r.Find("pointer"), nullptr);
+  EXPECT_EQ(r.Find("pointer")->index, 1);
+  // Two neighbouring pointers damaged: each agrees with one side, yet no length is to blame.
+  r = Check(Uint16Index({2, 2, 2, 2}, {0, 6, 10, 12}, {0, 4}),
+            Uint16Tokens({1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(r.Find("length"), nullptr) << FormatValidationReport(r);
+  ASSERT_NE(r.Find("pointer"), nullptr);
+}
+
+// The 2023 off-by-one in a dataset of another vocabulary (EOD 2, as Llama's): the same token at
+// every place the bug puts one is named, without --eod-id.
+TEST_F(ValidateTest, MegatronEodOffByOneIsNamedWithAnotherVocabularysEod) {
+  const std::string bin = Uint16Tokens({5, 6, 2, 7, 8, 2, 9, 10, 2});
+  const ValidationReport r = Check(Uint16Index({2, 2, 2}, {0, 4, 8}, {0, 1, 2, 3}), bin);
+  const Violation* v = r.Find("bin_size");
+  ASSERT_NE(v, nullptr) << FormatValidationReport(r);
+  EXPECT_THAT(v->message, HasSubstr("EOD off-by-one"));
+  EXPECT_THAT(v->message,
+              HasSubstr("token 2 where each of the first 3 ends (its vocabulary's EOD?)"));
 }
 
 // A damaged pointer still is the pointer's fault: it disagrees with the lengths on both sides.
