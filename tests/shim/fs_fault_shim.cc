@@ -25,6 +25,9 @@
 //                                       to stderr and waits for a signal (pause(): until a handler
 //                                       has run), then opens: a run held at a known point, for a
 //                                       signal test that must not depend on timing.
+//   PILEPREP_FAULT_PAUSE_RESEND=N       after either pause above has ended (a handler has run),
+//                                       send signal N to the process at once: the copy timeout(1)
+//                                       sends, right after the first.
 //   PILEPREP_FAULT_PAUSE_LINGER=S       after either pause above has ended, wait S seconds more
 //                                       (signals that come meanwhile run their handlers): the
 //                                       process is still there for a second signal.
@@ -56,6 +59,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/file.h>
@@ -92,6 +96,8 @@ F Next(const char* name) {
 
 // PILEPREP_FAULT_PAUSE_LINGER: the whole time, whatever handlers interrupt the sleep.
 static void Linger() {
+  const char* resend = std::getenv("PILEPREP_FAULT_PAUSE_RESEND");
+  if (resend != nullptr && *resend != '\0') kill(getpid(), std::atoi(resend));
   const char* linger = std::getenv("PILEPREP_FAULT_PAUSE_LINGER");
   if (linger == nullptr) return;
   const double seconds = std::atof(linger);

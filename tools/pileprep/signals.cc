@@ -15,7 +15,8 @@ std::atomic<bool> g_cancel{false};
 std::atomic<int> g_signal{0};
 std::atomic<int64_t> g_first_signal_ns{0};  // CLOCK_MONOTONIC when the first signal was handled
 std::atomic<bool> g_bus_error_reading{false};
-static_assert(std::atomic<bool>::is_always_lock_free && std::atomic<int>::is_always_lock_free,
+static_assert(std::atomic<bool>::is_always_lock_free && std::atomic<int>::is_always_lock_free &&
+                  std::atomic<int64_t>::is_always_lock_free,
               "the handler may only touch lock-free atomics");
 
 void WriteStderr(const char* s) {
@@ -26,8 +27,9 @@ void WriteStderr(const char* s) {
 
 // timeout(1) sends its signal twice, to the process and then to its process group, and a batch
 // system ending a job may do as well: the same signal again this soon is that copy, not a second
-// request to stop at once (which left the run without its summary, temporaries in place).
-constexpr int64_t kSameSignalNs = 500'000'000;
+// request to stop at once (which left the run without its summary, temporaries in place). Short
+// enough that a person pressing Ctrl-C twice (150 ms apart or more) is heard.
+constexpr int64_t kSameSignalNs = 100'000'000;
 
 int64_t MonotonicNs() {
   timespec ts;  // clock_gettime is async-signal-safe

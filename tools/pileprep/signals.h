@@ -8,8 +8,8 @@
 // started, the summary is still printed and written, and the process exits 128 + the signal number
 // (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP). A second signal ends the process at once with
 // the default action; the temporaries it leaves are removed by the next run (as after SIGKILL). The
-// same signal again within half a second is not a second one: timeout(1) sends each twice (to the
-// process, then to its group).
+// same signal again within 0.1 s is not a second one: timeout(1) sends each twice (to the process,
+// then to its group).
 #ifndef PILEPREP_TOOLS_PILEPREP_SIGNALS_H_
 #define PILEPREP_TOOLS_PILEPREP_SIGNALS_H_
 
