@@ -47,7 +47,7 @@ expect "a tokenizer directory without its files is a set-up error" 2 "" -- \
 [[ -e "$work/not-made" ]] && { echo "FAIL: a tokenizer set-up error left the output directory"; fail=1; }
 # A file of CR-only line ends (old Mac) is one line, one bad record: the error says why.
 printf '{"text":"a"}\r{"text":"b"}\r' >"$work/cr-only.jsonl"
-expect "a file of CR-only line ends is named as one line" 1 "a file whose lines end in CR alone is one line" -- \
+expect "a file of CR-only line ends is named as one line" 1 "if its lines end in CR alone: lines end at LF" -- \
   "$PILEPREP" preprocess --input "$work/cr-only.jsonl" --output-prefix "$work/cr-only"
 # A dry run's plan over far more nodes than files: the ranks without a file are one line per run.
 "$PILEPREP" --url "$root/data/samples" --files 0-1 --nodes 1000000 --rank 5 --dry-run >"$work/out" 2>"$work/err"
@@ -60,7 +60,13 @@ expect "an empty --vocab-file is a usage error" 2 "--vocab-file is empty" -- \
   "$PILEPREP" preprocess --input "$work/cr-only.jsonl" --output-prefix "$work/empty-vocab" --vocab-file= --merge-file=
 expect "an empty --keep-downloads is a usage error" 2 "--keep-downloads is empty" -- \
   "$PILEPREP" --url "$root/data/samples" --files 0 --output-dir "$work/empty-keep" --keep-downloads= --dry-run
+# A --keep-downloads that cannot be made leaves no empty --output-dir behind either.
+touch "$work/a-file"
+expect "a --keep-downloads under a file is a usage error" 2 "--keep-downloads" -- \
+  "$PILEPREP" --url "$root/data/samples" --files 0 --output-dir "$work/not-made2" --keep-downloads "$work/a-file/sub"
+[[ -e "$work/not-made2" ]] && { echo "FAIL: a --keep-downloads set-up error left the output directory"; fail=1; }
 expect "help of no such command is a usage error" 2 "help: no command 'bogus'" -- "$PILEPREP" help bogus
+expect "help --help is the shard job's help" 0 "Usage: pileprep [--url SRC]" -- "$PILEPREP" help --help
 # Help, a version or a --dry-run plan that does not reach stdout (a full disk) is no success.
 for args in "--help" "--version" "merge --help" "--url $root/data/samples --files 0 --dry-run"; do
   # shellcheck disable=SC2086

@@ -284,9 +284,11 @@ open(sys.argv[1] + ".idx", "wb").write(idx)
 with open(sys.argv[1] + ".bin", "wb") as f:
     f.truncate(2 * length * n)
 PY
-  "$PILEPREP" validate --allow-holes --threads 1 "$work/bus/big" >"$work/out" 2>"$work/err" &
+  # (No core file from the signal's default action.)
+  (ulimit -c 0; exec "$PILEPREP" validate --allow-holes --threads 1 "$work/bus/big") >"$work/out" 2>"$work/err" &
   pid=$!
-  sleep 0.5
+  # Sent once the .bin is mapped: validate is past its set-up then, reading.
+  for _ in $(seq 1 400); do grep -q "big.bin" "/proc/$pid/maps" 2>/dev/null && break; sleep 0.05; done
   kill -BUS $pid
   wait $pid
   rc=$?

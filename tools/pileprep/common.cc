@@ -405,7 +405,7 @@ void ReportOutcome(const std::string& display_name, const std::string& input, ab
       // (old Mac) is one line, whose second record is "extra data".
       if (st.bad_records == 1 && !st.bad_record_samples.empty() &&
           absl::StrContains(st.bad_record_samples.front().detail, "extra data")) {
-        why += " (lines end at LF: a file whose lines end in CR alone is one line)";
+        why += " (if its lines end in CR alone: lines end at LF, so the file is one line)";
       }
     }
     status = absl::FailedPreconditionError(

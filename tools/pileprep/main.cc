@@ -30,10 +30,11 @@ int Dispatch(int argc, char** argv) {
           }
         }
       }
-      if (argc >= 3) {
+      if (argc >= 3 && argv[2][0] != '-') {  // (`help --help` is the shard job's help)
         std::string names;
-        for (const Command& c : Commands())
+        for (const Command& c : Commands()) {
           absl::StrAppend(&names, names.empty() ? "" : ", ", c.name);
+        }
         PrintError(absl::StrCat("help: no command '", argv[2], "' (the commands: ", names,
                                 "; `pileprep --help` for the shard job)"));
         return kExitUsage;
@@ -53,8 +54,11 @@ int Main(int argc, char** argv) {
   int rc = Dispatch(argc, argv);
   // What a command printed to stdout (help, a version, a --dry-run plan) that did not get there
   // (`> /dev/full`, a closed pipe) is no success.
-  if ((std::fflush(stdout) != 0 || std::ferror(stdout)) && rc == kExitOk) {
-    PrintError(absl::StrCat("stdout: not written in full: ", std::strerror(errno)));
+  const bool flushed = std::fflush(stdout) == 0;
+  const int err = errno;  // fflush's cause; an earlier write's is gone
+  if ((!flushed || std::ferror(stdout)) && rc == kExitOk) {
+    PrintError(absl::StrCat("stdout: not written in full",
+                            flushed ? "" : absl::StrCat(": ", std::strerror(err))));
     rc = kExitFailed;
   }
   return rc;

@@ -984,6 +984,16 @@ int RunShardJob(int argc, char** argv, int first) {
     PrintError(std::string(tokenizer.status().message()));
     return kExitUsage;
   }
+  // Both directories checked before either is made: a --keep-downloads that cannot be made left an
+  // empty --output-dir behind.
+  for (const auto& [dir, flag] : {std::pair{job.output_dir, "--output-dir"},
+                                  std::pair{job.keep_downloads, "--keep-downloads"}}) {
+    if (dir.empty()) continue;
+    if (auto s = CheckDirectoryCouldBeMade(dir, flag); !s.ok()) {
+      PrintError(std::string(s.message()));
+      return kExitUsage;
+    }
+  }
   if (auto s = EnsureDirectory(job.output_dir, "--output-dir"); !s.ok()) {
     PrintError(std::string(s.message()));
     return kExitUsage;
