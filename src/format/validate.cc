@@ -211,6 +211,12 @@ class Checker {
   int64_t Pointer(uint64_t i) const {
     return LoadUnaligned<int64_t>(idx_.data() + pointers_offset_ + 8 * i);
   }
+  // Token t of the .bin, int32 ones as their unsigned bits (as ScanTokens compares them).
+  uint64_t TokenAt(uint64_t t) const {
+    const char* p = bin_.data() + t * itemsize_;
+    return itemsize_ == 2 ? LoadUnaligned<uint16_t>(p)
+                          : static_cast<uint32_t>(LoadUnaligned<int32_t>(p));
+  }
   int64_t DocIndex(uint64_t j) const { return LoadUnaligned<int64_t>(idx_.data() + doc_offset_ + 8 * j); }
 
   // Whether sequence k's stored length alone disagrees with the pointers: the stored pointers end
@@ -397,9 +403,7 @@ class Checker {
     const uint64_t tokens = bin_.size() / itemsize_;
     auto eod_at = [&](uint64_t t) {
       if (t >= tokens) return false;
-      const char* p = bin_.data() + t * itemsize_;
-      const uint64_t v = itemsize_ == 2 ? LoadUnaligned<uint16_t>(p)
-                                        : static_cast<uint32_t>(LoadUnaligned<int32_t>(p));
+      const uint64_t v = TokenAt(t);
       if (units == 0) *eod = v;
       return v == *eod;
     };
@@ -574,8 +578,7 @@ class Checker {
         !Has("pointer") && !Has("length") && !Has("negative_length") && !Has("zero_length");
     internal::ThreadArena arena(options_.threads);  // threads as asked, even above the cores
     // With document_indices broken (already a violation) --expect-eod looks at every sequence.
-    const bool docs_ok = !Has("document_count") && !Has("doc_index_start") &&
-                         !Has("doc_index_order") && !Has("doc_index_end");
+    const bool docs_ok = DocumentIndicesSound();
     Found bad, no_eod;
     arena.execute([&] {
       constexpr uint64_t kGrain = uint64_t{1} << 20;  // tokens per task
@@ -608,9 +611,7 @@ class Checker {
                 const uint64_t end = static_cast<uint64_t>(Pointer(i)) +
                                      itemsize_ * static_cast<uint32_t>(Length(i));
                 if (end > bin_.size()) break;  // a truncated .bin: reported as bin_size
-                const char* p = bin_.data() + end - itemsize_;
-                const uint64_t last = itemsize_ == 2 ? LoadUnaligned<uint16_t>(p)
-                                                     : static_cast<uint32_t>(LoadUnaligned<int32_t>(p));
+                const uint64_t last = TokenAt(end / itemsize_ - 1);
                 if (last != options_.eod_id) {
                   if (acc.count == 0 || u < acc.first) {  // the unit: the document, if docs_ok
                     acc.first = u;

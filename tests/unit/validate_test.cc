@@ -76,6 +76,19 @@ class ValidateTest : public ::testing::Test {
   size_t LengthOffset(uint64_t i) const { return kIdxHeaderBytes + 4 * i; }
   size_t PointerOffset(uint64_t i) const { return kIdxHeaderBytes + 4 * s_ + 8 * i; }
   size_t DocOffset(uint64_t j) const { return kIdxHeaderBytes + 12 * s_ + 8 * j; }
+  // Megatron 2023-06-26..2023-08-05 on the good pair's index: each sequence's last token (its EOD)
+  // left out of its length, the pointers following those lengths.
+  std::string WithEodOffByOne() const {
+    std::string idx = idx_;
+    int64_t pointer = 0;
+    for (uint64_t i = 0; i < s_; ++i) {
+      const int32_t length = Get<int32_t>(idx, LengthOffset(i)) - 1;
+      Put<int32_t>(idx, LengthOffset(i), length);
+      Put<int64_t>(idx, PointerOffset(i), pointer);
+      pointer += 2 * length;
+    }
+    return idx;
+  }
 
   // Writes the (corrupted) pair to files and validates it through the file path.
   ValidationReport Check(const std::string& idx, const std::string& bin,
@@ -250,15 +263,7 @@ TEST_F(ValidateTest, LastSequencePastTheBinsEndIsNamed) {
 
 TEST_F(ValidateTest, MegatronEodOffByOneIsNamed) {
   // Megatron 2023-06-26..2023-08-05: EOD written to the .bin but not counted in the lengths.
-  std::string idx = idx_;
-  int64_t pointer = 0;
-  for (uint64_t i = 0; i < s_; ++i) {
-    const int32_t length = Get<int32_t>(idx, LengthOffset(i)) - 1;
-    Put<int32_t>(idx, LengthOffset(i), length);
-    Put<int64_t>(idx, PointerOffset(i), pointer);
-    pointer += 2 * length;
-  }
-  ValidationReport r = Check(idx, bin_);
+  ValidationReport r = Check(WithEodOffByOne(), bin_);
   const Violation* v = r.Find("bin_size");
   ASSERT_NE(v, nullptr);
   EXPECT_THAT(v->message, HasSubstr("EOD off-by-one"));
@@ -314,15 +319,8 @@ TEST_F(ValidateTest, TruncatedIdxIsCaught) {
 
 // One uncounted token per sequence that is not EOD: the size alone is no proof of the 2023 bug.
 TEST_F(ValidateTest, ExtraTokensThatAreNotEodAreNotTakenForTheEodOffByOne) {
-  std::string idx = idx_;
+  const std::string idx = WithEodOffByOne();
   std::string bin = bin_;
-  int64_t pointer = 0;
-  for (uint64_t i = 0; i < s_; ++i) {
-    const int32_t length = Get<int32_t>(idx, LengthOffset(i)) - 1;
-    Put<int32_t>(idx, LengthOffset(i), length);
-    Put<int64_t>(idx, PointerOffset(i), pointer);
-    pointer += 2 * length;
-  }
   // The first sequence's uncounted last token (its EOD) made another id.
   const uint64_t first_end = 2 * static_cast<uint64_t>(Get<int32_t>(idx, LengthOffset(0)));
   ASSERT_EQ(Get<uint16_t>(bin, first_end), 50256);

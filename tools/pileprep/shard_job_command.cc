@@ -957,35 +957,10 @@ int RunShardJob(int argc, char** argv, int first) {
     PrintError(std::string(mine.status().message()));
     return kExitUsage;
   }
-  if (args.Has("dry-run")) {
-    // What the run would refuse before any work (exit 2), without creating anything.
-    for (const auto& [dir, flag] : {std::pair{job.output_dir, "--output-dir"},
-                                    std::pair{job.keep_downloads, "--keep-downloads"}}) {
-      if (dir.empty()) continue;
-      if (auto s = CheckDirectoryCouldBeMade(dir, flag); !s.ok()) {
-        PrintError(std::string(s.message()));
-        return kExitUsage;
-      }
-    }
-    // The tokenizer too, so that a plan says which outputs were made with these settings.
-    auto tokenizer = LoadTokenizer(c);
-    if (!tokenizer.ok()) {
-      PrintError(std::string(tokenizer.status().message()));
-      return kExitUsage;
-    }
-    // The exit status the run would have where it is known before any work: refused, 2.
-    return PrintPlan(*files, *assignment, job, c, **tokenizer) ? kExitUsage : kExitOk;
-  }
-  const int summary_rank = assignment->array_task >= 0 ? assignment->array_task : assignment->rank;
-  // The tokenizer before the directories: a set-up error there (PILEPREP_TOKENIZER_DIR naming no
-  // vocabulary) leaves no empty output directory behind.
-  auto tokenizer = LoadTokenizer(c);
-  if (!tokenizer.ok()) {
-    PrintError(std::string(tokenizer.status().message()));
-    return kExitUsage;
-  }
-  // Both directories checked before either is made: a --keep-downloads that cannot be made left an
-  // empty --output-dir behind.
+  // What the run would refuse before any work (exit 2), checked before anything is created, for
+  // the dry run as for the run: both directories (a --keep-downloads that cannot be made left an
+  // empty --output-dir behind), then the tokenizer (PILEPREP_TOKENIZER_DIR naming no vocabulary
+  // did too); a plan also says which outputs were made with these settings.
   for (const auto& [dir, flag] : {std::pair{job.output_dir, "--output-dir"},
                                   std::pair{job.keep_downloads, "--keep-downloads"}}) {
     if (dir.empty()) continue;
@@ -994,6 +969,16 @@ int RunShardJob(int argc, char** argv, int first) {
       return kExitUsage;
     }
   }
+  auto tokenizer = LoadTokenizer(c);
+  if (!tokenizer.ok()) {
+    PrintError(std::string(tokenizer.status().message()));
+    return kExitUsage;
+  }
+  if (args.Has("dry-run")) {
+    // The exit status the run would have where it is known before any work: refused, 2.
+    return PrintPlan(*files, *assignment, job, c, **tokenizer) ? kExitUsage : kExitOk;
+  }
+  const int summary_rank = assignment->array_task >= 0 ? assignment->array_task : assignment->rank;
   if (auto s = EnsureDirectory(job.output_dir, "--output-dir"); !s.ok()) {
     PrintError(std::string(s.message()));
     return kExitUsage;
