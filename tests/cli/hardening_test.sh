@@ -358,6 +358,22 @@ grep -q "were not published" "$work/err" && bad "stopped while checking: says no
 [[ $(cat "$work"/chk/my-gpt3_0[01]_text_document.* | sha256sum) == "$sums_before" ]] \
   && ok "stopped while checking: the outputs are left as they were" || bad "stopped while checking: outputs changed"
 
+# No progress line after "stopping": a stop that takes its time (the shim holds the shard's .idx
+# temporary's open 3 s past the signal) printed "(no batch finished for 3s)" lines, as if it went on.
+rm -rf "$work/tick"
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" LD_PRELOAD=$SHIM \
+  PILEPREP_FAULT_PAUSE_OPEN="$work/tick/my-gpt3_00_text_document.idx.pileprep-tmp" \
+  PILEPREP_FAULT_PAUSE_LINGER=3 "$PILEPREP" --url "$src" --files 0 --output-dir "$work/tick" \
+  --progress-interval 1 >"$work/out" 2>"$work/err" &
+pid=$!
+for _ in $(seq 1 600); do grep -q "fault shim: paused" "$work/err" && break; sleep 0.05; done
+sleep 2.2  # a "no batch finished" line while held, before the signal: the ticker runs
+kill -TERM $pid; wait $pid; rc=$?
+after=$(sed -n '/SIGTERM: stopping/,$p' "$work/err" | grep -c '^00\.jsonl\.zst: ')
+before=$(sed -n '/fault shim: paused/,/SIGTERM: stopping/p' "$work/err" | grep -c 'no batch finished')
+[[ $rc -eq 143 && $before -ge 1 && $after -eq 0 ]] && ok "no progress line after \"stopping\"" \
+  || bad "progress after stopping (rc $rc, $before ticks before, $after after): $(cat "$work/err")"
+
 # preprocess with two keys whose second fails its rename once the first is in place, and whose
 # withdrawal of the first fails too (the shim): the first key's new dataset stays published beside
 # a failed run, and the error must name it (the failed removal was dropped without a word).

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "jsonl/utf8.h"
+#include "signals.h"
 
 namespace pileprep::cli {
 
@@ -175,7 +176,7 @@ void ConsoleProgress::Print(std::vector<ProgressField> fields) {
 void ConsoleProgress::OnProgress(const ShardStats& s, int64_t size_hint) {
   if (options_.quiet) return;
   std::lock_guard<std::mutex> lock(mu_);
-  if (stop_) return;
+  if (stop_ || Cancelled()) return;
   const auto now = std::chrono::steady_clock::now();
   last_batch_ = {
       s.bytes_in, s.bytes_decompressed, s.documents, s.tokens, s.bad_records, s.seconds, size_hint,
@@ -193,6 +194,9 @@ void ConsoleProgress::Tick() {
     if (wake_.wait_until(lock, last_print_ + every, [&] { return stop_; })) break;
     const auto now = std::chrono::steady_clock::now();
     if (now - last_print_ < every) continue;  // a batch's line came meanwhile
+    // After "stopping" a progress line (with "no batch finished for 3s" as the stop takes its time)
+    // reads as if the run went on; what stopped and what was kept comes in the summary.
+    if (Cancelled()) break;
     std::vector<ProgressField> fields = Fields(last_batch_);
     const double quiet_s = std::chrono::duration<double>(now - last_batch_.at).count();
     if (quiet_s >= 1) {
