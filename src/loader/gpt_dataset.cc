@@ -91,7 +91,9 @@ int64_t SampleCount(const GptIndexOptions& o, const EpochPlan& plan);
 template <typename Sizes>
 absl::StatusOr<EpochPlan> PlanEpochs(const Sizes& sizes, absl::Span<const int32_t> ids,
                                      const GptIndexOptions& o) {
-  if (o.sequence_length < 1) {
+  // A sample holds sequence_length + 1 tokens with add_extra_token, which must be an int64 (as
+  // GptDataset::Open checks; BuildGptIndices comes here directly).
+  if (o.sequence_length < 1 || o.sequence_length == std::numeric_limits<int64_t>::max()) {
     return absl::InvalidArgumentError(
         absl::StrCat("sequence_length ", o.sequence_length, " (expected >= 1)"));
   }
@@ -429,9 +431,37 @@ bool LoadCached(const std::string& dir, const std::string& key, const Sizes& siz
   auto doc = MapCached(internal::MapNpy(CachePath(dir, key, "document_index.npy")),
                        IndexArray::Type::kInt32, {docs});
   if (!doc) return false;
-  const bool doc_ok = AllValues(
-      *doc, [&](int64_t d, size_t) { return d >= 0 && d < static_cast<int64_t>(sizes.size()); });
-  if (!doc_ok) return false;
+  // Megatron's document index holds the split's ids, each once per epoch, shuffled (the final
+  // epoch apart where it is separate). In range of all sequences is not enough: another split's
+  // ids (a test sequence in a train split's cache) passed, held-out data then read as training
+  // samples without a word. Each part's sum of a mixed id, against the split's own sum times its
+  // epochs, compares the multisets in the pass that reads every value anyway, with no count per
+  // sequence (hundreds of MB at The Pile's scale); a wrong multiset matches by chance 1 in 2^64.
+  auto mixed = [](int64_t id) {
+    uint64_t z = static_cast<uint64_t>(id) + 0x9e3779b97f4a7c15ULL;  // splitmix64
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  };
+  uint64_t split_sum = 0;
+  int64_t lowest = std::numeric_limits<int64_t>::max(), highest = -1;
+  for (const int32_t id : ids) {
+    split_sum += mixed(id);
+    lowest = std::min<int64_t>(lowest, id);
+    highest = std::max<int64_t>(highest, id);
+  }
+  const int64_t first_epochs = plan.separate ? plan.num_epochs - 1 : plan.num_epochs;
+  const size_t first_docs = ids.size() * static_cast<size_t>(first_epochs);
+  uint64_t sums[2] = {0, 0};  // the first epochs, the separate final one
+  const bool doc_ok = AllValues(*doc, [&](int64_t d, size_t i) {
+    if (d < lowest || d > highest || d >= static_cast<int64_t>(sizes.size())) return false;
+    sums[i < first_docs ? 0 : 1] += mixed(d);
+    return true;
+  });
+  if (!doc_ok || sums[0] != split_sum * static_cast<uint64_t>(first_epochs) ||
+      sums[1] != (plan.separate ? split_sum : 0)) {
+    return false;
+  }
   // The count the options imply, not the one the files declare: files that agree with each other
   // on another count (made by hand, or by a build that counted otherwise) are not these indices.
   const int64_t samples = SampleCount(o, plan);
@@ -444,18 +474,31 @@ bool LoadCached(const std::string& dir, const std::string& key, const Sizes& siz
   // -1 only where Megatron keeps it (BuildSampleIndex): the last row of an int64 sample index. In
   // an int32 one it is what helpers.py refuses, and a build here would be refused too.
   const bool wide = sample->type() == IndexArray::Type::kInt64;
-  int64_t pos = 0;
+  // Each row is where a sample ends and the next begins: row 0 at (0, 0), the rows in order, and
+  // rows on one document exactly a sequence apart (every sample but a kept partial last one spans
+  // sequence_length tokens). Rows out of order passed, and every read of their samples failed as
+  // "the files changed since they were opened", on every open after, the cache never rebuilt.
+  int64_t pos = 0, prev_pos = 0, prev_offset = 0;
   const bool sample_ok = AllValues(*sample, [&](int64_t v, size_t i) {
+    const int64_t row = static_cast<int64_t>(i / 2);
     if (i % 2 == 0) {
+      prev_pos = pos;
       pos = v;
-      return pos >= 0 && pos < docs;
+      return pos >= 0 && pos < docs && (row == 0 ? pos == 0 : pos >= prev_pos);
     }
-    const bool last = wide && static_cast<int64_t>(i / 2) + 1 == rows;
+    const bool last = row + 1 == rows;
     // The document index is read again from its mapping: bounded again, not trusted from the
     // pass above (the file may have been rewritten in place since).
     const int64_t d = (*doc)[static_cast<size_t>(pos)];
-    return v >= (last ? -1 : 0) && d >= 0 && d < static_cast<int64_t>(sizes.size()) &&
-           v <= sizes[static_cast<size_t>(d)];
+    if (!(v >= (last && wide ? -1 : 0) && d >= 0 && d < static_cast<int64_t>(sizes.size()) &&
+          v <= sizes[static_cast<size_t>(d)])) {
+      return false;
+    }
+    const int64_t step = v - prev_offset;
+    prev_offset = v;
+    if (row == 0) return v == 0;
+    if (pos != prev_pos) return true;
+    return last ? step <= o.sequence_length : step == o.sequence_length;
   });
   if (!sample_ok) return false;
   // Megatron's shuffle index is a permutation of [0, samples): with a separate final epoch, one of

@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <new>
 #include <optional>
 #include <string>
@@ -222,6 +223,11 @@ TEST(GptIndices, RefusesBadOptionsAndEmptySplits) {
   GptIndexOptions o;
   o.sequence_length = 0;
   EXPECT_EQ(BuildGptIndices(kSizes, kAll, o).status().code(), absl::StatusCode::kInvalidArgument);
+  // sequence_length + 1 tokens a sample must be an int64 (it overflowed, undefined behaviour).
+  o.sequence_length = std::numeric_limits<int64_t>::max();
+  o.drop_last_partial_sequence = false;
+  EXPECT_EQ(BuildGptIndices(kSizes, kAll, o).status().code(), absl::StatusCode::kInvalidArgument);
+  o.drop_last_partial_sequence = true;
   o.sequence_length = 4;
   EXPECT_EQ(BuildGptIndices(kSizes, {}, o).status().code(), absl::StatusCode::kFailedPrecondition);
   std::vector<int32_t> bad = {7};
@@ -840,6 +846,71 @@ TEST(GptDataset, CachedShuffleCrossingTheFinalEpochIsRebuilt) {
   ASSERT_TRUE((*first)->indices().separate_final_epoch);
   RewriteCachedArray(o.cache_dir, "-shuffle_index.npy",
                      [](internal::NpyArray* a) { std::swap(a->values.front(), a->values.back()); });
+  ExpectRebuiltAsBefore(prefix, o, **first);
+}
+
+// Megatron's sample index runs forward from (0, 0): rows out of order (each in range) were taken,
+// and every read of their samples then failed as "the files changed since they were opened", on
+// every open, the cache never rebuilt.
+TEST(GptDataset, CachedSampleRowsOutOfOrderAreRebuilt) {
+  ScopedTempDir tmp("loader_test_cache_rows");
+  const std::string prefix = WriteVectorDataset(tmp.path());
+  const GptDatasetOptions o = CachedVectorOptions(tmp.path() + "/cache");
+  auto first = GptDataset::Open(prefix, o);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::vector<int64_t> rows = (*first)->indices().sample_index.ToVector();
+  ASSERT_NE(rows[4], rows[6]);  // rows 2 and 3 lie on different documents
+  RewriteCachedArray(o.cache_dir, "-sample_index.npy", [](internal::NpyArray* a) {
+    std::swap(a->values[4], a->values[6]);
+    std::swap(a->values[5], a->values[7]);
+  });
+  ExpectRebuiltAsBefore(prefix, o, **first);
+}
+
+// Two rows on one document are a sample apart (sequence_length tokens): one moved by a token
+// within its document, still in order, was taken, and a sample read one token short or long.
+TEST(GptDataset, CachedSampleRowOffByATokenIsRebuilt) {
+  ScopedTempDir tmp("loader_test_cache_offset");
+  const std::string prefix = WriteVectorDataset(tmp.path());
+  const GptDatasetOptions o = CachedVectorOptions(tmp.path() + "/cache");
+  auto first = GptDataset::Open(prefix, o);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::vector<int64_t> rows = (*first)->indices().sample_index.ToVector();
+  size_t at = 0;  // a row (not the last) on the same document as the row before it
+  for (size_t r = 1; r + 1 < rows.size() / 2; ++r) {
+    if (rows[2 * r] == rows[2 * r - 2]) at = r;
+  }
+  ASSERT_GT(at, 0u);
+  RewriteCachedValue(o.cache_dir, "-sample_index.npy", 2 * at + 1, rows[2 * at + 1] - 1);
+  ExpectRebuiltAsBefore(prefix, o, **first);
+}
+
+// A train split's cache holding a sequence of another split (in range of the dataset's sequences)
+// was taken: held-out text read as training samples without a word.
+TEST(GptDataset, CachedDocumentIndexWithAnotherSplitsSequenceIsRebuilt) {
+  ScopedTempDir tmp("loader_test_cache_split");
+  const std::string prefix = WriteVectorDataset(tmp.path());
+  GptDatasetOptions o = CachedVectorOptions(tmp.path() + "/cache");
+  o.split = "3,2,0";  // train: sequences 0-2 of 5
+  o.split_index = 0;
+  auto first = GptDataset::Open(prefix, o);
+  ASSERT_TRUE(first.ok()) << first.status();
+  for (int64_t d : (*first)->indices().document_index.ToVector()) ASSERT_LT(d, 3);
+  RewriteCachedValue(o.cache_dir, "-document_index.npy", 0, 4);
+  ExpectRebuiltAsBefore(prefix, o, **first);
+}
+
+// Each of the split's sequences once per epoch: one in place of another (all in the split) gave
+// the one twice and the other never.
+TEST(GptDataset, CachedDocumentIndexWithARepeatedSequenceIsRebuilt) {
+  ScopedTempDir tmp("loader_test_cache_docrepeat");
+  const std::string prefix = WriteVectorDataset(tmp.path());
+  const GptDatasetOptions o = CachedVectorOptions(tmp.path() + "/cache");
+  auto first = GptDataset::Open(prefix, o);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::vector<int64_t> docs = (*first)->indices().document_index.ToVector();
+  ASSERT_NE(docs[0], docs[1]);
+  RewriteCachedValue(o.cache_dir, "-document_index.npy", 0, docs[1]);
   ExpectRebuiltAsBefore(prefix, o, **first);
 }
 
