@@ -19,6 +19,7 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -151,7 +152,7 @@ struct Response {
   std::string etag;
   std::string last_modified;
   int64_t content_length = -1;
-  int64_t range_start = -1, range_total = -1;  // from Content-Range
+  int64_t range_start = -1, range_end = -1, range_total = -1;  // from Content-Range
   bool checked = false;                        // the first body byte has been judged
 };
 
@@ -294,6 +295,7 @@ class HttpSourceImpl final : public HttpSource {
       long long a = -1, b = -1, t = -1;
       if (std::sscanf(value.c_str(), "bytes %lld-%lld/%lld", &a, &b, &t) >= 2) {
         r.range_start = a;
+        r.range_end = b;
         r.range_total = t;
       } else if (std::sscanf(value.c_str(), "bytes */%lld", &t) == 1) {  // a 416's: the size
         r.range_total = t;
@@ -402,7 +404,15 @@ class HttpSourceImpl final : public HttpSource {
             " bytes between requests; restarting the shard"));
         return false;
       }
-      if (offset > 0) {
+      if (offset == 0) {
+        // A range of a request that asked for none (a server or cache that answers in parts, or
+        // a 206 of the whole file): a first answer, whose validators resumes are checked against,
+        // and whose stated total, not its own end, is where the file ends. Taken for the whole
+        // file, its first part was published as the shard (exit 0).
+        etag_ = r.etag;
+        last_modified_ = r.last_modified;
+        if (r.range_total >= 0) total_.store(r.range_total);
+      } else {
         // If-Range makes a server answer a changed file with the whole of it (200, below); but a
         // server may ignore If-Range, and without a validator none was sent: the answer's own
         // validators must match the first answer's, or the tail of another file would be spliced
@@ -685,6 +695,8 @@ class HttpSourceImpl final : public HttpSource {
       if (delivered_ > 0 && total >= 0 && delivered_ == static_cast<uint64_t>(total)) {
         return Finish(FinishCache());  // every byte arrived; the connection failed after them
       }
+      // Whether this request asks for what follows a range that came whole to its stated end.
+      const bool after_whole_range = std::exchange(range_came_whole_, false);
       const CURLcode code = Perform();
       if (!abort_status_.ok()) return Finish(abort_status_);
       // An answer with no body is judged here as one with a body is at its first byte: a 200 to a
@@ -740,6 +752,20 @@ class HttpSourceImpl final : public HttpSource {
             absl::StrCat(name_, ": the file changed size from ", total_.load(), " to ",
                          r.range_total, " bytes between requests (a request for bytes ", delivered_,
                          "- was answered 416); restarting the shard")));
+      }
+      if (r.code == 416 && delivered_ > 0 && r.range_total < 0 && total_.load() < 0 &&
+          after_whole_range) {
+        // Of a size never stated ("bytes 100000-750650/*"), the server sent a range whole to its
+        // stated end and now has nothing after it: the file ends there, unless it changed
+        // (validators compared where the 416 has them). A server that answers in parts is told
+        // from one that sent the rest only by this request.
+        const std::string why = ValidatorChange(r, /*unproven_is_change=*/false);
+        if (!why.empty()) {
+          return Finish(
+              RestartStatus(absl::StrCat(name_, ": a request for bytes ", delivered_,
+                                         "- was answered 416 (", why, "); restarting the shard")));
+        }
+        return Finish(FinishCache());
       }
       if (r.code == 416 && delivered_ > 0 && r.range_total < 0) {
         // A 416 that does not state the file's size (no "Content-Range: bytes */N"): the file is
@@ -797,12 +823,24 @@ class HttpSourceImpl final : public HttpSource {
         // A 2xx answer that ended cleanly (an empty body is fine when the file is empty). Of a
         // length unknown, a whole file ends it (a 200 that covered any prefix it was to skip, or
         // a first answer), and so does a 206 to the open range asked for that brought bytes (the
-        // server sent the rest of the file as it has it); an empty 206 does not.
+        // server sent the rest of the file as it has it); an empty 206 does not, nor one that
+        // names where its range ends: a server that caps its ranges ("bytes 50000-81743/*") says
+        // only that, and the next request shows whether more follows (a 416 stating the size).
         const int64_t t = total_.load();
+        const bool range_with_end = r.code == 206 && r.range_end >= 0;
         const bool whole = t >= 0 ? delivered_ == static_cast<uint64_t>(t)
-                                  : skip_ == 0 && (r.code == 200 || attempt_offset_ == 0 ||
-                                                   (r.code == 206 && attempt_delivered_ > 0));
+                                  : skip_ == 0 && !range_with_end &&
+                                        (r.code == 200 || attempt_offset_ == 0 ||
+                                         (r.code == 206 && attempt_delivered_ > 0));
         if (whole) return Finish(FinishCache());
+        if (range_with_end && attempt_delivered_ > 0 &&
+            delivered_ == static_cast<uint64_t>(r.range_end) + 1) {
+          // The range came whole and the file goes on (or may): ask for the next part at once,
+          // no retry counted or waited for: nothing failed.
+          failures = 0;
+          range_came_whole_ = true;
+          continue;
+        }
         if (t < 0 && r.code == 200) {
           return Finish(RestartStatus(absl::StrCat(
               name_, ": the server answered a request for bytes ", attempt_offset_,
@@ -882,6 +920,7 @@ class HttpSourceImpl final : public HttpSource {
   uint64_t attempt_offset_ = 0;
   uint64_t attempt_delivered_ = 0;
   uint64_t skip_ = 0;
+  bool range_came_whole_ = false;  // the last answer, a 206, ended at its stated range's end
   std::mt19937_64 rng_;
 
   std::atomic<int64_t> total_{-1};

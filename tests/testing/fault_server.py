@@ -27,6 +27,8 @@ fault plans: each request for FILE takes the next action of its plan (then behav
   --unknown-total     a size the server does not state: "bytes N-M/*" in 206 answers, and 416
                       answers without Content-Range (as a server streaming a file it is still
                       making, or a proxy that does not know the length, may answer)
+  --cap-ranges N      answer every request with a 206 of at most N bytes, a request without Range
+                      too (its first N bytes), as a server or cache that serves large files in parts
   --redirect-to URL   answer every request 302 with Location: URL + the request's path (no body)
   --reason TEXT       the reason phrase of error answers (503, 429, 500, 408, 404, 403); Python
                       escapes: "\x1b" in TEXT is the byte 0x1B
@@ -77,6 +79,7 @@ def main():
     ap.add_argument("--no-etag-on-206", action="store_true")
     ap.add_argument("--no-validators-on-206", action="store_true")
     ap.add_argument("--unknown-total", action="store_true")
+    ap.add_argument("--cap-ranges", type=int, default=0)
     ap.add_argument("--redirect-to")
     ap.add_argument("--reason")
     ap.add_argument("--chunked", action="store_true")
@@ -200,6 +203,9 @@ def main():
                         self.end_headers()
                         return
                     status = 206
+            if args.cap_ranges and not args.no_range and status in (200, 206):
+                status = 206
+                end = min(end, start + args.cap_ranges - 1)
             body = data[start:end + 1]
             announced = len(body)  # what Content-Length (or the chunks' end) says
             if kind == "overlong":

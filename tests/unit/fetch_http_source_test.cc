@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pileprep/fetch.h"
@@ -421,18 +422,66 @@ TEST(HttpSource, A416WithAnotherSizeForADownloadOfUnknownLengthRequiresRestart) 
 }
 
 // A server that does not state the file's size in its ranges ("bytes N-M/*"): a download of
-// unknown length cut twice resumes from each cut, and the 206 that brings the rest ends it.
+// unknown length cut twice resumes from each cut; the 206 that brings the rest says only where
+// its range ends (as a server that answers in parts would), so the next bytes are asked for, and
+// the 416 ends it.
 TEST(HttpSource, RangesOfUnstatedTotalResumeADownloadOfUnknownLength) {
   Download d;
   ASSERT_NO_FATAL_FAILURE(
       Fetch({"--chunked", "--unknown-total", "--plan", "01.jsonl.zst=drop:100000,drop:50000"}, &d));
   ASSERT_TRUE(d.bytes.ok()) << d.bytes.status();
-  EXPECT_EQ(*d.bytes, ReadFile(kSamples + "/01.jsonl.zst"));
+  const std::string file = ReadFile(kSamples + "/01.jsonl.zst");
+  EXPECT_EQ(*d.bytes, file);
   EXPECT_EQ(d.source->stats().resumes, 2);
+  EXPECT_EQ(d.source->stats().retries, 2);  // the cuts; not the request after the last range
   EXPECT_EQ(d.source->size_hint(), -1) << "a size no answer stated";
-  const std::vector<std::string> log = d.server->Log(3);
-  ASSERT_EQ(log.size(), 3u);
+  const std::vector<std::string> log = d.server->Log(4);
+  ASSERT_EQ(log.size(), 4u);
   EXPECT_THAT(log[2], HasSubstr("\"range\": \"bytes=150000-\""));
+  EXPECT_THAT(log[3], HasSubstr(absl::StrCat("\"range\": \"bytes=", file.size(), "-\"")));
+  EXPECT_THAT(log[3], HasSubstr("\"status\": 416"));
+}
+
+// A server that answers in parts of at most 100,000 bytes, the first request (no Range) with a 206
+// of the first part: the stated total, not the part's end, is where the file ends, and each whole
+// part is followed at once by a request for the next (no retry waited for). The first part was
+// taken for the whole file, and published as the shard (exit 0).
+TEST(HttpSource, RangesOfAServerThatAnswersInPartsAreFollowedToTheStatedTotal) {
+  Download d;
+  ASSERT_NO_FATAL_FAILURE(Fetch({"--cap-ranges", "100000"}, &d));
+  ASSERT_TRUE(d.bytes.ok()) << d.bytes.status();
+  const std::string file = ReadFile(kSamples + "/01.jsonl.zst");
+  ASSERT_GT(file.size(), 700000u);
+  EXPECT_EQ(*d.bytes, file);
+  EXPECT_EQ(d.source->size_hint(), static_cast<int64_t>(file.size()));
+  const int parts = static_cast<int>((file.size() + 99999) / 100000);
+  EXPECT_EQ(d.source->stats().requests, parts);
+  EXPECT_EQ(d.source->stats().retries, 0);
+  const std::vector<std::string> log = d.server->Log(parts);
+  ASSERT_EQ(log.size(), static_cast<size_t>(parts));
+  EXPECT_THAT(log[0], HasSubstr("\"range\": null"));
+  EXPECT_THAT(log[0], HasSubstr("\"status\": 206"));
+  EXPECT_THAT(log[1], HasSubstr("\"range\": \"bytes=100000-\""));
+  // A 206 of the whole file ("bytes 0-750650/750651") is the file: one request.
+  Download whole;
+  ASSERT_NO_FATAL_FAILURE(Fetch({"--cap-ranges", "1000000"}, &whole));
+  ASSERT_TRUE(whole.bytes.ok()) << whole.bytes.status();
+  EXPECT_EQ(*whole.bytes, file);
+  EXPECT_EQ(whole.source->stats().requests, 1);
+}
+
+// The same parts with no total stated ("bytes 0-99999/*"): each part's end says only that it ends
+// there, so the next part is asked for, and the 416 after the last (without the size) ends the
+// file. The first part was taken for the whole file.
+TEST(HttpSource, PartsOfUnstatedTotalAreFollowedUntilA416) {
+  Download d;
+  ASSERT_NO_FATAL_FAILURE(Fetch({"--cap-ranges", "100000", "--unknown-total"}, &d));
+  ASSERT_TRUE(d.bytes.ok()) << d.bytes.status();
+  const std::string file = ReadFile(kSamples + "/01.jsonl.zst");
+  EXPECT_EQ(*d.bytes, file);
+  const int parts = static_cast<int>((file.size() + 99999) / 100000);
+  EXPECT_EQ(d.source->stats().requests, parts + 1);  // and the 416
+  EXPECT_EQ(d.source->stats().retries, 0);
 }
 
 // A 416 that does not state the file's size cannot settle a download of unknown length (a server
