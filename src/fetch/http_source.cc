@@ -812,6 +812,12 @@ class HttpSourceImpl final : public HttpSource {
                                   "give that host's URL, or one signed for it)");
             }
           }
+          if (delivered_ > 0) {
+            // Not a wrong URL: the file was there a moment ago (removed or moved since, or the
+            // access granted for it expired, as a signed URL's does).
+            absl::StrAppend(&cause, " (to a resumed request, after ", delivered_,
+                            " bytes of the file had arrived)");
+          }
           absl::Status s = absl::FailedPreconditionError(absl::StrCat(name_, ": ", cause));
           if (r.code == 404 || r.code == 410) s = absl::NotFoundError(absl::StrCat(name_, ": ", cause));
           if (r.code == 401 || r.code == 403) {

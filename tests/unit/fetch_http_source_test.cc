@@ -135,6 +135,18 @@ TEST(HttpSource, NotFoundFailsAtOnceNamingTheUrlAndStatus) {
   EXPECT_EQ(d.server->Log(1).size(), 1u);
 }
 
+// A 404 to a resumed request is not a wrong URL: the message says bytes had arrived (it read as
+// if the URL had never been right).
+TEST(HttpSource, NotFoundToAResumedRequestSaysTheFileWasThere) {
+  Download d;
+  ASSERT_NO_FATAL_FAILURE(Fetch({"--plan", "01.jsonl.zst=drop:100000,404"}, &d));
+  ASSERT_FALSE(d.bytes.ok());
+  EXPECT_EQ(d.bytes.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(d.message(),
+              HasSubstr("HTTP 404 Not Found (to a resumed request, after 100000 bytes of the file "
+                        "had arrived)"));
+}
+
 TEST(HttpSource, ServerIgnoringRangeWithSameEtagSkipsTheDeliveredPrefix) {
   Download d;
   ASSERT_NO_FATAL_FAILURE(Fetch({"--no-range", "--plan", "01.jsonl.zst=drop:100000"}, &d));
