@@ -397,6 +397,14 @@ class HttpSourceImpl final : public HttpSource {
             r.range_start, "; restarting the shard"));
         return false;
       }
+      if (r.range_end < r.range_start) {
+        // "bytes 0--1/*", or a range that ends before it starts: not a part of any file, and
+        // where its end is unreadable nothing says where the part stops.
+        abort_status_ = RestartStatus(absl::StrCat(name_, ": the server sent a range from byte ",
+                                                   r.range_start, " to ", r.range_end,
+                                                   ", which is none; restarting the shard"));
+        return false;
+      }
       const int64_t total = total_.load();
       if (r.range_total >= 0 && total >= 0 && r.range_total != total) {
         abort_status_ = RestartStatus(absl::StrCat(
@@ -828,18 +836,17 @@ class HttpSourceImpl final : public HttpSource {
       } else if (code == CURLE_OK) {
         // A 2xx answer that ended cleanly (an empty body is fine when the file is empty). Of a
         // length unknown, a whole file ends it (a 200 that covered any prefix it was to skip, or
-        // a first answer), and so does a 206 to the open range asked for that brought bytes (the
-        // server sent the rest of the file as it has it); an empty 206 does not, nor one that
-        // names where its range ends: a server that caps its ranges ("bytes 50000-81743/*") says
-        // only that, and the next request shows whether more follows (a 416 stating the size).
+        // another first answer), but a 206 never does: it says only where its range ends (every
+        // 206 taken here names an end at or after its start, CheckResponse), and a server that
+        // answers in parts ("bytes 50000-81743/*") says no more than one that sent the rest; the
+        // next request shows which (the 416 after a range that came whole, or a 416 stating the
+        // size).
         const int64_t t = total_.load();
-        const bool range_with_end = r.code == 206 && r.range_end >= 0;
-        const bool whole = t >= 0 ? delivered_ == static_cast<uint64_t>(t)
-                                  : skip_ == 0 && !range_with_end &&
-                                        (r.code == 200 || attempt_offset_ == 0 ||
-                                         (r.code == 206 && attempt_delivered_ > 0));
+        const bool whole =
+            t >= 0 ? delivered_ == static_cast<uint64_t>(t)
+                   : skip_ == 0 && r.code != 206 && (r.code == 200 || attempt_offset_ == 0);
         if (whole) return Finish(FinishCache());
-        if (range_with_end && attempt_delivered_ > 0 &&
+        if (r.code == 206 && attempt_delivered_ > 0 &&
             delivered_ == static_cast<uint64_t>(r.range_end) + 1) {
           // The range came whole and the file goes on (or may): ask for the next part at once,
           // no retry counted or waited for: nothing failed.
@@ -876,6 +883,10 @@ class HttpSourceImpl final : public HttpSource {
             hint =
                 " (an https download follows redirects to https only: the server redirected it "
                 "to another scheme, such as plain http, whose bytes no certificate vouches for)";
+          } else if (code == CURLE_UNSUPPORTED_PROTOCOL && Redirects() > 0) {
+            hint =
+                " (the server redirected it to a scheme other than http or https, such as file:// "
+                "or ftp://, which downloads do not follow)";
           } else if (code == CURLE_SSL_CACERT_BADFILE && !options_.ca_file.empty()) {
             hint = " (--ca-file must name a readable PEM file of CA certificates)";
           } else if (code == CURLE_SSL_CACERT_BADFILE) {

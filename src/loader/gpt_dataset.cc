@@ -88,6 +88,26 @@ struct EpochPlan {
 
 int64_t SampleCount(const GptIndexOptions& o, const EpochPlan& plan);
 
+// A kept partial sample's count is a single-precision ceiling (SampleCount): past 2^24 samples it
+// can round above the samples the tokens hold (the full ones and one partial). Megatron's
+// build_sample_idx then asserts (it runs out of documents before its last sample); a build here
+// repeated the partial row, and a cache of it could never be Megatron's.
+absl::Status CheckPartialSampleCount(const GptIndexOptions& o, const EpochPlan& plan) {
+  if (o.drop_last_partial_sequence) return absl::OkStatus();
+  const int64_t extra = o.add_extra_token ? 1 : 0;
+  const int64_t tokens = plan.num_epochs * plan.tokens_per_epoch - extra;
+  const int64_t held = tokens / o.sequence_length + 1;
+  if (SampleCount(o, plan) <= held) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      o.num_samples ? absl::StrCat(*o.num_samples, " samples") : std::string("one epoch"), " of ",
+      o.sequence_length,
+      " tokens with the partial last sample kept: Megatron's single-precision "
+      "sample count rounds to ",
+      SampleCount(o, plan), ", more than the ", held,
+      " samples its tokens hold (Megatron's build_sample_idx asserts); drop the partial last "
+      "sample or change the sequence length"));
+}
+
 template <typename Sizes>
 absl::StatusOr<EpochPlan> PlanEpochs(const Sizes& sizes, absl::Span<const int32_t> ids,
                                      const GptIndexOptions& o) {
@@ -95,7 +115,7 @@ absl::StatusOr<EpochPlan> PlanEpochs(const Sizes& sizes, absl::Span<const int32_
   // GptDataset::Open checks; BuildGptIndices comes here directly).
   if (o.sequence_length < 1 || o.sequence_length == std::numeric_limits<int64_t>::max()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("sequence_length ", o.sequence_length, " (expected >= 1)"));
+        absl::StrCat("sequence_length ", o.sequence_length, " (expected >= 1, below 2^63 - 1)"));
   }
   if (o.num_samples && *o.num_samples < 0) {
     return absl::InvalidArgumentError(absl::StrCat("num_samples ", *o.num_samples, " < 0"));
@@ -118,7 +138,10 @@ absl::StatusOr<EpochPlan> PlanEpochs(const Sizes& sizes, absl::Span<const int32_
                                                       " sequences hold ", plan.tokens_per_epoch,
                                                       " tokens: too few for any sample"));
   }
-  if (!o.num_samples) return plan;
+  if (!o.num_samples) {
+    PILEPREP_RETURN_IF_ERROR(CheckPartialSampleCount(o, plan));
+    return plan;
+  }
   int64_t requested = 0;
   if (__builtin_mul_overflow(*o.num_samples, int64_t{o.sequence_length}, &requested) ||
       __builtin_add_overflow(requested, int64_t{extra}, &requested)) {
@@ -158,6 +181,7 @@ absl::StatusOr<EpochPlan> PlanEpochs(const Sizes& sizes, absl::Span<const int32_
                        "match its samples; ask for fewer samples or drop the partial last sample"));
     }
   }
+  PILEPREP_RETURN_IF_ERROR(CheckPartialSampleCount(o, plan));
   return plan;
 }
 
@@ -1067,8 +1091,8 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::OpenUnguarded(
   // A sample holds sequence_length + 1 tokens (add_extra_token), which must be an int64.
   if (options.sequence_length < 1 ||
       options.sequence_length == std::numeric_limits<int64_t>::max()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("sequence_length ", options.sequence_length, " (expected >= 1)"));
+    return absl::InvalidArgumentError(absl::StrCat("sequence_length ", options.sequence_length,
+                                                   " (expected >= 1, below 2^63 - 1)"));
   }
   // Megatron takes any float; a NaN or an infinity would make every dataset's sample count
   // ceil(NaN) or ceil(inf), which no int64 holds, and a negative one asks a dataset for fewer

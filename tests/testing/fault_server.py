@@ -29,6 +29,7 @@ fault plans: each request for FILE takes the next action of its plan (then behav
                       making, or a proxy that does not know the length, may answer)
   --cap-ranges N      answer every request with a 206 of at most N bytes, a request without Range
                       too (its first N bytes), as a server or cache that serves large files in parts
+  --range-end-minus-one  206 answers state their range as "bytes START--1/..." (a broken end)
   --redirect-to URL   answer every request 302 with Location: URL + the request's path (no body)
   --reason TEXT       the reason phrase of error answers (503, 429, 500, 408, 404, 403); Python
                       escapes: "\x1b" in TEXT is the byte 0x1B
@@ -80,6 +81,7 @@ def main():
     ap.add_argument("--no-validators-on-206", action="store_true")
     ap.add_argument("--unknown-total", action="store_true")
     ap.add_argument("--cap-ranges", type=int, default=0)
+    ap.add_argument("--range-end-minus-one", action="store_true")
     ap.add_argument("--redirect-to")
     ap.add_argument("--reason")
     ap.add_argument("--chunked", action="store_true")
@@ -223,7 +225,8 @@ def main():
                 self.send_header("Last-Modified", mtime)
             if status == 206:
                 self.send_header("Content-Range", "bytes %d-%d/%s" % (
-                    start, end, "*" if args.unknown_total else len(data)))
+                    start, -1 if args.range_end_minus_one else end,
+                    "*" if args.unknown_total else len(data)))
             self.end_headers()
             entry["status"] = status
             if not with_body:

@@ -147,6 +147,18 @@ TEST(HttpSource, NotFoundToAResumedRequestSaysTheFileWasThere) {
                         "had arrived)"));
 }
 
+// A plain http download redirected to file:// (or any scheme but http and https) is refused, and
+// the message says it was the redirect: "curl: Unsupported protocol" alone pointed at the URL
+// given.
+TEST(HttpSource, ARedirectToAnotherSchemeIsNamedAsTheCause) {
+  Download d;
+  ASSERT_NO_FATAL_FAILURE(Fetch({"--redirect-to", "file:///etc"}, &d));
+  ASSERT_FALSE(d.bytes.ok());
+  EXPECT_THAT(d.message(), HasSubstr("curl: Unsupported protocol (the server redirected it to a "
+                                     "scheme other than http or https"));
+  EXPECT_EQ(d.server->Log(1).size(), 1u);
+}
+
 TEST(HttpSource, ServerIgnoringRangeWithSameEtagSkipsTheDeliveredPrefix) {
   Download d;
   ASSERT_NO_FATAL_FAILURE(Fetch({"--no-range", "--plan", "01.jsonl.zst=drop:100000"}, &d));
@@ -494,6 +506,17 @@ TEST(HttpSource, PartsOfUnstatedTotalAreFollowedUntilA416) {
   const int parts = static_cast<int>((file.size() + 99999) / 100000);
   EXPECT_EQ(d.source->stats().requests, parts + 1);  // and the 416
   EXPECT_EQ(d.source->stats().retries, 0);
+}
+
+// A 206 whose range ends before it starts ("bytes 0--1/*") is no part of any file: the shard
+// restarts. Its first part, of unreadable end, was taken for the whole file (exit 0).
+TEST(HttpSource, ARangeThatEndsBeforeItStartsRequiresRestart) {
+  Download d;
+  ASSERT_NO_FATAL_FAILURE(
+      Fetch({"--cap-ranges", "100000", "--unknown-total", "--range-end-minus-one"}, &d));
+  ASSERT_FALSE(d.bytes.ok()) << "a part of unreadable end settled the download";
+  EXPECT_TRUE(IsRestartRequired(d.bytes.status())) << d.bytes.status();
+  EXPECT_THAT(d.message(), HasSubstr("the server sent a range from byte 0 to -1, which is none"));
 }
 
 // A 416 that does not state the file's size cannot settle a download of unknown length (a server

@@ -234,6 +234,23 @@ TEST(GptIndices, RefusesBadOptionsAndEmptySplits) {
   EXPECT_EQ(BuildGptIndices(kSizes, bad, o).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Megatron's count of samples with the partial last one kept is a single-precision ceiling: past
+// 2^24 samples it can exceed what the tokens hold (one sequence of 50,331,663 tokens, 3 a sample:
+// 16,777,221 fit, the count says 16,777,222). Megatron's build asserts; the build here repeated
+// the partial row, and the cache check refused it on every open (rebuilt each time).
+TEST(GptIndices, RefusesAPartialSampleCountAboveWhatTheTokensHold) {
+  const std::vector<int32_t> sizes = {50331663};
+  const std::vector<int32_t> ids = {0};
+  GptIndexOptions o;
+  o.sequence_length = 3;
+  o.add_extra_token = true;
+  o.drop_last_partial_sequence = false;
+  const absl::Status built = BuildGptIndices(sizes, ids, o).status();
+  EXPECT_EQ(built.code(), absl::StatusCode::kFailedPrecondition) << built;
+  EXPECT_THAT(std::string(built.message()),
+              HasSubstr("rounds to 16777222, more than the 16777221 samples its tokens hold"));
+}
+
 TEST(GptDataset, SampleZeroOfVectorDataset) {
   ScopedTempDir tmp("loader_test_sample0");
   std::string prefix = WriteVectorDataset(tmp.path());
