@@ -105,10 +105,28 @@ std::string SniffFormat(const unsigned char* p, size_t n) {
   while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\r' || p[i] == '\n')) ++i;
   if (i < n && p[i] == '{') return "plain JSON lines";
   if (i < n && p[i] == '[') return "plain JSON";
+  // Text: no control bytes, and UTF-8 where a byte is not ASCII (a character may run past the n
+  // bytes): a PNG's 89 50 4e 47 was "plain text".
   bool text = n > 0;
-  for (size_t j = 0; j < n; ++j) {
+  for (size_t j = 0; j < n && text;) {
     const unsigned char c = p[j];
-    if ((c < 0x20 && c != '\t' && c != '\r' && c != '\n') || c == 0x7f) text = false;
+    if (c < 0x80) {
+      if ((c < 0x20 && c != '\t' && c != '\r' && c != '\n') || c == 0x7f) text = false;
+      ++j;
+      continue;
+    }
+    const size_t len = c >= 0xc2 && c <= 0xdf   ? 2
+                       : c >= 0xe0 && c <= 0xef ? 3
+                       : c >= 0xf0 && c <= 0xf4 ? 4
+                                                : 0;
+    if (len == 0) {
+      text = false;
+      break;
+    }
+    for (size_t k = 1; k < len && j + k < n; ++k) {
+      if ((p[j + k] & 0xc0) != 0x80) text = false;
+    }
+    j += len;
   }
   return text ? "plain text" : "";
 }
@@ -317,19 +335,37 @@ absl::Status ZstdDecoder::Impl::TakeHeaderBytes(const unsigned char*& p, size_t&
 
 absl::Status ZstdDecoder::Impl::CheckMagic() {
   if (internal::IsValidMagic(internal::ReadLe32(header))) return absl::OkStatus();
-  const std::string looks_like = internal::SniffFormat(header, 4);
+  // Three of zstd's four magic bytes, and not a legacy zstd magic: a damaged frame, not another
+  // format or text.
+  static constexpr unsigned char kZstd[4] = {0x28, 0xb5, 0x2f, 0xfd};
+  int same = 0;
+  for (int i = 0; i < 4; ++i) same += header[i] == kZstd[i];
+  std::string looks_like = internal::SniffFormat(header, 4);
+  const bool near_magic = same == 3 && (looks_like.empty() || looks_like == "plain text");
+  if (near_magic) looks_like.clear();
   const std::string hex = internal::HexBytes(header, 4);
   if (frame_start == 0) {
     return Fail(absl::StatusCode::kInvalidArgument, 0,
-                looks_like.empty() ? absl::StrCat("not a zstd stream: unknown format (starts with ",
-                                                  hex, "; zstd frames start with 28 b5 2f fd)")
-                                   : absl::StrCat("not a zstd stream: looks like ", looks_like,
-                                                  " (starts with ", hex, ")"));
+                near_magic ? absl::StrCat("not a zstd stream: starts with ", hex,
+                                          ", one byte off zstd's magic 28 b5 2f fd (a damaged "
+                                          "zstd file?)")
+                : looks_like.empty()
+                    ? absl::StrCat("not a zstd stream: unknown format (starts with ", hex,
+                                   "; zstd frames start with 28 b5 2f fd)")
+                    : absl::StrCat("not a zstd stream: looks like ", looks_like, " (starts with ",
+                                   hex, ")"));
   }
+  // The stream cannot tell bytes appended after the last frame from a frame whose start was
+  // damaged (its compressed bytes follow): both are named.
   return Fail(absl::StatusCode::kDataLoss, frame_start,
-              absl::StrCat("zstd: trailing garbage after the last frame: bad magic ", hex,
-                           looks_like.empty() ? "" : absl::StrCat(" (looks like ", looks_like, ")"),
-                           " where the next frame should start"));
+              absl::StrCat("zstd: bad magic ", hex,
+                           near_magic           ? ", one byte off zstd's magic 28 b5 2f fd,"
+                           : looks_like.empty() ? ""
+                                                : absl::StrCat(" (looks like ", looks_like, ")"),
+                           " where the next frame should start: ",
+                           near_magic ? "a damaged frame"
+                                      : "trailing garbage after the last frame, or a damaged "
+                                        "frame"));
 }
 
 absl::Status ZstdDecoder::Impl::StartFrame(Sink sink) {
@@ -488,6 +524,15 @@ absl::Status ZstdDecoder::Impl::ZstdError(size_t code, uint64_t offset) {
     case ZSTD_error_corruption_detected:
       return Fail(absl::StatusCode::kDataLoss, offset,
                   absl::StrCat("zstd: corrupted block", in_frame));
+    // No dictionary is ever given, so zstd's "Dictionary is corrupted" can only mean damage or a
+    // frame compressed with a dictionary its header does not name (zstd -D --no-dictID); the
+    // name alone pointed at a dictionary nobody passed.
+    case ZSTD_error_dictionary_corrupted:
+      return Fail(absl::StatusCode::kDataLoss, offset,
+                  absl::StrCat("zstd: corrupted block", in_frame,
+                               ", or a frame compressed with a dictionary its header does not name "
+                               "(zstd -D --no-dictID; only frames compressed without a dictionary "
+                               "can be decoded)"));
     case ZSTD_error_dictionary_wrong:
       return Fail(
           absl::StatusCode::kInvalidArgument, offset,

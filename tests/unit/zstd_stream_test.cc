@@ -425,6 +425,12 @@ TEST(ZstdDecoder, OtherFormatsAtByteZeroAreNamed) {
       {"Hello, world\n", "looks like plain text"},
       {"\n\n{\"text\": 1}\n", "looks like plain JSON lines"},
       {std::string("\x00\x01\x02\x03\x04", 5), "unknown format (starts with 00 01 02 03"},
+      // Not text: bytes above 0x7f that are not UTF-8 (a PNG; "plain text" before).
+      {std::string("\x89PNG\r\n", 6), "unknown format (starts with 89 50 4e 47"},
+      // One bit off zstd's magic: a damaged file, not "plain text" as before.
+      {std::string("\x2c\xb5\x2f\xfd\x00\x00", 6),
+       "starts with 2c b5 2f fd, one byte off zstd's magic 28 b5 2f fd (a damaged zstd file?)"},
+      {"na\xc3\xafve text\n", "looks like plain text"},  // UTF-8 text is still text
   };
   for (const auto& c : kCases) {
     SCOPED_TRACE(c.looks_like);
@@ -459,6 +465,20 @@ TEST(ZstdDecoder, TrailingGarbageNamesItsOffset) {
                 AllOf(StartsWith("g.zst: byte " + offset + ": "),
                       HasSubstr("trailing garbage after the last frame: 2 stray bytes")));
   }
+}
+
+// A damaged magic where the next frame should start is named as possibly a damaged frame, not only
+// as bytes appended after the last one (its compressed bytes follow it).
+TEST(ZstdDecoder, ADamagedMagicAfterAFrameIsNamedAsADamagedFrame) {
+  const std::string first = Compress("{\"text\": \"a\"}\n");
+  std::string second = Compress("{\"text\": \"b\"}\n");
+  second[0] = '\x2c';
+  const Decoded d = DecodeAll(first + second, {.source_name = "d.zst"});
+  EXPECT_EQ(d.status.code(), absl::StatusCode::kDataLoss) << d.status;
+  EXPECT_THAT(Msg(d.status),
+              AllOf(StartsWith("d.zst: byte " + std::to_string(first.size()) + ": "),
+                    HasSubstr("bad magic 2c b5 2f fd, one byte off zstd's magic 28 b5 2f fd, where "
+                              "the next frame should start: a damaged frame")));
 }
 
 TEST(ZstdDecoder, EmptyInputIsAnError) {
@@ -579,6 +599,18 @@ TEST(ZstdDecoder, FrameNeedingADictionaryIsRefused) {
                                    HasSubstr("needs dictionary ID 4242")));
   EXPECT_EQ(d.out, "first\n");
   EXPECT_FALSE(IsDamagedZstdInput(d.status));
+
+  // A frame compressed with a dictionary without its ID (zstd -D --no-dictID) whose first block
+  // uses the dictionary's literal tables: zstd's own words, "Dictionary is corrupted", pointed at a
+  // dictionary nobody gave (tests/data/zstd/README.md).
+  const Decoded u = DecodeAll(
+      ReadFileOrDie(std::string(PILEPREP_TEST_DATA_DIR) + "/zstd/dictionary-without-id.jsonl.zst"),
+      {.source_name = "u.zst"});
+  EXPECT_EQ(u.status.code(), absl::StatusCode::kDataLoss) << u.status;
+  EXPECT_THAT(Msg(u.status),
+              AllOf(Not(HasSubstr("Dictionary is corrupted")),
+                    HasSubstr("corrupted block in the frame starting at byte 0, or a frame "
+                              "compressed with a dictionary its header does not name")));
 }
 
 TEST(ZstdDecoder, ErrorsAreSticky) {
