@@ -97,6 +97,9 @@ struct FileSourceOptions {
   // Measured on a 1.2 GB job whose file the host kept partly evicting from the page cache (DAMON
   // pageout): 199 reads waited 0.42 s in all. 0: the kernel's own readahead only.
   size_t readahead_bytes = size_t{64} << 20;
+  // Set (by a signal handler) to stop: a Read() of a pipe waiting for bytes returns Cancelled
+  // within about 0.1 s, as Interrupt() makes it. Null: only Interrupt() does.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // Opens a local file as a ByteSource: read with Read(), or, with `options.map` and a regular

@@ -1,6 +1,7 @@
 #include "pileprep/pipeline.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -55,7 +56,8 @@ class FileSource final : public ByteSource {
         name_(std::move(name)),
         size_(size),
         map_failed_(!options.map),
-        readahead_(size > 0 ? options.readahead_bytes : 0) {}
+        readahead_(size > 0 ? options.readahead_bytes : 0),
+        cancel_(options.cancel) {}
   ~FileSource() override {
     if (map_ != nullptr) ::munmap(const_cast<char*>(map_), map_bytes_);
     ::close(fd_);
@@ -69,6 +71,7 @@ class FileSource final : public ByteSource {
     if (capacity == 0) return 0;
     ReadAhead();
     while (true) {
+      if (size_ < 0) PILEPREP_RETURN_IF_ERROR(WaitReadable());
       const ssize_t n = ::read(fd_, buffer, capacity);
       if (n > 0) {
         read_ += static_cast<uint64_t>(n);
@@ -89,6 +92,7 @@ class FileSource final : public ByteSource {
   }
   int64_t size_hint() const override { return size_; }
   const std::string& name() const override { return name_; }
+  void Interrupt() override { interrupted_.store(true, std::memory_order_relaxed); }
 
   // Mapped on first use: a source read with Read() (a .jsonl.zst: its compressed bytes are copied
   // once, into the decoder) never maps. The size is the one fstat saw at open; bytes appended
@@ -185,6 +189,23 @@ class FileSource final : public ByteSource {
   uint64_t read_ = 0;  // bytes returned by Read
   const uint64_t readahead_;  // FileSourceOptions::readahead_bytes; 0 for a pipe
   uint64_t advised_ = 0;      // bytes before this have been advised WILLNEED
+  const std::atomic<bool>* const cancel_;  // FileSourceOptions::cancel
+  std::atomic<bool> interrupted_{false};
+
+  // A pipe (`--input <(zstdcat ...)`, a FIFO) whose writer stalls would hold read(2) until it
+  // writes or closes: a signal's stop waited for it (read restarts after the handler), and so
+  // did a failed run's other stages. The wait is polled instead, a tenth of a second at a time.
+  absl::Status WaitReadable() {
+    while (true) {
+      if (interrupted_.load(std::memory_order_relaxed) ||
+          (cancel_ != nullptr && cancel_->load(std::memory_order_relaxed))) {
+        return absl::CancelledError(absl::StrCat(name_, ": cancelled"));
+      }
+      struct pollfd p = {fd_, POLLIN, 0};
+      const int ready = ::poll(&p, 1, 100);
+      if (ready > 0 || (ready < 0 && errno != EINTR)) return absl::OkStatus();  // read(2) says
+    }
+  }
 };
 
 // A batch's buffers are mappings of their own with transparent huge pages (HugePageArray), kept

@@ -423,6 +423,25 @@ else
   echo "skip: write-only output directory (needs root and setpriv)"; skipped=$((skipped + 1))
 fi
 
+# A pipe as input whose writer stalls (`--input <(...)`, a FIFO): SIGINT stops the run at once. The
+# read waited for the writer (30 s here) before the stop was heard.
+rm -rf "$work/fifo" && mkdir -p "$work/fifo" && mkfifo "$work/fifo/in.jsonl"
+( /usr/bin/python3 -c 'import json
+for i in range(50): print(json.dumps({"text": "line %d" % i}))'; sleep 30 ) >"$work/fifo/in.jsonl" &
+writer=$!
+"$PILEPREP" preprocess --input "$work/fifo/in.jsonl" --output-prefix "$work/fifo/p" --append-eod \
+  --workers 1 >"$work/out" 2>"$work/err" &
+pid=$!
+sleep 1.5  # the 50 lines read; the read now waits on the stalled writer
+start=$(date +%s%N)
+kill -INT $pid; wait $pid; rc=$?
+took=$(( ($(date +%s%N) - start) / 1000000 ))
+kill $writer 2>/dev/null; wait $writer 2>/dev/null
+[[ $rc -eq 130 && $took -lt 5000 ]] && ok "a stalled pipe as input: SIGINT stops it at once" \
+  || bad "a stalled pipe as input: exit $rc after $took ms (want 130 within 5 s)"
+[[ -z $(ls "$work/fifo" | grep -v '^in.jsonl$') ]] && ok "a stalled pipe as input: nothing published or left" \
+  || bad "a stalled pipe as input left: $(ls "$work/fifo")"
+
 # ---------------------------------------------------------------- disk full, read-only directory
 mnt=$work/mnt; mkdir -p "$mnt"
 if mount -t tmpfs -o size=1m tmpfs "$mnt" 2>/dev/null; then

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -155,6 +156,43 @@ class PipelineTest : public ::testing::Test {
   fs::path dir_;
   int run_ = 0;
 };
+
+// A pipe whose writer stalls held Read() until it wrote or closed: Interrupt() (a failed stage)
+// and the cancel flag (a signal) now end the wait within a tenth of a second or so.
+TEST(FileSource, AReadOfAStalledPipeEndsOnInterruptAndOnCancel) {
+  for (const bool by_flag : {false, true}) {
+    SCOPED_TRACE(by_flag ? "cancel flag" : "Interrupt()");
+    int fds[2];
+    ASSERT_EQ(::pipe(fds), 0);
+    std::atomic<bool> cancel{false};
+    FileSourceOptions o;
+    o.cancel = &cancel;
+    auto source = OpenFileSource(absl::StrCat("/dev/fd/", fds[0]), o);
+    ASSERT_TRUE(source.ok()) << source.status();
+    ASSERT_EQ(::write(fds[1], "ab", 2), 2);
+    char buf[16];
+    auto first = (*source)->Read(buf, sizeof(buf));
+    ASSERT_TRUE(first.ok()) << first.status();
+    EXPECT_EQ(*first, 2u);
+    const auto start = std::chrono::steady_clock::now();
+    std::thread stopper([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      if (by_flag) {
+        cancel.store(true);
+      } else {
+        (*source)->Interrupt();
+      }
+    });
+    auto second = (*source)->Read(buf, sizeof(buf));  // the writer is open and silent
+    stopper.join();
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(second.status().code(), absl::StatusCode::kCancelled) << second.status();
+    EXPECT_LT(waited, 5.0);
+    ::close(fds[0]);
+    ::close(fds[1]);
+  }
+}
 
 TEST_F(PipelineTest, OneByteFeedsEqualOneBigFeed) {
   const std::string zst = ReadFile(PILEPREP_TEST_DATA_DIR "/bad/multi-frame.jsonl.zst");

@@ -189,6 +189,7 @@ absl::Status ReadCommon(const Args& args, Common* c) {
   // Every command that takes these flags runs the pipeline: SIGINT/SIGTERM cancel it cleanly.
   InstallCancelHandlers();
   c->pipeline.cancel = &CancelFlag();
+  c->file_source.cancel = &CancelFlag();  // a stalled pipe as input, too
   if (c->vocab_file.empty() != c->merge_file.empty()) {
     return absl::InvalidArgumentError("--vocab-file and --merge-file go together: give both");
   }
