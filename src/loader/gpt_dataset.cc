@@ -331,6 +331,13 @@ absl::StatusOr<GptIndices> BuildWithPlan(const Sizes& sizes, absl::Span<const in
 
 // ---- Cache -------------------------------------------------------------------------------------
 
+// splitmix64's finishing mixer: every input bit reaches every output bit.
+uint64_t Mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
 // Two independent 64-bit lanes over 8-byte words, finished with splitmix64's mixer. Not
 // cryptographic; it only has to tell different index inputs apart.
 class Hasher {
@@ -351,7 +358,7 @@ class Hasher {
   void Add(absl::string_view s) { Add(s.data(), s.size()); }
   std::string Hex() const {
     std::string out;
-    for (uint64_t v : {Mix(a_ ^ b_), Mix(b_ + 0x9e37)}) {
+    for (uint64_t v : {Mix64(a_ ^ b_), Mix64(b_ + 0x9e37)}) {
       for (int shift = 60; shift >= 0; shift -= 4)
         out.push_back("0123456789abcdef"[(v >> shift) & 15]);
     }
@@ -360,11 +367,6 @@ class Hasher {
 
  private:
   static uint64_t Rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-  static uint64_t Mix(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
   void AddWord(uint64_t w) {
     a_ = Rotl(a_ ^ (w * 0x87c37b91114253d5ULL), 31) * 0x4cf5ad432745937fULL;
     b_ = Rotl(b_ + (w ^ 0x52dce729da3ed7b5ULL), 27) * 0x9e3779b97f4a7c15ULL + a_;
@@ -461,12 +463,7 @@ bool LoadCached(const std::string& dir, const std::string& key, const Sizes& siz
   // samples without a word. Each part's sum of a mixed id, against the split's own sum times its
   // epochs, compares the multisets in the pass that reads every value anyway, with no count per
   // sequence (hundreds of MB at The Pile's scale); a wrong multiset matches by chance 1 in 2^64.
-  auto mixed = [](int64_t id) {
-    uint64_t z = static_cast<uint64_t>(id) + 0x9e3779b97f4a7c15ULL;  // splitmix64
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  };
+  auto mixed = [](int64_t id) { return Mix64(static_cast<uint64_t>(id) + 0x9e3779b97f4a7c15ULL); };
   uint64_t split_sum = 0;
   int64_t lowest = std::numeric_limits<int64_t>::max(), highest = -1;
   for (const int32_t id : ids) {
