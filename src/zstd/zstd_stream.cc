@@ -25,6 +25,7 @@ constexpr char kDamagedInputPayload[] = "type.pileprep/zstd.damaged_input";
 namespace {
 
 constexpr uint32_t kZstdMagic = 0xFD2FB528u;
+constexpr unsigned char kZstdMagicBytes[4] = {0x28, 0xb5, 0x2f, 0xfd};  // kZstdMagic, as stored
 constexpr uint32_t kSkippableMagicMask = 0xFFFFFFF0u;
 constexpr uint32_t kSkippableMagic = 0x184D2A50u;
 constexpr int kMinWindowLog = 10;  // ZSTD_WINDOWLOG_ABSOLUTEMIN
@@ -71,11 +72,10 @@ bool IsValidMagic(uint32_t magic) {
 
 // Whether the first `n` (< 4) bytes could start a zstd or skippable frame.
 bool IsMagicPrefix(const unsigned char* p, size_t n) {
-  static constexpr unsigned char kZstd[4] = {0x28, 0xb5, 0x2f, 0xfd};
   static constexpr unsigned char kSkip[4] = {0x50, 0x2a, 0x4d, 0x18};
   bool zstd = true, skip = true;
   for (size_t i = 0; i < n; ++i) {
-    zstd = zstd && p[i] == kZstd[i];
+    zstd = zstd && p[i] == kZstdMagicBytes[i];
     skip = skip && (i == 0 ? (p[0] & 0xf0) == 0x50 : p[i] == kSkip[i]);
   }
   return zstd || skip;
@@ -337,9 +337,8 @@ absl::Status ZstdDecoder::Impl::CheckMagic() {
   if (internal::IsValidMagic(internal::ReadLe32(header))) return absl::OkStatus();
   // Three of zstd's four magic bytes, and not a legacy zstd magic: a damaged frame, not another
   // format or text.
-  static constexpr unsigned char kZstd[4] = {0x28, 0xb5, 0x2f, 0xfd};
   int same = 0;
-  for (int i = 0; i < 4; ++i) same += header[i] == kZstd[i];
+  for (int i = 0; i < 4; ++i) same += header[i] == internal::kZstdMagicBytes[i];
   std::string looks_like = internal::SniffFormat(header, 4);
   const bool near_magic = same == 3 && (looks_like.empty() || looks_like == "plain text");
   if (near_magic) looks_like.clear();
