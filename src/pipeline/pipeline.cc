@@ -86,7 +86,8 @@ class FileSource final : public ByteSource {
         }
         return 0;
       }
-      if (errno == EINTR) continue;
+      // EAGAIN: a FIFO opened non-blocking (OpenFileSource) whose poll woke with nothing to read.
+      if (errno == EINTR || (size_ < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))) continue;
       return absl::DataLossError(absl::StrCat(name_, ": read error: ", std::strerror(errno)));
     }
   }
@@ -431,7 +432,12 @@ struct Worker {
 
 absl::StatusOr<std::unique_ptr<ByteSource>> OpenFileSource(const std::string& path,
                                                            const FileSourceOptions& options) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // A FIFO is opened without waiting for its writer (open(2) of one waits until a writer opens
+  // it, and restarts after a signal's handler: a signal's stop waited for a writer that may never
+  // come); Read() polls until the writer writes or closes, as for a pipe whose writer stalls.
+  struct stat before;
+  const bool fifo = ::stat(path.c_str(), &before) == 0 && S_ISFIFO(before.st_mode);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (fifo ? O_NONBLOCK : 0));
   if (fd < 0) {
     const int err = errno;
     if (err == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such file"));

@@ -442,6 +442,25 @@ kill $writer 2>/dev/null; wait $writer 2>/dev/null
 [[ -z $(ls "$work/fifo" | grep -v '^in.jsonl$') ]] && ok "a stalled pipe as input: nothing published or left" \
   || bad "a stalled pipe as input left: $(ls "$work/fifo")"
 
+# A FIFO that no writer has opened: SIGINT stops the run at once. open(2) waited for a writer
+# (restarting after the handler), so the stop waited for one that might never come; here a writer
+# comes after 8 s, so a run that waits fails the time check rather than hang the test.
+rm -rf "$work/fifo" && mkdir -p "$work/fifo" && mkfifo "$work/fifo/in.jsonl"
+( sleep 8; timeout 2 bash -c ': >"$1"' _ "$work/fifo/in.jsonl" ) >/dev/null 2>&1 &
+rescuer=$!
+"$PILEPREP" preprocess --input "$work/fifo/in.jsonl" --output-prefix "$work/fifo/p" --append-eod \
+  --workers 1 >"$work/out" 2>"$work/err" &
+pid=$!
+sleep 1.5  # the vocabulary loaded; the input waits for a writer
+start=$(date +%s%N)
+kill -INT $pid; wait $pid; rc=$?
+took=$(( ($(date +%s%N) - start) / 1000000 ))
+kill $rescuer 2>/dev/null; wait $rescuer 2>/dev/null
+[[ $rc -eq 130 && $took -lt 5000 ]] && ok "a FIFO with no writer as input: SIGINT stops it at once" \
+  || bad "a FIFO with no writer as input: exit $rc after $took ms (want 130 within 5 s)"
+[[ -z $(ls "$work/fifo" | grep -v '^in.jsonl$') ]] && ok "a FIFO with no writer: nothing published or left" \
+  || bad "a FIFO with no writer left: $(ls "$work/fifo")"
+
 # ---------------------------------------------------------------- disk full, read-only directory
 mnt=$work/mnt; mkdir -p "$mnt"
 if mount -t tmpfs -o size=1m tmpfs "$mnt" 2>/dev/null; then

@@ -2,6 +2,7 @@
 // the thread count or on the batch size; failures publish nothing.
 #include "pileprep/pipeline.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -191,6 +192,81 @@ TEST(FileSource, AReadOfAStalledPipeEndsOnInterruptAndOnCancel) {
     EXPECT_LT(waited, 5.0);
     ::close(fds[0]);
     ::close(fds[1]);
+  }
+}
+
+// A FIFO that no writer has opened yet: open(2) waited for one (restarting after a signal's
+// handler), so a signal's stop waited for a writer that might never come. It is opened at once now,
+// and its Read() ends on the cancel flag as a stalled pipe's does. Should the open wait, a helper
+// opens the writer after 3 s (and the test fails on the time taken) rather than hang.
+TEST(FileSource, AFifoWithNoWriterYetOpensAtOnceAndItsReadEndsOnCancel) {
+  const fs::path fifo = fs::path(::testing::TempDir()) / "pileprep_no_writer_fifo";
+  fs::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::atomic<bool> done{false};
+  std::thread rescuer([&] {
+    for (int i = 0; i < 300 && !done.load(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (done.load()) return;
+    const int w = ::open(fifo.c_str(), O_WRONLY | O_CLOEXEC);  // the reader is open or opening
+    if (w >= 0) ::close(w);
+  });
+  std::atomic<bool> cancel{false};
+  FileSourceOptions o;
+  o.cancel = &cancel;
+  const auto start = std::chrono::steady_clock::now();
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    cancel.store(true);
+  });
+  auto source = OpenFileSource(fifo.string(), o);
+  char buf[16];
+  absl::StatusOr<size_t> read = absl::UnknownError("not opened");
+  if (source.ok()) read = (*source)->Read(buf, sizeof(buf));
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  done.store(true);
+  stopper.join();
+  rescuer.join();
+  ASSERT_TRUE(source.ok()) << source.status();
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kCancelled) << read.status();
+  EXPECT_LT(waited, 2.0);
+  source->reset();
+  fs::remove(fifo);
+}
+
+// The same FIFO read to its end: a writer that comes later is waited for (not an empty input),
+// its bytes read, and its close is the end; a writer that closes without writing is an empty one.
+TEST(FileSource, AFifoIsReadFromAWriterThatOpensItLater) {
+  const fs::path fifo = fs::path(::testing::TempDir()) / "pileprep_late_writer_fifo";
+  for (const std::string& payload : {std::string("{\"text\": \"late\"}\n"), std::string()}) {
+    SCOPED_TRACE(payload.empty() ? "no bytes" : "some bytes");
+    fs::remove(fifo);
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    std::thread writer([&] {  // started first: an open that waited for it would not hang
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      const int w = ::open(fifo.c_str(), O_WRONLY | O_CLOEXEC);  // waits for the reader
+      if (w < 0) return;
+      if (!payload.empty()) {
+        EXPECT_EQ(::write(w, payload.data(), payload.size()), static_cast<ssize_t>(payload.size()));
+      }
+      ::close(w);
+    });
+    auto source = OpenFileSource(fifo.string(), FileSourceOptions());
+    std::string got;
+    absl::Status status = source.status();
+    char buf[4];
+    while (status.ok()) {
+      auto n = (*source)->Read(buf, sizeof(buf));
+      status = n.status();
+      if (!n.ok() || *n == 0) break;
+      got.append(buf, *n);
+    }
+    writer.join();
+    ASSERT_TRUE(status.ok()) << status;
+    EXPECT_EQ(got, payload);
+    fs::remove(fifo);
   }
 }
 
