@@ -384,11 +384,32 @@ class HttpSourceImpl final : public HttpSource {
     return curl_easy_getinfo(easy_, CURLINFO_REDIRECT_COUNT, &n) == CURLE_OK ? n : 0;
   }
 
+  // "HTTP/1.1 404 Not Found" -> "HTTP 404 Not Found", cut to a reason's length.
+  static std::string StatusLine(const Response& r) {
+    std::string line = r.status_line.empty() ? absl::StrCat("HTTP ", r.code) : r.status_line;
+    if (line.size() > 200) line = absl::StrCat(line.substr(0, 200), "...");  // a reason, not a page
+    if (absl::StartsWith(line, "HTTP/")) {
+      const size_t space = line.find(' ');
+      line = absl::StrCat("HTTP ", space == std::string::npos ? line : line.substr(space + 1));
+    }
+    return line;
+  }
+
   bool CheckResponse() {
     Response& r = response_;
     r.checked = true;
     curl_easy_getinfo(easy_, CURLINFO_RESPONSE_CODE, &r.code);
     if (r.code < 200 || r.code >= 300) return false;  // judged after the transfer
+    if (r.code != 200 && r.code != 203 && r.code != 206) {
+      // 204 No Content, 202 Accepted, 205 Reset Content, 207 Multi-Status...: a success that does
+      // not carry the file's bytes (a URL of an API, or a server still preparing the file). Taken
+      // for the file, a 204 was an empty shard ("the input is empty").
+      abort_status_ = absl::FailedPreconditionError(
+          absl::StrCat(name_, ": the server answered ", StatusLine(r),
+                       ", which does not carry the file (only 200 or 206 does): is the URL the "
+                       "file's own?"));
+      return false;
+    }
     const uint64_t offset = attempt_offset_;
     if (r.code == 206) {
       if (r.range_start < 0 || static_cast<uint64_t>(r.range_start) != offset) {
@@ -792,15 +813,7 @@ class HttpSourceImpl final : public HttpSource {
                          "; restarting the shard")));
       }
       if ((r.checked || code == CURLE_OK) && r.code != 0 && (r.code < 200 || r.code >= 300)) {
-        std::string line = r.status_line.empty() ? absl::StrCat("HTTP ", r.code) : r.status_line;
-        if (line.size() > 200)
-          line = absl::StrCat(line.substr(0, 200), "...");  // a reason, not a page
-        if (absl::StartsWith(line, "HTTP/")) {
-          // "HTTP/1.1 404 Not Found" -> "HTTP 404 Not Found"
-          const size_t space = line.find(' ');
-          line = absl::StrCat("HTTP ", space == std::string::npos ? line : line.substr(space + 1));
-        }
-        cause = line;
+        cause = StatusLine(r);
         if (r.code >= 500 || r.code == 408 || r.code == 429) {
           transient = true;
           curl_off_t ra = -1;

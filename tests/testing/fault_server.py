@@ -17,6 +17,8 @@ fault plans: each request for FILE takes the next action of its plan (then behav
       stall:N:S send N body bytes, then sleep S seconds, then close
       longer:N  announce a Content-Length N bytes more than the body, send the body, then close (a
                 server or proxy that misstates the length)
+      204       answer 204 No Content (no body, no Content-Length)
+      202       answer 202 Accepted with an empty body, as a server still preparing the file may
       ok        answer normally
   --no-range          ignore Range (always 200 with the whole file), as some servers do
   --no-etag           send neither ETag nor Last-Modified
@@ -173,6 +175,16 @@ def main():
                 retry_after = params[0] if params else "1"
                 return self.simple(int(kind), None if retry_after == "none" else retry_after,
                                    b"busy\n")
+            if kind == "204":
+                entry["status"] = 204
+                log(entry)
+                self.send_response(204)
+                self.end_headers()
+                return
+            if kind == "202":
+                entry["status"] = 202
+                log(entry)
+                return self.simple(202)
             if kind in ("500", "408", "404", "403") or not os.path.isfile(path):
                 status = int(kind) if kind in ("500", "408", "403") else 404
                 entry["status"] = status

@@ -147,6 +147,23 @@ TEST(HttpSource, NotFoundToAResumedRequestSaysTheFileWasThere) {
                         "had arrived)"));
 }
 
+// A success that carries no file (204 No Content; 202 Accepted, as a server still preparing the
+// file may answer) fails at once naming the answer: a 204 was taken for an empty file, and the
+// shard failed as "the input is empty" (or, with nothing to resume, a 202's empty body did).
+TEST(HttpSource, ASuccessWithoutTheFileFailsAtOnceNamingTheAnswer) {
+  for (const char* code : {"204", "202"}) {
+    SCOPED_TRACE(code);
+    Download d;
+    ASSERT_NO_FATAL_FAILURE(Fetch({"--plan", absl::StrCat("01.jsonl.zst=", code)}, &d));
+    ASSERT_FALSE(d.bytes.ok());
+    EXPECT_EQ(d.bytes.status().code(), absl::StatusCode::kFailedPrecondition) << d.message();
+    EXPECT_THAT(d.message(),
+                HasSubstr(absl::StrCat("/01.jsonl.zst: the server answered HTTP ", code)));
+    EXPECT_THAT(d.message(), HasSubstr("which does not carry the file"));
+    EXPECT_EQ(d.server->Log(1).size(), 1u);
+  }
+}
+
 // A plain http download redirected to file:// (or any scheme but http and https) is refused, and
 // the message says it was the redirect: "curl: Unsupported protocol" alone pointed at the URL
 // given.
