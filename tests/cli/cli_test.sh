@@ -93,8 +93,22 @@ expect "reversed range is a usage error" 2 'the range "5-3" runs backwards; writ
 # server); another --url may have it.
 expect "a shard past 29 at the default --url" 2 "shard 30 is not in The Pile at the default --url" -- \
   "$PILEPREP" --files 28-30 --dry-run
+# The default named again, without its last '/' or with a query, is the same source.
+for spelled in "https://huggingface.co/datasets/monology/pile-uncopyrighted/resolve/main/train" \
+               "https://huggingface.co/datasets/monology/pile-uncopyrighted/resolve/main/train/?download=true"; do
+  expect "a shard past 29 at the default --url spelled $spelled" 2 \
+    "shard 30 is not in The Pile at the default --url" -- "$PILEPREP" --files 28-30 --url "$spelled" --dry-run
+done
 expect "a shard past 29 at another --url" 0 "" -- "$PILEPREP" --files 28-30 --url http://127.0.0.1:9/ \
   --output-dir "$work/past29" --dry-run
+# A CA bundle that cannot be read is the run's set-up (it failed each shard in turn, exit 1).
+expect "a missing --ca-file is a set-up error" 2 "--ca-file $work/no-such.pem: no such file" -- \
+  "$PILEPREP" --files 1-3 --url http://127.0.0.1:9/ --ca-file "$work/no-such.pem" \
+  --output-dir "$work/cafile" --dry-run
+expect "a directory as --ca-file is a set-up error" 2 "--ca-file $work: a directory, not a file" -- \
+  "$PILEPREP" --files 1-3 --url http://127.0.0.1:9/ --ca-file "$work" --output-dir "$work/cafile"
+[[ ! -e $work/cafile ]] && echo "ok: a bad --ca-file: no output directory made" \
+  || { echo "FAIL: a bad --ca-file: $work/cafile was made"; fail=1; }
 expect "unsupported scheme is refused" 2 'unsupported scheme "ftp"' -- "$PILEPREP" --url ftp://x/
 expect "prefix with a slash is refused" 2 "--output-prefix must be a plain name" -- \
   "$PILEPREP" --url "$root/data/samples" --output-prefix a/b --output-dir "$work/o"
@@ -254,6 +268,11 @@ expect "preprocess: an output directory that cannot be created" 2 \
 expect "merge: an output directory that cannot be created" 2 \
   "pileprep: error: --output-prefix /dev/null/x: cannot create: Not a directory" -- \
   "$PILEPREP" merge --output-prefix /dev/null/x/m "$work/c/my-gpt3_00_text_document" -q
+# An --output-dir that is a file: named as such ("cannot create: File exists" read as if a
+# directory were in the way).
+touch "$work/a-file"
+expect "an --output-dir that is a file" 2 "pileprep: error: --output-dir $work/a-file: not a directory" -- \
+  "$PILEPREP" --url "$root/data/samples" --files 0 --output-dir "$work/a-file" -q
 
 # Plain JSON lines read (the default) or mapped (--mmap-input): the same files.
 zstd -q -d -c "$root/data/samples/01.jsonl.zst" > "$work/plain.jsonl"

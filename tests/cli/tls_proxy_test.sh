@@ -147,9 +147,16 @@ nothing_published "HTTPS: nothing is published after a host name mismatch" "$wor
 expect "HTTPS --insecure also skips the host name check" 0 "" -- \
   "${run[@]}" --url "$wronghost_url" --output-dir "$work/d2" --insecure
 same_as_local "HTTPS --insecure with the other host's certificate: outputs identical" "$work/d2"
-expect "HTTPS --ca-file naming a missing file fails clearly" 1 \
+# A --ca-file that cannot be read is refused before any work (it failed each shard in turn, exit 1);
+# one that can be read but holds no certificate fails the shards, named as libcurl finds it.
+expect "HTTPS --ca-file naming a missing file is a set-up error" 2 \
+  "--ca-file $work/no-such.pem: no such file \(it must name a readable PEM file of CA certificates\)" -- \
+  "${run[@]}" --url "$https_url" --output-dir "$work/a3" --ca-file "$work/no-such.pem"
+[[ ! -e $work/a3 ]] || bad "HTTPS: a missing --ca-file made the output directory"
+echo "not a certificate" >"$work/not-pem.pem"
+expect "HTTPS --ca-file naming a file of no certificates fails clearly" 1 \
   "--ca-file must name a readable PEM file of CA certificates" -- \
-  "${run[@]}" --url "$https_url" --output-dir "$work/a2" --ca-file "$work/no-such.pem"
+  "${run[@]}" --url "$https_url" --output-dir "$work/a2" --ca-file "$work/not-pem.pem"
 nothing_published "HTTPS: nothing is published without a CA file" "$work/a2"
 
 # ---------------------------------------------------------------- redirects

@@ -114,8 +114,9 @@ std::string ExitCodeHelp(ExitHelpFor command) {
                 : ";\n     or another pileprep process is writing the output (its lock)\n",
       "  2  usage or set-up error (bad flag, vocabulary not found, output directory unusable",
       shard_job
-          ? ";\n     a local --url that is no directory; outputs there whose records say other\n"
-            "     settings made them, unless --remake-other-settings or --force)\n"
+          ? ";\n     a local --url that is no directory; a --ca-file that cannot be read; outputs\n"
+            "     there whose records say other settings made them, unless\n"
+            "     --remake-other-settings or --force)\n"
           : ")\n",
       "  129, 130, 143  stopped by SIGHUP / SIGINT / SIGTERM: the input in progress was\n"
       "     abandoned (its temporary files removed, nothing published), later inputs not\n"
@@ -325,8 +326,11 @@ absl::Status CheckDirectoryCouldBeMade(const std::string& dir, absl::string_view
   const bool exists = std::filesystem::exists(p, ec);
   while (!ec && p.has_relative_path() && !std::filesystem::exists(p, ec)) p = p.parent_path();
   if (!std::filesystem::is_directory(p, ec)) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        flag, " ", dir, ": cannot create: ", std::strerror(exists ? EEXIST : ENOTDIR)));
+    // Something other than a directory is there: named as such ("cannot create: File exists" read
+    // as if a directory were in the way).
+    return absl::PermissionDeniedError(
+        exists ? absl::StrCat(flag, " ", dir, ": not a directory (a file of that name is there)")
+               : absl::StrCat(flag, " ", dir, ": cannot create: ", std::strerror(ENOTDIR)));
   }
   if (::access(p.c_str(), W_OK | X_OK) != 0) {
     return absl::PermissionDeniedError(absl::StrCat(

@@ -897,8 +897,10 @@ int RunShardJob(int argc, char** argv, int first) {
     return kExitUsage;
   }
   // The default source holds train/00..29 alone: a number past 29 there would be a 404 found only
-  // when its turn came, hours into a job (a dry run cannot tell, as it asks no server).
-  if (args.Get("url", kDefaultUrl) == kDefaultUrl && !files->empty() && files->back() > 29) {
+  // when its turn came, hours into a job (a dry run cannot tell, as it asks no server). The default
+  // named again counts too, however spelled (without its last '/', with a query: the base is the
+  // same).
+  if (source->base == kDefaultUrl && !files->empty() && files->back() > 29) {
     PrintError(absl::StrCat("--files: shard ", files->back(),
                             " is not in The Pile at the default --url, which has train/00 to "
                             "29.jsonl.zst; give numbers from 0 to 29, or --url for a source "
@@ -933,6 +935,25 @@ int RunShardJob(int argc, char** argv, int first) {
     PrintError(absl::StrCat("--url ", shown, ": ", why,
                             url_typo ? " (a URL needs \"://\" after its scheme)" : ""));
     return kExitUsage;
+  }
+  // A CA bundle that cannot be read failed every shard in turn, each naming it, and the run ended
+  // as "some shards failed" (exit 1, which reads as "run it again"): the run's set-up, refused
+  // before any work, the dry run's too.
+  if (const std::string& ca = job.fetch.ca_file;
+      !ca.empty() && job.source.kind == SourceKind::kHttp) {
+    std::string why;
+    if (const int fd = ::open(ca.c_str(), O_RDONLY | O_CLOEXEC); fd < 0) {
+      why = errno == ENOENT ? "no such file" : std::strerror(errno);
+    } else {
+      struct stat st;
+      if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) why = "a directory, not a file";
+      ::close(fd);
+    }
+    if (!why.empty()) {
+      PrintError(absl::StrCat("--ca-file ", ca, ": ", why,
+                              " (it must name a readable PEM file of CA certificates)"));
+      return kExitUsage;
+    }
   }
   job.output_dir = args.Get("output-dir", ".");
   if (job.output_dir.empty()) {
