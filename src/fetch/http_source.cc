@@ -404,10 +404,13 @@ class HttpSourceImpl final : public HttpSource {
       // 204 No Content, 202 Accepted, 205 Reset Content, 207 Multi-Status...: a success that does
       // not carry the file's bytes (a URL of an API, or a server still preparing the file). Taken
       // for the file, a 204 was an empty shard ("the input is empty").
+      // To a resumed request the URL was right a moment ago: say so, as for a 404.
       abort_status_ = absl::FailedPreconditionError(
           absl::StrCat(name_, ": the server answered ", StatusLine(r),
-                       ", which does not carry the file (only 200 or 206 does): is the URL the "
-                       "file's own?"));
+                       ", which does not carry the file (a file comes as 200 or 206)",
+                       delivered_ > 0 ? absl::StrCat(" to a resumed request, after ", delivered_,
+                                                     " bytes of the file had arrived")
+                                      : ": is the URL the file's own?"));
       return false;
     }
     const uint64_t offset = attempt_offset_;

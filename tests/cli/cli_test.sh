@@ -95,20 +95,31 @@ expect "a shard past 29 at the default --url" 2 "shard 30 is not in The Pile at 
   "$PILEPREP" --files 28-30 --dry-run
 # The default named again, without its last '/' or with a query, is the same source.
 for spelled in "https://huggingface.co/datasets/monology/pile-uncopyrighted/resolve/main/train" \
-               "https://huggingface.co/datasets/monology/pile-uncopyrighted/resolve/main/train/?download=true"; do
+               "https://huggingface.co/datasets/monology/pile-uncopyrighted/resolve/main/train/?download=true" \
+               "HTTP://HuggingFace.co/datasets/monology/pile-uncopyrighted/resolve/main/train/"; do
   expect "a shard past 29 at the default --url spelled $spelled" 2 \
     "shard 30 is not in The Pile at the default --url" -- "$PILEPREP" --files 28-30 --url "$spelled" --dry-run
 done
 expect "a shard past 29 at another --url" 0 "" -- "$PILEPREP" --files 28-30 --url http://127.0.0.1:9/ \
   --output-dir "$work/past29" --dry-run
-# A CA bundle that cannot be read is the run's set-up (it failed each shard in turn, exit 1).
+# A CA bundle that cannot be read is the run's set-up (it failed each shard in turn, exit 1) where
+# libcurl reads it (https, verifying); a FIFO is refused without waiting for a writer.
 expect "a missing --ca-file is a set-up error" 2 "--ca-file $work/no-such.pem: no such file" -- \
-  "$PILEPREP" --files 1-3 --url http://127.0.0.1:9/ --ca-file "$work/no-such.pem" \
+  "$PILEPREP" --files 1-3 --url https://127.0.0.1:9/ --ca-file "$work/no-such.pem" \
   --output-dir "$work/cafile" --dry-run
 expect "a directory as --ca-file is a set-up error" 2 "--ca-file $work: a directory, not a file" -- \
-  "$PILEPREP" --files 1-3 --url http://127.0.0.1:9/ --ca-file "$work" --output-dir "$work/cafile"
+  "$PILEPREP" --files 1-3 --url https://127.0.0.1:9/ --ca-file "$work" --output-dir "$work/cafile"
+mkfifo "$work/ca-fifo"
+expect "a FIFO as --ca-file is a set-up error, at once" 2 "--ca-file $work/ca-fifo: not a regular file" -- \
+  timeout 10 "$PILEPREP" --files 1-3 --url https://127.0.0.1:9/ --ca-file "$work/ca-fifo" \
+  --output-dir "$work/cafile" --dry-run
 [[ ! -e $work/cafile ]] && echo "ok: a bad --ca-file: no output directory made" \
   || { echo "FAIL: a bad --ca-file: $work/cafile was made"; fail=1; }
+# Where libcurl never reads it (plain http, --insecure) it is not looked at, as before.
+expect "--ca-file with plain http is not read" 0 "" -- "$PILEPREP" --files 1-3 \
+  --url http://127.0.0.1:9/ --ca-file "$work/no-such.pem" --output-dir "$work/cafile" --dry-run
+expect "--ca-file with --insecure is not read" 0 "" -- "$PILEPREP" --files 1-3 --insecure \
+  --url https://127.0.0.1:9/ --ca-file "$work/no-such.pem" --output-dir "$work/cafile" --dry-run
 expect "unsupported scheme is refused" 2 'unsupported scheme "ftp"' -- "$PILEPREP" --url ftp://x/
 expect "prefix with a slash is refused" 2 "--output-prefix must be a plain name" -- \
   "$PILEPREP" --url "$root/data/samples" --output-prefix a/b --output-dir "$work/o"

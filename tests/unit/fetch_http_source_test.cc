@@ -159,9 +159,18 @@ TEST(HttpSource, ASuccessWithoutTheFileFailsAtOnceNamingTheAnswer) {
     EXPECT_EQ(d.bytes.status().code(), absl::StatusCode::kFailedPrecondition) << d.message();
     EXPECT_THAT(d.message(),
                 HasSubstr(absl::StrCat("/01.jsonl.zst: the server answered HTTP ", code)));
-    EXPECT_THAT(d.message(), HasSubstr("which does not carry the file"));
+    EXPECT_THAT(d.message(), HasSubstr("which does not carry the file (a file comes as 200 or "
+                                       "206): is the URL the file's own?"));
     EXPECT_EQ(d.server->Log(1).size(), 1u);
   }
+  // To a resumed request: the bytes that had arrived are named (the URL was right).
+  Download d;
+  ASSERT_NO_FATAL_FAILURE(Fetch({"--plan", "01.jsonl.zst=drop:100000,204"}, &d));
+  ASSERT_FALSE(d.bytes.ok());
+  EXPECT_EQ(d.bytes.status().code(), absl::StatusCode::kFailedPrecondition) << d.message();
+  EXPECT_THAT(d.message(), HasSubstr("the server answered HTTP 204 No Content, which does not "
+                                     "carry the file (a file comes as 200 or 206) to a resumed "
+                                     "request, after 100000 bytes of the file had arrived"));
 }
 
 // A plain http download redirected to file:// (or any scheme but http and https) is refused, and

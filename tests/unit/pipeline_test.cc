@@ -246,8 +246,15 @@ TEST(FileSource, AFifoIsReadFromAWriterThatOpensItLater) {
     ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
     std::thread writer([&] {  // started first: an open that waited for it would not hang
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      const int w = ::open(fifo.c_str(), O_WRONLY | O_CLOEXEC);  // waits for the reader
+      // Non-blocking, ENXIO until a reader is there; given up after 5 s (a reader that never
+      // opened fails the test below rather than hang it).
+      int w = -1;
+      for (int i = 0; i < 500 && w < 0; ++i) {
+        w = ::open(fifo.c_str(), O_WRONLY | O_CLOEXEC | O_NONBLOCK);
+        if (w < 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
       if (w < 0) return;
+      ::fcntl(w, F_SETFL, ::fcntl(w, F_GETFL) & ~O_NONBLOCK);
       if (!payload.empty()) {
         EXPECT_EQ(::write(w, payload.data(), payload.size()), static_cast<ssize_t>(payload.size()));
       }

@@ -898,9 +898,14 @@ int RunShardJob(int argc, char** argv, int first) {
   }
   // The default source holds train/00..29 alone: a number past 29 there would be a 404 found only
   // when its turn came, hours into a job (a dry run cannot tell, as it asks no server). The default
-  // named again counts too, however spelled (without its last '/', with a query: the base is the
-  // same).
-  if (source->base == kDefaultUrl && !files->empty() && files->back() > 29) {
+  // named again counts too: without its last '/' or with a query (the base is the same), its scheme
+  // or host in capitals, or http:// (redirected to https).
+  const auto without_scheme = [](absl::string_view url) {
+    return url.substr(std::min(url.find("://"), url.size()));
+  };
+  if (source->kind == SourceKind::kHttp &&
+      absl::EqualsIgnoreCase(without_scheme(source->base), without_scheme(kDefaultUrl)) &&
+      !files->empty() && files->back() > 29) {
     PrintError(absl::StrCat("--files: shard ", files->back(),
                             " is not in The Pile at the default --url, which has train/00 to "
                             "29.jsonl.zst; give numbers from 0 to 29, or --url for a source "
@@ -939,14 +944,25 @@ int RunShardJob(int argc, char** argv, int first) {
   // A CA bundle that cannot be read failed every shard in turn, each naming it, and the run ended
   // as "some shards failed" (exit 1, which reads as "run it again"): the run's set-up, refused
   // before any work, the dry run's too.
+  // Only where libcurl reads it: https, certificates verified (with --insecure it notes an
+  // unreadable file and goes on; plain http never reads it). Opened without waiting (a FIFO's open
+  // waits for a writer, and restarts after a signal's handler); a regular file only, as libcurl
+  // reads it again for each download (a pipe would give its certificates to the first alone).
   if (const std::string& ca = job.fetch.ca_file;
-      !ca.empty() && job.source.kind == SourceKind::kHttp) {
+      !ca.empty() && !job.fetch.insecure &&
+      absl::StartsWithIgnoreCase(job.source.base, "https://")) {
     std::string why;
-    if (const int fd = ::open(ca.c_str(), O_RDONLY | O_CLOEXEC); fd < 0) {
+    if (const int fd = ::open(ca.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY); fd < 0) {
       why = errno == ENOENT ? "no such file" : std::strerror(errno);
     } else {
       struct stat st;
-      if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) why = "a directory, not a file";
+      if (::fstat(fd, &st) != 0) {
+        why = std::strerror(errno);
+      } else if (S_ISDIR(st.st_mode)) {
+        why = "a directory, not a file";
+      } else if (!S_ISREG(st.st_mode)) {
+        why = "not a regular file (it is read again for each download)";
+      }
       ::close(fd);
     }
     if (!why.empty()) {
