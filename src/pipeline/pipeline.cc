@@ -86,7 +86,7 @@ class FileSource final : public ByteSource {
         }
         return 0;
       }
-      // EAGAIN: a FIFO opened non-blocking (OpenFileSource) whose poll woke with nothing to read.
+      // EAGAIN: a FIFO (opened non-blocking, OpenFileSource) whose poll woke with nothing to read.
       if (errno == EINTR || (size_ < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))) continue;
       return absl::DataLossError(absl::StrCat(name_, ": read error: ", std::strerror(errno)));
     }
@@ -432,12 +432,12 @@ struct Worker {
 
 absl::StatusOr<std::unique_ptr<ByteSource>> OpenFileSource(const std::string& path,
                                                            const FileSourceOptions& options) {
-  // A FIFO is opened without waiting for its writer (open(2) of one waits until a writer opens
-  // it, and restarts after a signal's handler: a signal's stop waited for a writer that may never
-  // come); Read() polls until the writer writes or closes, as for a pipe whose writer stalls.
-  struct stat before;
-  const bool fifo = ::stat(path.c_str(), &before) == 0 && S_ISFIFO(before.st_mode);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (fifo ? O_NONBLOCK : 0));
+  // O_NONBLOCK, as internal::OpenForRead opens: a FIFO is opened without waiting for its writer
+  // (open(2) of one waits until a writer opens it, and restarts after a signal's handler: a
+  // signal's stop waited for a writer that may never come), and Read() polls until the writer
+  // writes or closes, as for a pipe whose writer stalls. Taken off again for anything else, as
+  // the file itself (not an earlier stat of its path) says.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int err = errno;
     if (err == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
@@ -451,6 +451,12 @@ absl::StatusOr<std::unique_ptr<ByteSource>> OpenFileSource(const std::string& pa
       return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory, not a file"));
     }
     if (S_ISREG(st.st_mode)) size = st.st_size;
+    if (!S_ISFIFO(st.st_mode)) {
+      // (Should it fail, a non-blocking read of anything but a regular file is polled first and
+      // EAGAIN read again, as for a FIFO.)
+      const int flags = ::fcntl(fd, F_GETFL);
+      if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+    }
   }
 #ifdef POSIX_FADV_SEQUENTIAL
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);

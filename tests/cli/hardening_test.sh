@@ -423,43 +423,38 @@ else
   echo "skip: write-only output directory (needs root and setpriv)"; skipped=$((skipped + 1))
 fi
 
+# preprocess reading the FIFO $work/fifo/in.jsonl, whose writer (pid $2) the case set up, gets
+# SIGINT 1.5 s in: it must stop at once (130 within 5 s), leaving nothing but its input. $1 names
+# the case.
+fifo_input_stops_on_sigint() {
+  local name=$1 feeder=$2 pid rc start took
+  "$PILEPREP" preprocess --input "$work/fifo/in.jsonl" --output-prefix "$work/fifo/p" --append-eod \
+    --workers 1 >"$work/out" 2>"$work/err" &
+  pid=$!
+  sleep 1.5  # the vocabulary loaded, what the writer gave read; the read now waits on the writer
+  start=$(date +%s%N)
+  kill -INT $pid; wait $pid; rc=$?
+  took=$(( ($(date +%s%N) - start) / 1000000 ))
+  kill $feeder 2>/dev/null; wait $feeder 2>/dev/null
+  [[ $rc -eq 130 && $took -lt 5000 ]] && ok "$name: SIGINT stops it at once" \
+    || bad "$name: exit $rc after $took ms (want 130 within 5 s)"
+  [[ -z $(ls "$work/fifo" | grep -v '^in.jsonl$') ]] && ok "$name: nothing published or left" \
+    || bad "$name left: $(ls "$work/fifo")"
+}
+
 # A pipe as input whose writer stalls (`--input <(...)`, a FIFO): SIGINT stops the run at once. The
 # read waited for the writer (30 s here) before the stop was heard.
 rm -rf "$work/fifo" && mkdir -p "$work/fifo" && mkfifo "$work/fifo/in.jsonl"
 ( /usr/bin/python3 -c 'import json
 for i in range(50): print(json.dumps({"text": "line %d" % i}))'; sleep 30 ) >"$work/fifo/in.jsonl" &
-writer=$!
-"$PILEPREP" preprocess --input "$work/fifo/in.jsonl" --output-prefix "$work/fifo/p" --append-eod \
-  --workers 1 >"$work/out" 2>"$work/err" &
-pid=$!
-sleep 1.5  # the 50 lines read; the read now waits on the stalled writer
-start=$(date +%s%N)
-kill -INT $pid; wait $pid; rc=$?
-took=$(( ($(date +%s%N) - start) / 1000000 ))
-kill $writer 2>/dev/null; wait $writer 2>/dev/null
-[[ $rc -eq 130 && $took -lt 5000 ]] && ok "a stalled pipe as input: SIGINT stops it at once" \
-  || bad "a stalled pipe as input: exit $rc after $took ms (want 130 within 5 s)"
-[[ -z $(ls "$work/fifo" | grep -v '^in.jsonl$') ]] && ok "a stalled pipe as input: nothing published or left" \
-  || bad "a stalled pipe as input left: $(ls "$work/fifo")"
+fifo_input_stops_on_sigint "a stalled pipe as input" $!
 
 # A FIFO that no writer has opened: SIGINT stops the run at once. open(2) waited for a writer
 # (restarting after the handler), so the stop waited for one that might never come; here a writer
 # comes after 8 s, so a run that waits fails the time check rather than hang the test.
 rm -rf "$work/fifo" && mkdir -p "$work/fifo" && mkfifo "$work/fifo/in.jsonl"
 ( sleep 8; timeout 2 bash -c ': >"$1"' _ "$work/fifo/in.jsonl" ) >/dev/null 2>&1 &
-rescuer=$!
-"$PILEPREP" preprocess --input "$work/fifo/in.jsonl" --output-prefix "$work/fifo/p" --append-eod \
-  --workers 1 >"$work/out" 2>"$work/err" &
-pid=$!
-sleep 1.5  # the vocabulary loaded; the input waits for a writer
-start=$(date +%s%N)
-kill -INT $pid; wait $pid; rc=$?
-took=$(( ($(date +%s%N) - start) / 1000000 ))
-kill $rescuer 2>/dev/null; wait $rescuer 2>/dev/null
-[[ $rc -eq 130 && $took -lt 5000 ]] && ok "a FIFO with no writer as input: SIGINT stops it at once" \
-  || bad "a FIFO with no writer as input: exit $rc after $took ms (want 130 within 5 s)"
-[[ -z $(ls "$work/fifo" | grep -v '^in.jsonl$') ]] && ok "a FIFO with no writer: nothing published or left" \
-  || bad "a FIFO with no writer left: $(ls "$work/fifo")"
+fifo_input_stops_on_sigint "a FIFO with no writer as input" $!
 
 # ---------------------------------------------------------------- disk full, read-only directory
 mnt=$work/mnt; mkdir -p "$mnt"
