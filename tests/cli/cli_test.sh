@@ -21,6 +21,11 @@ expect() {  # name want_rc want_stderr_substring -- command...
 }
 
 expect "version" 0 "pileprep 0." -- "$PILEPREP" --version
+# --version after a command, or after other flags, prints the version too (it was an unknown flag).
+for cmd in validate inspect merge preprocess "--files 0 --dry-run"; do
+  # shellcheck disable=SC2086
+  expect "$cmd --version prints the version" 0 "pileprep 0." -- "$PILEPREP" $cmd --version
+done
 expect "help lists the shard job" 0 "Usage: pileprep [--url SRC]" -- "$PILEPREP" --help
 for flag in url files output-dir output-prefix threads vocab-file merge-file max-bad-records \
             zstd-window-log-max endoftext-as-text quiet; do

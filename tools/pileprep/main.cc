@@ -17,9 +17,19 @@ namespace {
 int Dispatch(int argc, char** argv) {
   if (argc >= 2) {
     const std::string cmd = argv[1];
-    if (cmd == "--version" || cmd == "version") {
+    if (cmd == "version") {
       std::printf("pileprep %s\n", PILEPREP_VERSION);
       return kExitOk;
+    }
+    // --version anywhere, as after a command name (`pileprep validate --version`): it was read only
+    // as the first argument, and after a command was an unknown flag. An argument that is exactly
+    // "--version" is never a flag's value: a value that starts with '-' goes inline
+    // (--name=-value).
+    for (int i = 1; i < argc; ++i) {
+      if (std::strcmp(argv[i], "--version") == 0) {
+        std::printf("pileprep %s\n", PILEPREP_VERSION);
+        return kExitOk;
+      }
     }
     if (cmd == "help") {
       if (argc >= 3) {
