@@ -252,6 +252,7 @@ struct ZstdDecoder::Impl {
   unsigned char header[internal::kMaxFrameHeaderBytes];
   size_t header_len = 0;
   uint64_t frame_start = 0;  // stream offset of the current (or next) frame
+  uint64_t frame_window = 0;  // the current frame's window, from its header
   uint64_t skip_left = 0;    // bytes of the current skippable frame still to skip
 
   // Where zstd is inside the current frame, followed through the block headers. zstd never reports
@@ -408,6 +409,7 @@ absl::Status ZstdDecoder::Impl::StartFrame(Sink sink) {
                              "); --zstd-window-log-max=", need, " raises the limit"));
   }
   // zstd re-reads the header itself; hand it the bytes gathered so far.
+  frame_window = h.window_size;
   state = State::kFrame;
   part = Part::kBlockHeader;
   block_header_len = 0;
@@ -544,8 +546,17 @@ absl::Status ZstdDecoder::Impl::ZstdError(size_t code, uint64_t offset) {
           absl::StrCat("zstd: the frame starting at byte ", frame_start,
                        " needs a window above the limit (window log ", options.window_log_max,
                        "); --zstd-window-log-max raises the limit"));
+    // Nearly all of a decoder's memory is the frame's window (zstd holds that much of the output),
+    // so the message names it: "out of memory" alone did not say that a 2 GiB window, allowed by a
+    // raised --zstd-window-log-max, was what did not fit.
     case ZSTD_error_memory_allocation:
-      return Fail(absl::StatusCode::kResourceExhausted, offset, "zstd: out of memory");
+      return Fail(absl::StatusCode::kResourceExhausted, offset,
+                  absl::StrCat("zstd: out of memory for the frame starting at byte ", frame_start,
+                               ", whose window of ", internal::HumanBytes(frame_window),
+                               " (window log ", internal::WindowLogFor(frame_window),
+                               ") the decoder holds in memory; free memory, or refuse such frames "
+                               "at once with a lower --zstd-window-log-max (now ",
+                               options.window_log_max, ")"));
     // A frame whose blocks hold more than its header declares (a damaged Frame Content Size):
     // zstd's "Destination buffer is too small" read like a fault of the reader's buffers.
     case ZSTD_error_dstSize_tooSmall:

@@ -3,6 +3,9 @@
 #define ZDICT_STATIC_LINKING_ONLY  // ZDICT_finalizeDictionary, to make a frame with a dictionary ID
 #include <zdict.h>
 #define ZSTD_STATIC_LINKING_ONLY  // ZSTD_frameHeaderSize, to find a block to damage
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zstd.h>
 
 #include <algorithm>
@@ -538,6 +541,52 @@ TEST(ZstdDecoder, WindowAboveLimitIsRefusedWithAdvice) {
     ASSERT_TRUE(d.status.ok()) << d.status;
     EXPECT_TRUE(d.out == text);
   }
+}
+
+// A window allowed by a raised limit that memory cannot hold (ulimit -v, a cgroup with overcommit
+// off): ResourceExhausted naming the frame and its window, which is what took the memory, where
+// the message was "zstd: out of memory". A child under an address-space limit 64 MiB above what
+// it uses decodes a frame of a 256 MiB window.
+TEST(ZstdDecoderDeathTest, OutOfMemoryForAWindowNamesTheWindow) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a sanitizer's shadow memory does not fit under an address-space limit";
+#endif
+  const rlimit no_core{0, 0};
+  ASSERT_EQ(setrlimit(RLIMIT_CORE, &no_core), 0);
+  const std::string data = SkippableFrame(0, "hdr") + CompressWithWindowLog28(SomeText(100000));
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(pipe_fds[0]);
+    long pages = 0;
+    std::FILE* f = std::fopen("/proc/self/statm", "r");
+    if (f == nullptr || std::fscanf(f, "%ld", &pages) != 1) std::_Exit(3);
+    std::fclose(f);
+    const rlim_t limit = static_cast<rlim_t>(pages) * static_cast<rlim_t>(sysconf(_SC_PAGESIZE)) +
+                         (rlim_t{64} << 20);
+    const rlimit as{limit, limit};
+    if (setrlimit(RLIMIT_AS, &as) != 0) std::_Exit(3);
+    const Decoded d = DecodeAll(data, {.source_name = "w.zst", .window_log_max = 31});
+    const std::string message(d.status.message());
+    if (write(pipe_fds[1], message.data(), message.size()) < 0) std::_Exit(3);
+    std::_Exit(d.status.code() == absl::StatusCode::kResourceExhausted ? 1 : 2);
+  }
+  close(pipe_fds[1]);
+  std::string message;
+  char buf[512];
+  for (ssize_t n; (n = read(pipe_fds[0], buf, sizeof buf)) > 0;) message.append(buf, n);
+  close(pipe_fds[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "died of signal " << WTERMSIG(status);
+  ASSERT_NE(WEXITSTATUS(status), 3) << "the limit could not be set";
+  EXPECT_EQ(WEXITSTATUS(status), 1) << "not ResourceExhausted: " << message;
+  EXPECT_THAT(message, AllOf(StartsWith("w.zst: byte 11: zstd: out of memory for the frame "
+                                        "starting at byte 11, whose window of 256 MiB (window log "
+                                        "28)"),
+                             HasSubstr("--zstd-window-log-max (now 31)")));
 }
 
 // A window descriptor past window log 31, which no zstd writes: damage (a kept download so damaged
