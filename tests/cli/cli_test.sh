@@ -36,6 +36,8 @@ expect "help: a summary not written exits 1" 0 "or the summary JSON could not be
   "$PILEPREP" --help
 expect "help: a local --url of no directory exits 2" 0 "a local --url that is no directory" -- \
   "$PILEPREP" --help
+expect "help: an unusable --keep-downloads exits 2" 0 "a --keep-downloads directory unusable" -- \
+  "$PILEPREP" --help
 # preprocess's exit codes are its own: a held lock is 1, and it has no records or --force.
 expect "preprocess help: a held lock exits 1" 0 "another pileprep process is writing the output" -- \
   "$PILEPREP" preprocess --help

@@ -114,9 +114,9 @@ std::string ExitCodeHelp(ExitHelpFor command) {
                 : ";\n     or another pileprep process is writing the output (its lock)\n",
       "  2  usage or set-up error (bad flag, vocabulary not found, output directory unusable",
       shard_job
-          ? ";\n     a local --url that is no directory; a --ca-file that cannot be read; outputs\n"
-            "     there whose records say other settings made them, unless\n"
-            "     --remake-other-settings or --force)\n"
+          ? ";\n     a --keep-downloads directory unusable; a local --url that is no directory;\n"
+            "     a --ca-file that cannot be read; outputs there whose records say other\n"
+            "     settings made them, unless --remake-other-settings or --force)\n"
           : ")\n",
       "  129, 130, 143  stopped by SIGHUP / SIGINT / SIGTERM: the input in progress was\n"
       "     abandoned (its temporary files removed, nothing published), later inputs not\n"
