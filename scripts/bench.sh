@@ -22,18 +22,9 @@ BUILD=${PILEPREP_BUILD_DIR:-build}
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPILEPREP_BUILD_BENCHMARKS=ON >/dev/null
 cmake --build "$BUILD" -j "${PILEPREP_JOBS:-$(nproc)}" --target pileprep tokenize_bench >/dev/null
 
-CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/pileprep
-TIKTOKEN_VERSION=1.0.6
-TIKTOKEN=$CACHE/npm/node_modules/tiktoken-rs-node-linux-x64-gnu/tiktoken-rs-node.linux-x64-gnu.node
-# npm from Debian (nodejs, npm) where there is none; without it the tiktoken rows are left out, said below.
-if [[ ! -f $TIKTOKEN ]] && ! command -v npm >/dev/null; then
-  scripts/setup.sh nodejs npm || echo "bench: could not install nodejs and npm (Debian packages)" >&2
-fi
-if [[ ! -f $TIKTOKEN ]] && command -v npm >/dev/null; then
-  mkdir -p "$CACHE/npm"
-  (cd "$CACHE/npm" && npm install --no-save --no-audit --no-fund --silent \
-     "tiktoken-rs-node-linux-x64-gnu@$TIKTOKEN_VERSION" >/dev/null 2>&1) || true
-fi
+# tiktoken's native core from npm, installed into ~/.cache/pileprep (scripts/tiktoken_peer.sh); without
+# it the tiktoken rows are left out, said below.
+TIKTOKEN=$(scripts/tiktoken_peer.sh) || TIKTOKEN=""
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -63,7 +54,7 @@ text_bytes=$(json "$tok" text_bytes)
 text_mb=$($PY -c "print($text_bytes/1e6)")
 
 tik_mbps=""
-if [[ -f $TIKTOKEN ]] && command -v node >/dev/null; then
+if [[ -n $TIKTOKEN ]]; then
   echo "== tokenizer, 1 thread (tiktoken)" >&2
   tik=$(/usr/bin/time -v -o "$work/tik.time" node benchmarks/peers/tiktoken_bench.js "$TIKTOKEN" "$work/texts.bin" "$work/ids.bin" 5)
   tik_mbps=$($PY -c "print($text_bytes/1e6/$(json "$tik" seconds))")
