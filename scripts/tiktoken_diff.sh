@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Exactness against tiktoken: pileprep's ids against tiktoken's GPT-2 encoding (its Rust core from npm)
 # on generated adversarial texts and on every code point in context (benchmarks/peers/tiktoken_diff.py
-# says what is generated). Exits 1 on any difference. Needs the npm registry (not used by the tests).
+# says what is generated). Exits 1 on any difference, 2 where tiktoken cannot be installed (it needs the npm
+# registry, so the tests do not use it).
 #
-#   scripts/tiktoken_diff.sh                  # 20,000 texts per category, ~0.5 M texts, ~6 minutes
+#   scripts/tiktoken_diff.sh                  # 20,000 texts per category: 625,344 texts, ~5 minutes
 #   scripts/tiktoken_diff.sh --texts 200000   # more; --seed S for others; --no-code-points
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -9,7 +9,16 @@
 const fs = require('fs');
 const [binding, jsonlPath, prefix] = process.argv.slice(2);
 const enc = require(binding).getEncoding('gpt2');  // <|endoftext|> -> 50256, like pileprep's default
-const lines = fs.readFileSync(jsonlPath, 'utf8').split('\n').filter((l) => l.length > 0);
+// Split as bytes and decoded line by line: a batch of long texts can pass Node's ~537 M-character limit
+// on one string.
+const raw = fs.readFileSync(jsonlPath);
+const lines = [];
+for (let from = 0; from < raw.length;) {
+  let nl = raw.indexOf(0x0a, from);
+  if (nl < 0) nl = raw.length;
+  if (nl > from) lines.push(raw.toString('utf8', from, nl));
+  from = nl + 1;
+}
 const idx = fs.readFileSync(prefix + '_text_document.idx');
 const bin = fs.readFileSync(prefix + '_text_document.bin');
 // MMIDIDX: 9-byte magic, u64 version, u8 dtype code, u64 sequences, u64 documents, i32 sizes, i64 pointers.

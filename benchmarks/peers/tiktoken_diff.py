@@ -417,8 +417,10 @@ def run_batch(args, name, texts, escaped):
     with open(jsonl, 'w', encoding='utf-8') as f:
         for t in texts:
             f.write((escaped_line(t, r) if escaped else json.dumps({'text': t}, ensure_ascii=False)) + '\n')
+    # --max-bad-records 0: a line pileprep skipped would shift every later document against its text,
+    # and the comparison would blame ids; the run fails there instead, naming the line.
     p = subprocess.run([args.pileprep, 'preprocess', '--input', jsonl, '--output-prefix', prefix, '-q',
-                        '--workers', '2'], capture_output=True, text=True)
+                        '--workers', '2', '--max-bad-records', '0'], capture_output=True, text=True)
     if p.returncode != 0:
         return {'name': name, 'failed': f'pileprep exited {p.returncode}: {p.stderr[-2000:]}'}
     c = subprocess.run(['node', '--max-old-space-size=4096', os.path.join(ROOT, 'benchmarks', 'peers',

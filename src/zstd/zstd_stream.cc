@@ -547,8 +547,8 @@ absl::Status ZstdDecoder::Impl::ZstdError(size_t code, uint64_t offset) {
                        " needs a window above the limit (window log ", options.window_log_max,
                        "); --zstd-window-log-max raises the limit"));
     // Nearly all of a decoder's memory is the frame's window (zstd holds that much of the output),
-    // so the message names it: "out of memory" alone did not say that a 2 GiB window, allowed by a
-    // raised --zstd-window-log-max, was what did not fit.
+    // so the message names it and the limit that let it in: a 2 GiB window, allowed by a raised
+    // --zstd-window-log-max, is what a user can change.
     case ZSTD_error_memory_allocation:
       return Fail(absl::StatusCode::kResourceExhausted, offset,
                   absl::StrCat("zstd: out of memory for the frame starting at byte ", frame_start,

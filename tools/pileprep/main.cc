@@ -21,10 +21,9 @@ int Dispatch(int argc, char** argv) {
       std::printf("pileprep %s\n", PILEPREP_VERSION);
       return kExitOk;
     }
-    // --version anywhere, as after a command name (`pileprep validate --version`): it was read only
-    // as the first argument, and after a command was an unknown flag. An argument that is exactly
-    // "--version" is never a flag's value: a value that starts with '-' goes inline
-    // (--name=-value).
+    // --version anywhere, as after a command name (`pileprep validate --version`): an argument that
+    // is exactly "--version" is never a flag's value (a value that starts with '-' goes inline,
+    // --name=-value), so it can be answered before any command parses its flags.
     for (int i = 1; i < argc; ++i) {
       if (std::strcmp(argv[i], "--version") == 0) {
         std::printf("pileprep %s\n", PILEPREP_VERSION);
