@@ -796,12 +796,29 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
       const std::string_view all = *view;
       const size_t from = view_pos;
       size_t to = all.size();
+      bool line_too_long = false;
       if (all.size() - from > options.batch_bytes) {
-        const size_t nl = all.find('\n', from + std::max<size_t>(options.batch_bytes, 1) - 1);
-        // The batch's last line is read up to kPadding bytes past its end: a shorter rest of the
-        // input joins this batch, which is then the last one (padded below where it must be).
-        if (nl != std::string_view::npos && all.size() - (nl + 1) >= JsonRecordParser::kPadding) {
-          to = nl + 1;
+        // The line end is looked for within max_unended_line + 1 bytes, as a streamed input's is:
+        // past them the line that crosses batch_bytes is too long whatever follows, and the
+        // input fails at its start. An unbounded search read the rest of the file (up to 43 GB
+        // of a shard that is one line from there on) only to fail at the same line.
+        const size_t at = from + std::max<size_t>(options.batch_bytes, 1) - 1;
+        const size_t window =
+            static_cast<size_t>(std::min<uint64_t>(all.size() - at, max_unended_line + 1));
+        const void* found = std::memchr(all.data() + at, '\n', window);
+        if (found == nullptr && window == max_unended_line + 1 && at + window < all.size()) {
+          // The batch is the whole lines before that line.
+          const void* before = ::memrchr(all.data() + from, '\n', at - from);
+          to = before == nullptr
+                   ? from
+                   : static_cast<size_t>(static_cast<const char*>(before) - all.data()) + 1;
+          line_too_long = true;
+        } else if (found != nullptr) {
+          const size_t nl = static_cast<size_t>(static_cast<const char*>(found) - all.data());
+          // The batch's last line is read up to kPadding bytes past its end: a shorter rest of
+          // the input joins this batch, which is then the last one (padded below where it must
+          // be).
+          if (all.size() - (nl + 1) >= JsonRecordParser::kPadding) to = nl + 1;
         }
       }
       // The bytes read past the batch too, so that a file that shrank fails here.
@@ -815,7 +832,8 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
         return in_tbb.Hand(std::move(batch));
       }
       view_pos = to;
-      input_done = to == all.size();
+      input_done = to == all.size() || line_too_long;
+      batch->then_line_too_long = line_too_long;
       bytes_in += to - from;
       bytes_decompressed += to - from;
       batch->bytes_in_total = bytes_in;
