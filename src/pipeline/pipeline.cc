@@ -806,8 +806,9 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
         const size_t window =
             static_cast<size_t>(std::min<uint64_t>(all.size() - at, max_unended_line + 1));
         const void* found = std::memchr(all.data() + at, '\n', window);
-        if (found == nullptr && window == max_unended_line + 1 && at + window < all.size()) {
-          // The batch is the whole lines before that line.
+        if (found == nullptr && at + window < all.size()) {
+          // (The window is whole: a shorter one ends with the input.) The batch is the whole lines
+          // before that line.
           const void* before = ::memrchr(all.data() + from, '\n', at - from);
           to = before == nullptr
                    ? from
