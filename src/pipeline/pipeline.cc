@@ -304,8 +304,8 @@ struct Batch {
   };
   // The batch's first bad records (up to PipelineOptions::max_bad_record_reports: no later one of
   // the batch can be among the run's first that many), and how many there are in all before the
-  // first line too long, if any (line_too_long, 1-based; 0: none), after which nothing counts. One
-  // entry per bad line held ~48 bytes each: 30 M blank lines made 1.1 GB with 4 workers.
+  // first line too long, if any, after which nothing is parsed. One entry per bad line held ~48
+  // bytes each: 30 M blank lines made 1.1 GB with 4 workers.
   std::vector<Bad> bad;
   uint64_t bad_count = 0;
   // The line (1-based) of each bad record, up to max_bad_records + 1 of them (and at most
@@ -313,12 +313,14 @@ struct Batch {
   // the run's limit is passed, if it is in this batch, and so how many documents come before it.
   static constexpr size_t kBadLinesKept = size_t{1} << 16;
   std::vector<uint32_t> bad_lines;
-  uint64_t line_too_long = 0;
   uint64_t replaced_invalid_utf8 = 0;
   uint64_t replaced_lone_surrogates = 0;
-  // Set by the read stage on the last batch when the input cannot go on after its lines: the line
-  // after them grew past max_line_bytes before its end came, or reading or decoding failed
-  // (then_error). The input fails there (write_batch), once the batches before it are written:
+  // Set when the input cannot go on after the batch's lines (num_lines of them). By the read stage,
+  // on the last batch it reads: the line after them grew past max_line_bytes before its end came,
+  // or reading or decoding failed (then_error). By the parallel stage: the parser found the line
+  // after them too long (the batch's lines after it are not parsed, a read-stage error comes later
+  // in the input, and batches read after this one are dropped). The input fails there
+  // (write_batch), once the batch's documents and the batches before it are written:
   // the error an input fails with is the first in the input's order, not the first in time, so it
   // does not depend on the thread count or on how far the read stage ran ahead (a bad-records
   // limit reached early in a .zst that is also damaged later fails with the first).
@@ -338,7 +340,7 @@ struct Batch {
     doc_lengths.clear();
     bad.clear();
     bad_lines.clear();
-    bad_count = line_too_long = 0;
+    bad_count = 0;
     replaced_invalid_utf8 = replaced_lone_surrogates = 0;
   }
 };
@@ -797,16 +799,39 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
       const size_t from = view_pos;
       size_t to = all.size();
       bool line_too_long = false;
+      // Every byte looked at is fetched first (Fetch), so that a file that shrank fails here with
+      // a status rather than with SIGBUS in the search; [from, fetched) is.
+      size_t fetched = from;
+      auto fetch = [&](size_t upto) -> absl::Status {
+        upto = std::min(upto, all.size());
+        if (upto <= fetched) return absl::OkStatus();
+        absl::Status s = source.Fetch(fetched, upto);
+        if (s.ok()) fetched = upto;
+        return s;
+      };
+      absl::Status fetch_error;
       if (all.size() - from > options.batch_bytes) {
         // The line end is looked for within max_unended_line + 1 bytes, as a streamed input's is:
         // past them the line that crosses batch_bytes is too long whatever follows, and the
         // input fails at its start. An unbounded search read the rest of the file (up to 43 GB
-        // of a shard that is one line from there on) only to fail at the same line.
+        // of a shard that is one line from there on) only to fail at the same line. It goes a
+        // step at a time, from 64 KiB (a line of real text ends within it) doubling to 64 MiB,
+        // so that a long line is fetched only as far as its end.
         const size_t at = from + std::max<size_t>(options.batch_bytes, 1) - 1;
         const size_t window =
             static_cast<size_t>(std::min<uint64_t>(all.size() - at, max_unended_line + 1));
-        const void* found = std::memchr(all.data() + at, '\n', window);
-        if (found == nullptr && at + window < all.size()) {
+        const void* found = nullptr;
+        for (size_t pos = at, step = size_t{64} << 10; found == nullptr && pos < at + window;
+             step = std::min(step * 2, size_t{64} << 20)) {
+          const size_t upto = std::min(at + window, pos + step);
+          fetch_error = fetch(upto);
+          if (!fetch_error.ok()) break;
+          found = std::memchr(all.data() + pos, '\n', upto - pos);
+          pos = upto;
+        }
+        if (!fetch_error.ok()) {
+          // Reported below.
+        } else if (found == nullptr && at + window < all.size()) {
           // (The window is whole: a shorter one ends with the input.) The batch is the whole lines
           // before that line.
           const void* before = ::memrchr(all.data() + from, '\n', at - from);
@@ -823,12 +848,11 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
         }
       }
       // The bytes read past the batch too, so that a file that shrank fails here.
-      if (absl::Status s =
-              source.Fetch(from, std::min(all.size(), to + JsonRecordParser::kPadding));
-          !s.ok()) {
+      if (fetch_error.ok()) fetch_error = fetch(to + JsonRecordParser::kPadding);
+      if (!fetch_error.ok()) {
         // None of the batch can be read: it only ends the input, after the batches before it.
         batch->bytes = {};
-        batch->then_error = std::move(s);
+        batch->then_error = std::move(fetch_error);
         input_done = true;
         return in_tbb.Hand(std::move(batch));
       }
@@ -898,7 +922,9 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
     Worker& w = *worker;
     const uint64_t utf8_before = w.parser.replaced_invalid_utf8();
     const uint64_t surrogates_before = w.parser.replaced_lone_surrogates();
-    uint64_t line_no = 0;
+    uint64_t line_no = 0;  // the batch's lines parsed: those before a line too long, if any
+    bool line_too_long = false;
+    uint64_t too_long_replaced = 0;  // U+FFFD repairs in it (what made it too long, maybe)
     // Room for a document's ids is its worst case (one per text byte). Up front, room for
     // batch_bytes ids: about twice what a batch of real text makes (2.1 bytes per token on the
     // sample corpus), and for GPT-2's 16-bit ids one 2 MB page, where room for the whole batch's
@@ -907,14 +933,17 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
       using Id = std::decay_t<decltype(*tokens.data())>;
       tokens.Room(options.batch_bytes);
       ForEachLine(batch->bytes, [&](std::string_view line) {
-        ++line_no;
+        if (line_too_long) return;  // the input fails there
         JsonRecordParser::Result r = w.parser.ParsePadded(line);
+        if (!r.ok && r.kind == BadRecordKind::kLineTooLong) {
+          // The lines before it count as they do when the read stage stops at the line (which
+          // finds it depends on where reads end, and whether the input is mapped).
+          line_too_long = true;
+          too_long_replaced = r.replaced_invalid_utf8;
+          return;
+        }
+        ++line_no;
         if (!r.ok) {
-          if (batch->line_too_long != 0) return;  // the input fails there
-          if (r.kind == BadRecordKind::kLineTooLong) {
-            batch->line_too_long = line_no;
-            return;
-          }
           if (batch->bad.size() < options.max_bad_record_reports) {
             batch->bad.push_back({line_no, r.kind, std::move(r.detail)});
           }
@@ -941,7 +970,9 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
       tokenize(batch->tokens);
     }
     batch->num_lines = line_no;
-    batch->replaced_invalid_utf8 = w.parser.replaced_invalid_utf8() - utf8_before;
+    if (line_too_long) batch->then_line_too_long = true;
+    batch->replaced_invalid_utf8 =
+        w.parser.replaced_invalid_utf8() - utf8_before - too_long_replaced;
     batch->replaced_lone_surrogates = w.parser.replaced_lone_surrogates() - surrogates_before;
     return batch;
   };
@@ -1004,10 +1035,6 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
             "\" field? Raise --max-bad-records to accept more")));
         return;
       }
-    }
-    if (batch->line_too_long != 0) {
-      fail_line_too_long(stats.lines + batch->line_too_long);
-      return;
     }
     stats.lines += batch->num_lines;
     stats.replaced_invalid_utf8 += batch->replaced_invalid_utf8;
