@@ -123,9 +123,9 @@ class FileSource final : public ByteSource {
     return std::string_view(map_, static_cast<size_t>(size_));
   }
 
-  // One madvise per batch fills its page-table entries (rather than a fault per 64 KiB), reads what
-  // is not cached yet, and fails, rather than leaving a SIGBUS for a worker, where the file has
-  // shrunk since it was mapped.
+  // One madvise per batch (a few where its last line is long) fills its page-table entries (rather
+  // than a fault per 64 KiB), reads what is not cached yet, and fails, rather than leaving a SIGBUS
+  // for a worker, where the file has shrunk since it was mapped.
   absl::Status Fetch(size_t from, size_t to) override {
 #ifdef MADV_POPULATE_READ
     if (map_ == nullptr || from >= to || populate_unsupported_) return absl::OkStatus();
@@ -815,8 +815,8 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
         // past them the line that crosses batch_bytes is too long whatever follows, and the
         // input fails at its start. An unbounded search read the rest of the file (up to 43 GB
         // of a shard that is one line from there on) only to fail at the same line. It goes a
-        // step at a time, from 64 KiB (a line of real text ends within it) doubling to 64 MiB,
-        // so that a long line is fetched only as far as its end.
+        // step at a time, from 64 KiB past batch_bytes (a line of real text ends within it)
+        // doubling to 64 MiB, so that a long line is fetched only about as far as its end.
         const size_t at = from + std::max<size_t>(options.batch_bytes, 1) - 1;
         const size_t window =
             static_cast<size_t>(std::min<uint64_t>(all.size() - at, max_unended_line + 1));
@@ -830,7 +830,32 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
           pos = upto;
         }
         if (!fetch_error.ok()) {
-          // Reported below.
+          // The file shrank (or a page could not be read) past [from, fetched), as far as a step
+          // tells. If the first step failed, the batch's own bytes may still be readable.
+          if (fetched <= at) fetch(at + 1).IgnoreError();
+          if (fetched > at) {
+            // As a streamed input does with a read error: the batch is its whole lines that can
+            // be read with their padding, and the input fails after them; but where the line
+            // that crosses batch_bytes is already longer than the limit, it fails at that line.
+            const void* before = ::memrchr(all.data() + from, '\n', at - from);
+            const size_t line_start =
+                before == nullptr
+                    ? from
+                    : static_cast<size_t>(static_cast<const char*>(before) - all.data()) + 1;
+            if (fetched - line_start > max_unended_line) {
+              to = line_start;
+              line_too_long = true;
+            } else {
+              const size_t whole_end =
+                  fetched - std::min(fetched - from, JsonRecordParser::kPadding);
+              const void* last = ::memrchr(all.data() + from, '\n', whole_end - from);
+              to = last == nullptr
+                       ? from
+                       : static_cast<size_t>(static_cast<const char*>(last) - all.data()) + 1;
+              batch->then_error = std::move(fetch_error);
+            }
+            fetch_error = absl::OkStatus();
+          }
         } else if (found == nullptr && at + window < all.size()) {
           // (The window is whole: a shorter one ends with the input.) The batch is the whole lines
           // before that line.
@@ -850,14 +875,15 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
       // The bytes read past the batch too, so that a file that shrank fails here.
       if (fetch_error.ok()) fetch_error = fetch(to + JsonRecordParser::kPadding);
       if (!fetch_error.ok()) {
-        // None of the batch can be read: it only ends the input, after the batches before it.
+        // None of the batch can be read (its first line, or its padding): it only ends the input,
+        // after the batches before it.
         batch->bytes = {};
         batch->then_error = std::move(fetch_error);
         input_done = true;
         return in_tbb.Hand(std::move(batch));
       }
       view_pos = to;
-      input_done = to == all.size() || line_too_long;
+      input_done = to == all.size() || line_too_long || !batch->then_error.ok();
       batch->then_line_too_long = line_too_long;
       bytes_in += to - from;
       bytes_decompressed += to - from;
@@ -1059,10 +1085,10 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
       if (empty) ++stats.empty_documents;
     }
     // An error that ends the input after the batch's whole lines (damage, a read error, a line
-    // too long that the read stage stopped buffering) comes after them: they were parsed and
-    // tokenized, and count (written too, never published), as a FAILED row's counts are how far
-    // it got. Failing first left them out: a .zst damaged after one 1 MB batch of lines counted
-    // none of them.
+    // too long that the read stage stopped buffering or the parser found) comes after them: they
+    // were parsed and tokenized, and count (written too, never published), as a FAILED row's
+    // counts are how far it got. Failing first left them out: a .zst damaged after one 1 MB batch
+    // of lines counted none of them.
     if (batch->then_line_too_long) {
       fail_line_too_long(stats.lines + 1);
       return;

@@ -556,32 +556,49 @@ TEST_F(PipelineTest, MappedFileThatShrinksFailsNamingItAndPublishesNothing) {
   std::string plain;
   while (plain.size() < 3 * 65536) plain += "{\"text\": \"a line of text\"}\n";
   const std::string path = (dir_ / "shrinks.jsonl").string();
+  const size_t line_bytes = plain.find('\n') + 1;
   // The file in one batch, or in batches of 64 KiB: then the read stage looks for the end of the
   // line that crosses 64 KiB, past the file's new end (that search raised SIGBUS: it read the
-  // bytes before fetching them).
-  for (size_t batch_bytes : {PipelineOptions{}.batch_bytes, size_t{1} << 16}) {
-    SCOPED_TRACE(::testing::Message() << "batches of " << batch_bytes);
+  // bytes before fetching them). Cut to 1000 bytes, the first batch cannot be read; cut to 66,000,
+  // its whole lines can, and count (as a streamed input's do before a read error), short of
+  // where a fetch step of the search failed.
+  struct Case {
+    size_t batch_bytes;
+    size_t cut_to;
+  };
+  for (const Case c : {Case{PipelineOptions{}.batch_bytes, 1000}, Case{size_t{1} << 16, 1000},
+                       Case{size_t{1} << 16, 66000}}) {
+    SCOPED_TRACE(::testing::Message() << "batches of " << c.batch_bytes << ", cut to " << c.cut_to);
     WriteFile(path, plain);
     auto source = OpenFileSource(path, {.map = true});
     ASSERT_TRUE(source.ok()) << source.status();
     ASSERT_TRUE((*source)->View().has_value());
-    ASSERT_EQ(::truncate(path.c_str(), 1000), 0);
+    ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(c.cut_to)), 0);
     absl::Status fetched = (*source)->Fetch(0, plain.size());
     EXPECT_EQ(fetched.code(), absl::StatusCode::kDataLoss) << fetched;
-    EXPECT_NE(fetched.message().find(path + ": the file shrank from " +
-                                     std::to_string(plain.size()) + " to 1000 bytes"),
-              std::string::npos)
+    EXPECT_NE(
+        fetched.message().find(path + ": the file shrank from " + std::to_string(plain.size()) +
+                               " to " + std::to_string(c.cut_to) + " bytes"),
+        std::string::npos)
         << fetched;
 
     PipelineOptions options;
     options.writer.sync = false;
-    options.batch_bytes = batch_bytes;
+    options.batch_bytes = c.batch_bytes;
     ShardStats stats;
     const std::string prefix = (dir_ / "out").string();
     absl::Status s =
         RunPipeline(**source, InputFormat::kPlain, *tokenizer_, {prefix}, options, &stats);
     EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
     EXPECT_NE(s.message().find("shrank"), std::string::npos) << s;
+    if (c.cut_to < c.batch_bytes) {
+      EXPECT_EQ(stats.lines, 0u);
+    } else {
+      // 64 KiB of the file could be read: its lines up to the parser's padding before that.
+      EXPECT_GE(stats.lines, (c.batch_bytes - 2 * JsonRecordParser::kPadding) / line_bytes);
+      EXPECT_LE(stats.lines, c.cut_to / line_bytes);
+    }
+    EXPECT_EQ(stats.documents, stats.lines);
     EXPECT_FALSE(fs::exists(prefix + ".bin"));
     EXPECT_FALSE(fs::exists(prefix + ".idx"));
   }
@@ -1036,6 +1053,121 @@ TEST_F(PipelineTest, ALineTooLongCountsTheLinesBeforeItHoweverItIsFound) {
   // The long line's file is all that is left: no output, no temporary.
   for (const auto& e : fs::directory_iterator(dir_)) {
     if (e.path() != path) ADD_FAILURE() << "left " << e.path();
+  }
+}
+
+// A line too long fails the input at that line whatever comes after it: batches already read
+// (and parsed) after its own, bad records after it (even past the bad-records limit), damage
+// after it in a .zst. A bad record before it in the same batch that passes the limit comes first.
+// The counts are those of the lines before it, however the input is read.
+TEST_F(PipelineTest, ALineTooLongFailsAtItsLineWhateverIsReadAfterIt) {
+  std::string head;
+  for (int i = 0; i < 500; ++i) head += "{\"text\": \"line " + std::to_string(i) + "\"}\n";
+  std::string tail;
+  for (int i = 0; i < 20000; ++i) {
+    tail += i % 3 == 0 ? "{\"txt\": 1}\n" : "{\"text\": \"more " + std::to_string(i) + "\"}\n";
+  }
+  const std::string plain = head + "{\"text\": \"" + std::string(3000, 'y') + "\"}\n" + tail;
+  const std::string path = (dir_ / "long.jsonl").string();
+  WriteFile(path, plain);
+  ShardStats before;  // the lines before it
+  ASSERT_NE(Run(head, InputFormat::kPlain, 1 << 16, 1, 1 << 16, nullptr, &before), "");
+  // A frame header with its reserved bit set: damage the decoder refuses at once.
+  const std::string damaged("\x28\xb5\x2f\xfd\x08\x00\x00\x00", 8);
+  const char* what[] = {"reads of 64 KiB", "reads of 1 MiB", "mapped", ".zst, decode thread",
+                        ".zst, decoded in the read stage"};
+  for (int64_t max_bad : {int64_t{-1}, int64_t{0}, int64_t{5}}) {
+    for (int threads : {1, 3}) {
+      for (size_t batch_bytes : {size_t{64}, size_t{4096}, size_t{1} << 20}) {
+        for (int how = 0; how < 5; ++how) {
+          SCOPED_TRACE(::testing::Message()
+                       << "max_bad_records " << max_bad << ", " << threads
+                       << " threads, batches of " << batch_bytes << ", " << what[how]);
+          PipelineOptions options;
+          options.jsonl.max_line_bytes = 2000;
+          options.jsonl.max_bad_records = max_bad;
+          options.max_batches_in_flight = 16;
+          absl::Status status;
+          ShardStats stats;
+          if (how < 2) {
+            EXPECT_EQ(Run(plain, InputFormat::kPlain, how == 0 ? 1 << 16 : 1 << 20, threads,
+                          batch_bytes, &status, &stats, options),
+                      "");
+          } else if (how == 2) {
+            auto source = OpenFileSource(path, {.map = true});
+            ASSERT_TRUE(source.ok()) << source.status();
+            EXPECT_EQ(RunSource(**source, InputFormat::kPlain, threads, batch_bytes, &status,
+                                &stats, options),
+                      "");
+          } else {
+            options.zstd_decode_thread = how == 3;
+            EXPECT_EQ(Run(Compress(plain) + damaged, InputFormat::kZstd, 1 << 20, threads,
+                          batch_bytes, &status, &stats, options),
+                      "");
+          }
+          EXPECT_TRUE(absl::EndsWith(
+              status.message(), ": line 501: line too long: more than 2000 bytes (max_line_bytes)"))
+              << status;
+          ExpectSameCounts(stats, before);
+        }
+      }
+    }
+  }
+  // A bad record before it, in the same batch, past a limit of 0: the limit fails the input.
+  const std::string good = "{\"text\": \"one\"}\n";
+  const std::string too_long = "{\"text\": \"" + std::string(3000, 'y') + "\"}\n";
+  for (int threads : {1, 3}) {
+    PipelineOptions options;
+    options.jsonl.max_line_bytes = 2000;
+    options.jsonl.max_bad_records = 0;
+    absl::Status status;
+    ShardStats stats;
+    EXPECT_EQ(Run(good + "{\"txt\": \"x\"}\n" + good + too_long + good, InputFormat::kPlain,
+                  1 << 16, threads, 1 << 20, &status, &stats, options),
+              "");
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+    EXPECT_NE(status.message().find("the limit passed at line 2"), std::string::npos) << status;
+    EXPECT_EQ(stats.lines, 2u);
+    EXPECT_EQ(stats.documents, 1u);
+  }
+}
+
+// A line that U+FFFD repairs make longer than max_line_bytes (600 bytes 0xFF become 1,800) is
+// found by the parser alone: the repairs in it are not counted, those before it are.
+TEST_F(PipelineTest, RepairsInALineTooLongAreNotCounted) {
+  const std::string head = "{\"text\": \"a\xff\"}\n";
+  const std::string plain =
+      head + "{\"text\": \"" + std::string(600, '\xff') + "\"}\n" + "{\"text\": \"b\xfe\"}\n";
+  const std::string path = (dir_ / "repairs.jsonl").string();
+  WriteFile(path, plain);
+  PipelineOptions options;
+  options.jsonl.max_line_bytes = 1000;
+  for (int threads : {1, 3}) {
+    for (int how = 0; how < 3; ++how) {
+      SCOPED_TRACE(::testing::Message() << threads << " threads, "
+                                        << (how == 0   ? "reads of 7 bytes"
+                                            : how == 1 ? "one read"
+                                                       : "mapped"));
+      absl::Status status;
+      ShardStats stats;
+      if (how < 2) {
+        EXPECT_EQ(Run(plain, InputFormat::kPlain, how == 0 ? 7 : 1 << 16, threads, 64, &status,
+                      &stats, options),
+                  "");
+      } else {
+        auto source = OpenFileSource(path, {.map = true});
+        ASSERT_TRUE(source.ok()) << source.status();
+        EXPECT_EQ(
+            RunSource(**source, InputFormat::kPlain, threads, 1 << 20, &status, &stats, options),
+            "");
+      }
+      EXPECT_TRUE(absl::EndsWith(status.message(),
+                                 ": line 2: line too long: more than 1000 bytes (max_line_bytes)"))
+          << status;
+      EXPECT_EQ(stats.lines, 1u);
+      EXPECT_EQ(stats.documents, 1u);
+      EXPECT_EQ(stats.replaced_invalid_utf8, 1u);
+    }
   }
 }
 
