@@ -474,10 +474,17 @@ class HttpSourceImpl final : public HttpSource {
       if (r.content_length >= 0) total_.store(r.content_length);
       return true;
     }
-    const bool same_file = !StrongEtag().empty() && r.etag == StrongEtag() &&
-                           (r.content_length < 0 || r.content_length == total_.load());
+    // The length this answer states fits the file's: its total, or where a first answer of
+    // unknown length (chunked) left that unknown, at least the bytes already delivered (a cache
+    // may stream a miss chunked and then serve its copy with a length).
+    const int64_t known_total = total_.load();
+    const bool same_size = r.content_length < 0 ? true
+                           : known_total >= 0   ? r.content_length == known_total
+                                                : static_cast<uint64_t>(r.content_length) >= offset;
+    const bool same_file = !StrongEtag().empty() && r.etag == StrongEtag() && same_size;
     if (same_file) {
       // The server ignores Range but the file is the same: drop what was already delivered.
+      if (known_total < 0 && r.content_length >= 0) total_.store(r.content_length);
       skip_ = offset;
       std::lock_guard<std::mutex> lock(mu_);
       ++stats_.skipped_prefixes;
@@ -486,9 +493,7 @@ class HttpSourceImpl final : public HttpSource {
     // Why the prefix cannot be skipped. Validators that all match, but no strong ETag among them,
     // do not prove the bytes the same (a Last-Modified has one-second resolution); they do not
     // say the file changed either (a mirror that ignores Range, such as python -m http.server).
-    const bool changed =
-        r.etag != etag_ || r.last_modified != last_modified_ ||
-        (r.content_length >= 0 && total_.load() >= 0 && r.content_length != total_.load());
+    const bool changed = r.etag != etag_ || r.last_modified != last_modified_ || !same_size;
     abort_status_ = RestartStatus(absl::StrCat(
         name_, ": the server answered a request for bytes ", offset, "- with the whole file (",
         etag_.empty() && last_modified_.empty() ? "no ETag or Last-Modified to prove it unchanged"

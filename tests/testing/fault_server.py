@@ -39,6 +39,8 @@ fault plans: each request for FILE takes the next action of its plan (then behav
                       mirrors behind one name may serve the same bytes with other file times
   --chunked           send bodies with Transfer-Encoding: chunked, no Content-Length (a drop sends
                       its N bytes, then closes without the last chunk)
+  --chunked-first K   send the first K answers for each file chunked (as --chunked), later ones with
+                      Content-Length, as a cache may stream a miss and then serve its copy
   --empty-error-bodies  answer 503, 429, 500, 408, 404 and 403 with no body (Content-Length: 0)
   --change FILE=K:ALT from the K-th request for FILE on (1-based), serve the bytes of ALT instead
                       (a new ETag and Last-Modified), as if the file changed on the server
@@ -87,6 +89,7 @@ def main():
     ap.add_argument("--redirect-to")
     ap.add_argument("--reason")
     ap.add_argument("--chunked", action="store_true")
+    ap.add_argument("--chunked-first", type=int, default=0)
     ap.add_argument("--empty-error-bodies", action="store_true")
     ap.add_argument("--log")
     ap.add_argument("--rate", type=float, default=0)
@@ -161,6 +164,7 @@ def main():
             if name in changes and n >= changes[name][0]:
                 path = changes[name][1]
             kind, *params = action.split(":")
+            chunked = args.chunked or n <= args.chunked_first
             if args.redirect_to:
                 entry["status"] = 302
                 log(entry)
@@ -225,7 +229,7 @@ def main():
             if kind == "overlong":
                 body += b"x" * int(params[0])
             self.send_response(status)
-            if args.chunked:
+            if chunked:
                 self.send_header("Transfer-Encoding", "chunked")
             else:
                 self.send_header("Content-Length",
@@ -257,7 +261,7 @@ def main():
                 step = 16384 if args.rate else 65536
                 while sent < limit:
                     k = min(step, limit - sent)
-                    if args.chunked:
+                    if chunked:
                         self.wfile.write(b"%x\r\n" % k + body[sent:sent + k] + b"\r\n")
                     else:
                         self.wfile.write(body[sent:sent + k])
@@ -265,7 +269,7 @@ def main():
                     if args.rate:
                         self.wfile.flush()
                         time.sleep(k / args.rate)
-                if args.chunked and kind not in ("drop", "stall"):
+                if chunked and kind not in ("drop", "stall"):
                     self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
             except (BrokenPipeError, ConnectionResetError):
@@ -275,7 +279,7 @@ def main():
                 entry["fault"] = action
             log(entry)
             if (limit < len(body) or kind in ("overlong", "longer")
-                    or (args.chunked and kind in ("drop", "stall"))):
+                    or (chunked and kind in ("drop", "stall"))):
                 if sleep:
                     time.sleep(sleep)
                 self.close_connection = True

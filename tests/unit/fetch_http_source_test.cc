@@ -194,6 +194,22 @@ TEST(HttpSource, ServerIgnoringRangeWithSameEtagSkipsTheDeliveredPrefix) {
   EXPECT_EQ(d.source->stats().bytes_skipped, 100000u);  // received again, counted as downloaded
 }
 
+// The first answer of unknown length (chunked), later ones the whole file with a Content-Length
+// and the same strong ETag, as a cache may stream a miss and then serve its copy: the delivered
+// prefix is skipped as when the first answer had a length. The shard restarted instead, saying
+// that without a strong ETag the file was not proven unchanged.
+TEST(HttpSource, AWholeFileAnswerWithALengthAfterAChunkedOneSkipsTheDeliveredPrefix) {
+  Download d;
+  ASSERT_NO_FATAL_FAILURE(
+      Fetch({"--no-range", "--chunked-first", "1", "--plan", "01.jsonl.zst=drop:100000"}, &d));
+  ASSERT_TRUE(d.bytes.ok()) << d.bytes.status();
+  EXPECT_EQ(*d.bytes, ReadFile(kSamples + "/01.jsonl.zst"));
+  EXPECT_EQ(d.source->stats().skipped_prefixes, 1);
+  EXPECT_EQ(d.source->stats().bytes_skipped, 100000u);
+  // The length it stated is the file's from then on: bytes past it are not taken.
+  EXPECT_EQ(d.source->size_hint(), static_cast<int64_t>(d.bytes->size()));
+}
+
 TEST(HttpSource, ServerIgnoringRangeWithoutValidatorRequiresRestart) {
   Download d;
   ASSERT_NO_FATAL_FAILURE(
