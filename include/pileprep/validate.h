@@ -36,6 +36,10 @@
 //   token_range      every token < vocab_size (and ≥ 0 for int32)
 //   eod              with expect_eod: every document's last sequence ends with eod_id (where
 //                    document_indices are sound; else every sequence)
+//   zero_fill        with check_zero_fill: no aligned block of 4096 tokens is all zeros (token 0
+//   over
+//                    and over, which no tokenizer writes: what a hole becomes in a dense copy, or a
+//                    preallocated file that a copy or download cut short left zero-filled)
 //   hole             (ValidateDataset, check_holes) neither file has a region never written: a
 //                    hole reads as zeros, taken for tokens 0 (a copy or download cut short into a
 //                    preallocated or extended file; found with lseek SEEK_HOLE, no page read;
@@ -80,6 +84,11 @@ struct ValidateOptions {
   // holes, and a vocabulary whose id 0 can repeat thousands of times in a row could have such runs
   // (GPT-2's BPE never writes id 0 twice in a row within a document).
   bool check_holes = true;
+  // A block of 4096 tokens (at a multiple of 4096) that are all 0 is the violation "zero_fill":
+  // a hole copied dense (cp --sparse=never, scp, rsync without -S) or a preallocated file that a
+  // copy or download cut short filled with zeros, which the hole check cannot see. false accepts
+  // them, for a vocabulary whose id 0 can repeat that often (validate --allow-holes sets both).
+  bool check_zero_fill = true;
   int threads = 0;              // 0: all cores
   // When it becomes true the token checks stop (within a task of 1M tokens) and ValidateDataset
   // returns Cancelled (ValidateBuffers' report is then incomplete). The shard job passes its

@@ -537,21 +537,39 @@ class Checker {
     }
   };
 
+  // Tokens are scanned in blocks of kBlock, each whole in one task: which blocks are all zero does
+  // not depend on how the work was split.
+  static constexpr uint64_t kBlock = 4096;
+  struct Scanned {
+    Found out_of_range;  // tokens >= vocab_size
+    Found zero_blocks;   // blocks of kBlock tokens 0 (first: a token index)
+    static Scanned Join(const Scanned& a, const Scanned& b) {
+      return {Found::Join(a.out_of_range, b.out_of_range),
+              Found::Join(a.zero_blocks, b.zero_blocks)};
+    }
+  };
+
   template <typename T>
-  Found ScanTokens(const char* data, uint64_t begin, uint64_t end) const {
+  Scanned ScanTokens(const char* data, uint64_t first_block, uint64_t end_block,
+                     uint64_t num_tokens) const {
     // Copy blocks into an aligned buffer (the mapping is aligned, but memcpy keeps this defined for
     // any bytes) and take the maximum: a branch-free loop the compiler vectorizes.
-    constexpr size_t kBlock = 4096;
     T buffer[kBlock];
-    Found found;
+    Scanned scanned;
+    Found& found = scanned.out_of_range;
     const uint64_t vocab = options_.vocab_size;
-    for (uint64_t i = begin; i < end; i += kBlock) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(kBlock, end - i));
+    for (uint64_t b = first_block; b < end_block; ++b) {
+      const uint64_t i = b * kBlock;
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(kBlock, num_tokens - i));
       std::memcpy(buffer, data + i * sizeof(T), n * sizeof(T));
       // int32 tokens are compared as unsigned, so negative ones are out of range too.
       using U = std::make_unsigned_t<T>;
       U max = 0;
       for (size_t k = 0; k < n; ++k) max = std::max(max, static_cast<U>(buffer[k]));
+      if (max == 0 && n == kBlock) {
+        if (scanned.zero_blocks.count == 0) scanned.zero_blocks.first = i;
+        ++scanned.zero_blocks.count;
+      }
       if (max < vocab) continue;
       for (size_t k = 0; k < n; ++k) {
         const U v = static_cast<U>(buffer[k]);
@@ -564,7 +582,7 @@ class Checker {
         }
       }
     }
-    return found;
+    return scanned;
   }
 
   bool Cancelled() const {
@@ -579,18 +597,21 @@ class Checker {
     internal::ThreadArena arena(options_.threads);  // threads as asked, even above the cores
     // With document_indices broken (already a violation) --expect-eod looks at every sequence.
     const bool docs_ok = DocumentIndicesSound();
-    Found bad, no_eod;
+    Scanned scanned;
+    Found no_eod;
     arena.execute([&] {
-      constexpr uint64_t kGrain = uint64_t{1} << 20;  // tokens per task
-      bad = tbb::parallel_reduce(
-          tbb::blocked_range<uint64_t>(0, num_tokens, kGrain), Found{},
-          [&](const tbb::blocked_range<uint64_t>& r, Found acc) {
+      constexpr uint64_t kGrain = (uint64_t{1} << 20) / kBlock;  // blocks per task: 1M tokens
+      const uint64_t num_blocks = (num_tokens + kBlock - 1) / kBlock;
+      scanned = tbb::parallel_reduce(
+          tbb::blocked_range<uint64_t>(0, num_blocks, kGrain), Scanned{},
+          [&](const tbb::blocked_range<uint64_t>& r, Scanned acc) {
             if (Cancelled()) return acc;
-            Found f = itemsize_ == 2 ? ScanTokens<uint16_t>(bin_.data(), r.begin(), r.end())
-                                     : ScanTokens<int32_t>(bin_.data(), r.begin(), r.end());
-            return Found::Join(acc, f);
+            Scanned f = itemsize_ == 2
+                            ? ScanTokens<uint16_t>(bin_.data(), r.begin(), r.end(), num_tokens)
+                            : ScanTokens<int32_t>(bin_.data(), r.begin(), r.end(), num_tokens);
+            return Scanned::Join(acc, f);
           },
-          Found::Join);
+          Scanned::Join);
       if (options_.expect_eod && pointers_ok) {
         // --append-eod puts EOD at the end of each document: its last sequence (a document of
         // several, as Megatron's --split-sentences writes, has EOD only on its last sentence).
@@ -625,6 +646,7 @@ class Checker {
             Found::Join);
       }
     });
+    const Found& bad = scanned.out_of_range;
     if (bad.count > 0) {
       const uint64_t byte = bad.first * itemsize_;
       const int64_t seq = pointers_ok && num_sequences_ > 0 ? SequenceAt(byte) : -1;
@@ -641,6 +663,25 @@ class Checker {
                             Plural(bad.count, "token is", "tokens are"),
                             " out of range; regenerate the dataset (or pass the right "
                             "--vocab-size)");
+      });
+    }
+    const Found& zeros = scanned.zero_blocks;
+    if (zeros.count > 0 && options_.check_zero_fill) {
+      const uint64_t byte = zeros.first * itemsize_;
+      const uint64_t block_bytes = kBlock * itemsize_;
+      const int64_t seq = pointers_ok && num_sequences_ > 0 ? SequenceAt(byte) : -1;
+      Add("zero_fill", static_cast<int64_t>(byte), seq, zeros.count, [&] {
+        return absl::StrCat(
+            At(bin_name_, byte), "bytes ", byte, "..", byte + block_bytes - 1,
+            seq >= 0 ? absl::StrCat(" (in sequence ", seq, ")") : std::string(),
+            " are all zeros: token 0, ", kBlock, " times in a row",
+            zeros.count > 1 ? absl::StrCat(" (the first of ", zeros.count, " such blocks, ",
+                                           zeros.count * block_bytes, " bytes)")
+                            : "",
+            ", which a tokenizer does not write (GPT-2's BPE never writes id 0 twice in a row "
+            "within a document): the .bin is likely zero-filled where its data should be (a copy "
+            "or download cut short into a preallocated file, or a copy made dense of one with "
+            "holes); copy it again or regenerate it (validate --allow-holes accepts such runs)");
       });
     }
     if (no_eod.count > 0) {

@@ -73,6 +73,15 @@ if [[ $first_hole =~ ^[0-9]+$ && $first_hole -lt $size ]]; then
 else
   echo "skip: this file system shows no holes"
 fi
+# The same .bin cut short with its zeros written out (a hole copied dense: cp --sparse=never, scp, a
+# downloader that zero-fills its preallocation) has no hole to find: its blocks of 4096 tokens 0
+# are the violation, and --allow-holes accepts them too.
+cp "$p0.idx" "$c/dense.idx"; cp "$p0.bin" "$c/dense.bin"
+/usr/bin/python3 -c 'import os, sys; f = open(sys.argv[1], "r+b"); f.seek(1048576); f.write(bytes(os.path.getsize(sys.argv[1]) - 1048576))' "$c/dense.bin"
+expect "a zero-filled .bin fails, naming where" 1 "dense.bin: byte 1048576: bytes 1048576..1056767" -- \
+  "$PILEPREP" validate "$c/dense"
+expect "its violation kind" 1 "[zero_fill:" -- "$PILEPREP" validate "$c/dense"
+expect "--allow-holes accepts zero runs" 0 "dense: ok" -- "$PILEPREP" validate --allow-holes "$c/dense"
 # A name that is both a directory and a prefix: the pair (what a training job's --data-path reads)
 # is checked as well as the directory's pairs; a trailing '/' or '.idx' picks one.
 mkdir -p "$work/amb"; cp "$p0.idx" "$p0.bin" "$work/amb/"; cp "$c/short.idx" "$work/amb.idx"; cp "$c/short.bin" "$work/amb.bin"

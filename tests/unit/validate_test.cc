@@ -607,6 +607,45 @@ TEST_F(ValidateTest, BinWithAHoleIsCaughtWithoutReadingIt) {
   }
 }
 
+// A .bin whose back part is zeros written out (a hole copied dense, or a preallocated file that a
+// copy cut short left zero-filled) has the right size and no hole: each block of 4096 tokens (at a
+// multiple of 4096) that are all 0 counts as zero_fill, placed at the first, whatever the thread
+// count. Fewer zeros than a block pass; check_zero_fill = false accepts the blocks.
+TEST_F(ValidateTest, ZeroFilledBinIsCaughtWhereItHasNoHole) {
+  constexpr uint64_t kBlock = 4096;
+  const uint64_t num_tokens = bin_.size() / 2;
+  const uint64_t zeros_from = (uint64_t{1} << 19) + 1000;  // a token index, not at a block start
+  ASSERT_GT(num_tokens, zeros_from + 3 * kBlock);
+  std::string bin = bin_;
+  std::fill(bin.begin() + static_cast<std::ptrdiff_t>(2 * zeros_from), bin.end(), '\0');
+  const uint64_t first = (zeros_from + kBlock - 1) / kBlock * kBlock;
+  const uint64_t blocks = (num_tokens / kBlock * kBlock - first) / kBlock;  // whole blocks only
+  for (int threads : {1, 2, 7}) {
+    SCOPED_TRACE(::testing::Message() << threads << " threads");
+    ValidateOptions options;
+    options.threads = threads;
+    ValidationReport r = Check(idx_, bin, options);
+    const Violation* v = r.Find("zero_fill");
+    ASSERT_NE(v, nullptr) << FormatValidationReport(r);
+    EXPECT_EQ(r.violations.size(), 1u) << FormatValidationReport(r);
+    EXPECT_EQ(v->file_offset, static_cast<int64_t>(2 * first));
+    EXPECT_EQ(v->count, blocks);
+    EXPECT_GE(v->index, 0);
+    EXPECT_THAT(v->message, HasSubstr(".bin: byte " + std::to_string(2 * first) + ": bytes " +
+                                      std::to_string(2 * first) + ".." +
+                                      std::to_string(2 * first + 2 * kBlock - 1)));
+    EXPECT_THAT(v->message, HasSubstr("the first of " + std::to_string(blocks) + " such blocks"));
+    options.check_zero_fill = false;
+    EXPECT_TRUE(Check(idx_, bin, options).ok());
+  }
+  // One token short of a block of zeros, at a block's start: not a zero fill.
+  bin = bin_;
+  std::fill(bin.begin() + static_cast<std::ptrdiff_t>(2 * first),
+            bin.begin() + static_cast<std::ptrdiff_t>(2 * (first + kBlock - 1)), '\0');
+  ValidationReport r = Check(idx_, bin);
+  EXPECT_TRUE(r.ok()) << FormatValidationReport(r);
+}
+
 // Holes in both files are one violation of kind "hole" (a report keeps one per kind, counting all):
 // placed at the .idx's first, the .bin's named after it, the count the sum of both files'.
 TEST_F(ValidateTest, HolesInBothFilesAreOneViolationNamingBoth) {

@@ -37,10 +37,10 @@ int RunValidate(int argc, char** argv, int first) {
   args.Add("index-only", Args::Kind::kSwitch, "",
            "check the .idx and the .bin size only; do not read the tokens");
   args.Add("allow-holes", Args::Kind::kSwitch, "",
-           "accept holes (regions never written, reading as zeros) in the files: a copy made "
-           "sparse (cp --sparse=always, rsync -S, ZFS compression) of a file with runs of zero "
-           "bytes has them; by default a hole fails, as a download cut short into a preallocated "
-           "file leaves one");
+           "accept holes (regions never written, reading as zeros) in the files, and blocks of "
+           "4096 tokens 0 in the .bin: a copy made sparse (cp --sparse=always, rsync -S, ZFS "
+           "compression) of a file with runs of zero bytes has holes; by default both fail, as a "
+           "download cut short into a preallocated file leaves them");
   args.Add("threads", Args::Kind::kValue, "N", "threads for the token checks", "all cores");
   args.Add("quiet", Args::Kind::kSwitch, "", "print only violations (-q)");
   args.Add("help", Args::Kind::kSwitch, "", "show this help (-h)");
@@ -84,6 +84,7 @@ int RunValidate(int argc, char** argv, int first) {
   options.expect_eod = args.Has("expect-eod");
   options.check_tokens = !args.Has("index-only");
   options.check_holes = !args.Has("allow-holes");
+  options.check_zero_fill = !args.Has("allow-holes");
   if (options.expect_eod && !options.check_tokens) {
     // The final EOD is a token of the .bin, which --index-only never reads.
     PrintError("--expect-eod reads the .bin's tokens, which --index-only leaves unread: give one");
