@@ -773,6 +773,36 @@ grep -q "^02.jsonl.zst: an interrupted run's pending record $kp/$d2.pileprep.jso
   [[ $(grep -c "already complete and valid; skipped" "$work/err") -eq 2 ]] ||
   { bad "rerun after the held kills: 02's pending record not removed, or 00 and 01 not skipped"; cat "$work/err"; }
 check_rerun "$kp" "after the held kills"
+check_rerun "$kp" "after the held kills"
+
+# A SIGTERM that comes as the last shard is being published (held just before its record's rename)
+# cancels nothing: the publish completes, every shard is done, and the run exits 0 saying so. It
+# exited 143 saying "the rest (marked cancelled) were not made".
+w="SIGTERM while the last shard's record is renamed"
+late=$work/late
+rm -rf "$late"; mkdir -p "$late"
+env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" LD_PRELOAD="$SHIM" \
+  PILEPREP_FAULT_PAUSE_RENAME_TO="$late/$d2.pileprep.json" \
+  "$PILEPREP" --url "$work/ksrc" --files 0-2 --output-dir "$late" --threads 2 >/dev/null 2>"$work/late-err" &
+pid=$!
+for _ in $(seq 1200); do
+  grep -q "fault shim: paused" "$work/late-err" && break
+  kill -0 $pid 2>/dev/null || break
+  sleep 0.05
+done
+grep -q "fault shim: paused" "$work/late-err" || { bad "$w: the run was never held"; cat "$work/late-err"; }
+kill -TERM $pid 2>/dev/null
+wait $pid; rc=$?
+pid=
+[[ $rc -eq 0 ]] || { bad "$w: exit $rc, not 0"; cat "$work/late-err"; }
+grep -q "^pileprep: SIGTERM came too late to cancel any shard: nothing was cancelled$" "$work/late-err" &&
+  ! grep -q "marked cancelled" "$work/late-err" || { bad "$w: not said so"; cat "$work/late-err"; }
+grep -q '"exit_status": *0' "$late/pileprep-summary.json" "$late"/pileprep-summary*.json 2>/dev/null ||
+  { bad "$w: the summary's exit status is not 0"; cat "$late"/pileprep-summary*.json; }
+for f in $d0 $d1 $d2; do
+  cmp -s "$work/kref/$f.bin" "$late/$f.bin" && cmp -s "$work/kref/$f.idx" "$late/$f.idx" ||
+    bad "$w: $f not the reference's"
+done
 
 # A run killed while writing its summary leaves the summary's temporary (HOST.PID in its name); the next
 # run removes this host's (it holds the summary lock, so none is live) and another host's once old,

@@ -1502,8 +1502,17 @@ int RunShardJob(int argc, char** argv, int first) {
     for (std::thread& runner : runners) runner.join();
   }
   int failed = busy;
-  for (size_t i : todo) failed += outcomes[i].status != "done";
-  const int cancel_exit = CancelExitCode();
+  int cancelled = 0;
+  for (size_t i : todo) {
+    failed += outcomes[i].status != "done";
+    cancelled += outcomes[i].status == "cancelled";
+  }
+  // A signal that came once every shard had ended (while the last one was published, or the
+  // summary written) cancelled nothing: the exit status is the shards', and the summary says so.
+  // It said "stopped by a signal ... the rest (marked cancelled) were not made", exit 128+N, of a
+  // run whose every shard was done.
+  const int signal_exit = CancelExitCode();
+  const int cancel_exit = cancelled > 0 ? signal_exit : 0;
 
   std::fprintf(stderr, "\n%s", SummaryTable(outcomes, used_threads).c_str());
   if (shards_at_once > 1) {
@@ -1560,6 +1569,14 @@ int RunShardJob(int argc, char** argv, int first) {
                  "pileprep: stopped by a signal; completed shards are in place, the rest "
                  "(marked cancelled) were not made by this run. Rerun to finish them.\n");
     return cancel_exit;
+  }
+  if (signal_exit != 0 && !c.console.quiet) {
+    const int sig = signal_exit - 128;
+    std::fprintf(stderr, "pileprep: %s came too late to cancel any shard: nothing was cancelled\n",
+                 sig == SIGINT    ? "SIGINT"
+                 : sig == SIGTERM ? "SIGTERM"
+                 : sig == SIGHUP  ? "SIGHUP"
+                                  : "a signal");
   }
   if (failed > 0) {
     std::fprintf(stderr, "pileprep: %d of %zu shard(s) FAILED (see the errors above); nothing was "
