@@ -670,6 +670,35 @@ TEST_F(ValidateTest, HolesInBothFilesAreOneViolationNamingBoth) {
   EXPECT_THAT(v->message, HasSubstr("validate --allow-holes accepts them"));
 }
 
+// An .idx whose arrays are a hole (its header written, the file extended to the size the header
+// claims: 1M sequences, 12 MB of zeros) fails as a hole without its arrays being read: the hole is
+// the only violation, not also a zero_length for each length read as 0 (a sparse .idx claiming
+// gigabytes was read whole, its time and page cache growing with the size it claims).
+TEST_F(ValidateTest, IdxWhoseArraysAreAHoleIsNotReadForThem) {
+  if (!HolesShowIn(*dir_)) GTEST_SKIP() << *dir_ << ": this file system shows no holes";
+  const std::string prefix = (*dir_ / "holed_idx").string();
+  constexpr uint64_t kSequences = uint64_t{1} << 20;
+  std::string header = idx_.substr(0, kIdxHeaderBytes);
+  Put<uint64_t>(header, kIdxSequenceCountOffset, kSequences);
+  Put<uint64_t>(header, kIdxDocumentCountOffset, kSequences + 1);
+  WriteFile(prefix + ".idx", header);
+  fs::resize_file(prefix + ".idx", kIdxHeaderBytes + 12 * kSequences + 8 * (kSequences + 1));
+  WriteFile(prefix + ".bin", bin_);
+  auto report = ValidateDataset(prefix, ValidateOptions{});
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(report->violations.size(), 1u) << FormatValidationReport(*report);
+  EXPECT_EQ(report->violations[0].kind, "hole");
+  EXPECT_THAT(report->violations[0].message,
+              HasSubstr("the index's arrays and the tokens were not read"));
+  EXPECT_EQ(report->sequences, kSequences);
+  // --allow-holes reads them: zeros, lengths 0.
+  ValidateOptions allow;
+  allow.check_holes = false;
+  report = ValidateDataset(prefix, allow);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_NE(report->Find("zero_length"), nullptr) << FormatValidationReport(*report);
+}
+
 // A .idx that says int32 over a .bin of uint16 tokens: the .bin is half the size the index
 // describes, which the message names as a dtype mismatch.
 TEST_F(ValidateTest, Int32IndexOverUint16TokensIsNamed) {
