@@ -43,7 +43,8 @@
 //   hole             (ValidateDataset, check_holes) neither file has a region never written: a
 //                    hole reads as zeros, taken for tokens 0 (a copy or download cut short into a
 //                    preallocated or extended file; found with lseek SEEK_HOLE, no page read;
-//                    the token checks are then skipped: the verdict is known)
+//                    the token checks are then skipped, and a holed .idx's array checks: the
+//                    verdict is known)
 // For each kind the report keeps the first occurrence (file offset, sequence or document index and
 // a message naming the file, the byte offset, the cause and what to do) and counts all of them.
 // When the .idx header or size is unusable the array checks are skipped (they would only repeat the
