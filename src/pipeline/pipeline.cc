@@ -802,11 +802,16 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
       // Every byte looked at is fetched first (Fetch), so that a file that shrank fails here with
       // a status rather than with SIGBUS in the search; [from, fetched) is.
       size_t fetched = from;
+      size_t failed_upto = 0;  // the end of the range whose fetch failed
       auto fetch = [&](size_t upto) -> absl::Status {
         upto = std::min(upto, all.size());
         if (upto <= fetched) return absl::OkStatus();
         absl::Status s = source.Fetch(fetched, upto);
-        if (s.ok()) fetched = upto;
+        if (s.ok()) {
+          fetched = upto;
+        } else {
+          failed_upto = upto;
+        }
         return s;
       };
       absl::Status fetch_error;
@@ -830,32 +835,7 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
           pos = upto;
         }
         if (!fetch_error.ok()) {
-          // The file shrank (or a page could not be read) past [from, fetched), as far as a step
-          // tells. If the first step failed, the batch's own bytes may still be readable.
-          if (fetched <= at) fetch(at + 1).IgnoreError();
-          if (fetched > at) {
-            // As a streamed input does with a read error: the batch is its whole lines that can
-            // be read with their padding, and the input fails after them; but where the line
-            // that crosses batch_bytes is already longer than the limit, it fails at that line.
-            const void* before = ::memrchr(all.data() + from, '\n', at - from);
-            const size_t line_start =
-                before == nullptr
-                    ? from
-                    : static_cast<size_t>(static_cast<const char*>(before) - all.data()) + 1;
-            if (fetched - line_start > max_unended_line) {
-              to = line_start;
-              line_too_long = true;
-            } else {
-              const size_t whole_end =
-                  fetched - std::min(fetched - from, JsonRecordParser::kPadding);
-              const void* last = ::memrchr(all.data() + from, '\n', whole_end - from);
-              to = last == nullptr
-                       ? from
-                       : static_cast<size_t>(static_cast<const char*>(last) - all.data()) + 1;
-              batch->then_error = std::move(fetch_error);
-            }
-            fetch_error = absl::OkStatus();
-          }
+          // Settled below.
         } else if (found == nullptr && at + window < all.size()) {
           // (The window is whole: a shorter one ends with the input.) The batch is the whole lines
           // before that line.
@@ -875,12 +855,33 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
       // The bytes read past the batch too, so that a file that shrank fails here.
       if (fetch_error.ok()) fetch_error = fetch(to + JsonRecordParser::kPadding);
       if (!fetch_error.ok()) {
-        // None of the batch can be read (its first line, or its padding): it only ends the input,
-        // after the batches before it.
-        batch->bytes = {};
-        batch->then_error = std::move(fetch_error);
-        input_done = true;
-        return in_tbb.Hand(std::move(batch));
+        // The file shrank (or a page could not be read). As a streamed input does with a read
+        // error, the batch is its whole lines that can still be read with their padding, and the
+        // input fails after them; unless the line after them is already longer than the limit in
+        // what can be read: then the input fails at that line, as a streamed one would. How far
+        // the file can be read is found a page at a time within the range whose fetch failed (it
+        // tells only that some page of it did).
+        const size_t page = PageSize();
+        const size_t walk_to = failed_upto;
+        while (fetched < walk_to && fetch(std::min(walk_to, (fetched / page + 1) * page)).ok()) {
+        }
+        const void* nl = ::memrchr(all.data() + from, '\n', fetched - from);
+        const size_t line_start =
+            nl == nullptr ? from
+                          : static_cast<size_t>(static_cast<const char*>(nl) - all.data()) + 1;
+        if (fetched - line_start > max_unended_line &&
+            fetched - line_start >= JsonRecordParser::kPadding) {
+          to = line_start;
+          line_too_long = true;
+        } else {
+          const size_t whole_end = fetched - std::min(fetched - from, JsonRecordParser::kPadding);
+          const void* last = ::memrchr(all.data() + from, '\n', whole_end - from);
+          to = last == nullptr
+                   ? from
+                   : static_cast<size_t>(static_cast<const char*>(last) - all.data()) + 1;
+          line_too_long = false;
+          batch->then_error = std::move(fetch_error);
+        }
       }
       view_pos = to;
       input_done = to == all.size() || line_too_long || !batch->then_error.ok();
