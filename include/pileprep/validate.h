@@ -37,9 +37,9 @@
 //   eod              with expect_eod: every document's last sequence ends with eod_id (where
 //                    document_indices are sound; else every sequence)
 //   zero_fill        with check_zero_fill: no aligned block of 4096 tokens is all zeros (token 0
-//   over
-//                    and over, which no tokenizer writes: what a hole becomes in a dense copy, or a
-//                    preallocated file that a copy or download cut short left zero-filled)
+//                    over and over, which GPT-2 never writes: what a hole becomes in a dense copy,
+//                    or a preallocated file that a copy or download cut short left zero-filled; a
+//                    run of 8191 zero tokens or more always holds such a block)
 //   hole             (ValidateDataset, check_holes) neither file has a region never written: a
 //                    hole reads as zeros, taken for tokens 0 (a copy or download cut short into a
 //                    preallocated or extended file; found with lseek SEEK_HOLE, no page read;

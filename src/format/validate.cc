@@ -57,8 +57,9 @@ class Checker {
     report_.bin_bytes = bin.size();
   }
 
-  // `arrays` false: the header and the sizes only (an .idx with a hole: its arrays would be read
-  // as zeros, page by page, for a verdict the hole already gives).
+  // `arrays` false: the header and the .idx's size only, not the arrays nor the .bin's size (an
+  // .idx with a hole: its arrays would be read as zeros, page by page, for a verdict the hole
+  // already gives).
   ValidationReport Run(bool arrays = true) {
     if (CheckHeader() && arrays) {
       CheckArrays();

@@ -240,6 +240,24 @@ std::vector<std::string> DatasetsMadeWithOtherSettings(const JobConfig& job, con
   return found;
 }
 
+// Whether this tokenizer can write id 0 many times in a row: a vocabulary whose id 0 has no merge
+// with itself encodes a run of its text as that id repeated (a run of one character is one
+// pre-token). GPT-2's cannot ("!" repeated merges into "!!", "!!!!"...). Its own outputs could then
+// hold blocks of zeros, which validate's zero_fill check (made for copies filled with zeros) would
+// take for damage, and the shard would be made again on every run.
+bool CanRepeatIdZero(const Gpt2Tokenizer& tokenizer) {
+  const std::string zero = tokenizer.Decode({0});
+  if (zero.empty()) return false;
+  std::string run;
+  for (int i = 0; i < 64; ++i) run += zero;
+  std::vector<uint32_t> ids;
+  tokenizer.EncodePiece(run, &ids);
+  for (size_t i = 1; i < ids.size(); ++i) {
+    if (ids[i] == 0 && ids[i - 1] == 0) return true;
+  }
+  return false;
+}
+
 // True when every output of shard n exists and validates; fills the outcome's counts from them.
 bool AlreadyComplete(const JobConfig& job, const Common& c, const Gpt2Tokenizer& tokenizer, int n,
                      ShardOutcome* outcome) {
@@ -250,6 +268,7 @@ bool AlreadyComplete(const JobConfig& job, const Common& c, const Gpt2Tokenizer&
   v.expect_eod = c.pipeline.append_eod;
   v.eod_id = tokenizer.eod_id();
   v.check_tokens = true;
+  v.check_zero_fill = !CanRepeatIdZero(tokenizer);
   v.threads = c.pipeline.threads;
   v.cancel = &CancelFlag();  // a signal need not wait for a many-GB .bin's token check
   if (!HasOutputs(job, c, n)) return false;
