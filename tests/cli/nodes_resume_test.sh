@@ -380,6 +380,17 @@ cp -r "$z" "$work/zeros-before"
   { bad "zeros: a vocabulary that repeats id 0 finds its own outputs invalid"; cat "$work/err"; }
 cmp -s "$work/zeros-before/my-gpt3_00_text_document.bin" "$z/my-gpt3_00_text_document.bin" ||
   bad "zeros: the rerun changed the .bin"
+# With GPT-2's vocabulary (which never writes id 0 twice in a row) the resume check does look for
+# zero fills: a finished .bin whose back part was overwritten with zeros (a copy cut short into a
+# preallocated file) is found and made again, the same bytes as before.
+zg=$work/zeros-gpt2
+"$PILEPREP" --url "$work/src" --files 0 --output-dir "$zg" --threads 2 -q 2>/dev/null || bad "zeros: GPT-2 run"
+cp "$zg/my-gpt3_00_text_document.bin" "$work/zg-before.bin"
+/usr/bin/python3 -c 'import os, sys; f = open(sys.argv[1], "r+b"); f.seek(1048576); f.write(bytes(os.path.getsize(sys.argv[1]) - 1048576))' "$zg/my-gpt3_00_text_document.bin"
+"$PILEPREP" --url "$work/src" --files 0 --output-dir "$zg" --threads 2 2>"$work/err" &&
+  grep -q "my-gpt3_00_text_document: existing outputs do not validate (.*are all zeros.*); making them again$" "$work/err" &&
+  cmp -s "$work/zg-before.bin" "$zg/my-gpt3_00_text_document.bin" ||
+  { bad "zeros: a GPT-2 .bin filled with zeros is not found and made again"; cat "$work/err"; }
 # A record pending from a run killed around its publish (tools/pileprep/shard_record.h): the files
 # under the final names tell which way it went. Each state is made by hand from a finished run.
 p=$work/pending
