@@ -374,6 +374,25 @@ before=$(sed -n '/fault shim: paused/,/SIGTERM: stopping/p' "$work/err" | grep -
 [[ $rc -eq 143 && $before -ge 1 && $after -eq 0 ]] && ok "no progress line after \"stopping\"" \
   || bad "progress after stopping (rc $rc, $before ticks before, $after after): $(cat "$work/err")"
 
+# preprocess stopped by a signal too late to cancel it (the shim holds the .idx's rename, its
+# last step, until the signal has come): the dataset is published whole and the exit status is
+# its own, 0, saying so (it was 143 for a dataset in place).
+mkdir -p "$work/late"
+/usr/bin/python3 -c 'import json
+for i in range(20): print(json.dumps({"text": "body %d" % i}))' >"$work/late.jsonl"
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" LD_PRELOAD=$SHIM \
+  PILEPREP_FAULT_PAUSE_RENAME_TO="$work/late/l_text_document.idx" \
+  "$PILEPREP" preprocess --input "$work/late.jsonl" --output-prefix "$work/late/l" --workers 1 \
+  >"$work/out" 2>"$work/err" &
+pid=$!
+for _ in $(seq 1 600); do grep -q "fault shim: paused" "$work/err" && break; sleep 0.05; done
+grep -q "fault shim: paused" "$work/err" || bad "preprocess: never held at the .idx's rename: $(cat "$work/err")"
+kill -TERM $pid; wait $pid; rc=$?
+[[ $rc -eq 0 ]] && grep -q "^pileprep: SIGTERM came too late to cancel the input: nothing was cancelled$" "$work/err" \
+  && "$PILEPREP" validate -q "$work/late/l_text_document" \
+  && ok "preprocess: a signal too late to cancel it leaves exit 0 and the dataset" \
+  || bad "preprocess: a late signal (rc $rc): $(cat "$work/err")"
+
 # preprocess with two keys whose second fails its rename once the first is in place, and whose
 # withdrawal of the first fails too (the shim): the first key's new dataset stays published beside
 # a failed run, and the error must name it (the failed removal was dropped without a word).

@@ -214,7 +214,16 @@ int RunPreprocess(int argc, char** argv, int first) {
                                 InputFormatForPath(input), prefixes, **tokenizer, c);
   // Always, as the shard job's: -q means errors and the summary only.
   std::fprintf(stderr, "\n%s", SummaryTable({outcome}, used_threads).c_str());
-  if (CancelExitCode() != 0) return CancelExitCode();
+  // A signal that came too late to cancel the input (while its outputs were published) leaves its
+  // status, as in the shard job: it exited 128+N of a dataset in place.
+  if (CancelExitCode() != 0) {
+    if (outcome.status == "cancelled") return CancelExitCode();
+    if (!c.console.quiet) {
+      std::fprintf(stderr,
+                   "pileprep: %s came too late to cancel the input: nothing was cancelled\n",
+                   SignalNameOf(CancelExitCode()));
+    }
+  }
   return outcome.status == "done" ? kExitOk : kExitFailed;
 }
 

@@ -118,4 +118,17 @@ int CancelExitCode() {
   return sig == 0 ? 0 : 128 + sig;
 }
 
+const char* SignalNameOf(int exit_code) {
+  switch (exit_code - 128) {
+    case SIGINT:
+      return "SIGINT";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGHUP:
+      return "SIGHUP";
+    default:
+      return "a signal";
+  }
+}
+
 }  // namespace pileprep::cli

@@ -38,6 +38,8 @@ bool Cancelled();
 
 // 128 + the first signal's number (130, 143), or 0 when none arrived.
 int CancelExitCode();
+// "SIGINT", "SIGTERM" or "SIGHUP" for such an exit code ("a signal" for any other).
+const char* SignalNameOf(int exit_code);
 
 }  // namespace pileprep::cli
 
