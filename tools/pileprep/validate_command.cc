@@ -49,7 +49,8 @@ int RunValidate(int argc, char** argv, int first) {
       "Usage: pileprep validate [--expect-eod] [--vocab-size N] [--json] PREFIX|DIR...\n\n"
       "Checks Megatron .bin/.idx pairs against every invariant of the format: magic, version,\n"
       "dtype, sizes, lengths, pointers, document indices, the .bin size (catches truncated copies\n"
-      "and Megatron's 2023 EOD off-by-one), token range and, with --expect-eod, the final EOD.\n"
+      "and Megatron's 2023 EOD off-by-one), token range, holes and runs of zero tokens (a copy\n"
+      "cut short into a preallocated file) and, with --expect-eod, the final EOD.\n"
       "PREFIX names PREFIX.bin + PREFIX.idx (PREFIX.idx or PREFIX.bin is accepted too); a DIR\n"
       "means every *.idx/*.bin pair in it. The first violation of each kind is reported with its\n"
       "byte offset and index.\n\n",
