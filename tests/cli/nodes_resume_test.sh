@@ -749,16 +749,21 @@ check_rerun "$work/k" "after kills"
 # rename() (tests/shim/fs_fault_shim.cc) until it is killed there, and each state the kill leaves
 # is checked to be the one intended. Each run skips or completes what the run before it left.
 kp=$work/kp
-kill_held_at() {  # what variable path: a run held by the shim at `path`, SIGKILLed there
-  rm -f "$work/kp-err"
-  env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" LD_PRELOAD="$SHIM" "$2=$3" \
-    "$PILEPREP" --url "$work/ksrc" --files 0-2 --output-dir "$kp" --threads 2 >/dev/null 2>"$work/kp-err" &
+# start_held err dir variable path: a run of shards 0-2 into `dir`, stderr to `err`, started in the
+# background ($pid) with the shim holding it at `path`; returns once it is held (or has ended).
+start_held() {
+  rm -f "$1"
+  env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" LD_PRELOAD="$SHIM" "$3=$4" \
+    "$PILEPREP" --url "$work/ksrc" --files 0-2 --output-dir "$2" --threads 2 >/dev/null 2>"$1" &
   pid=$!
   for _ in $(seq 1200); do
-    grep -q "fault shim: paused" "$work/kp-err" && break
+    grep -q "fault shim: paused" "$1" && break
     kill -0 $pid 2>/dev/null || break
     sleep 0.05
   done
+}
+kill_held_at() {  # what variable path: a run held by the shim at `path`, SIGKILLed there
+  start_held "$work/kp-err" "$kp" "$2" "$3"
   grep -q "fault shim: paused" "$work/kp-err" && kill -0 $pid 2>/dev/null ||
     { bad "$1: the run was never held at $3"; cat "$work/kp-err"; }
   kill -9 $pid 2>/dev/null
@@ -819,15 +824,7 @@ check_rerun "$kp" "after the held kills"
 w="SIGTERM while the last shard's record is renamed"
 late=$work/late
 rm -rf "$late"; mkdir -p "$late"
-env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" LD_PRELOAD="$SHIM" \
-  PILEPREP_FAULT_PAUSE_RENAME_TO="$late/$d2.pileprep.json" \
-  "$PILEPREP" --url "$work/ksrc" --files 0-2 --output-dir "$late" --threads 2 >/dev/null 2>"$work/late-err" &
-pid=$!
-for _ in $(seq 1200); do
-  grep -q "fault shim: paused" "$work/late-err" && break
-  kill -0 $pid 2>/dev/null || break
-  sleep 0.05
-done
+start_held "$work/late-err" "$late" PILEPREP_FAULT_PAUSE_RENAME_TO "$late/$d2.pileprep.json"
 grep -q "fault shim: paused" "$work/late-err" || { bad "$w: the run was never held"; cat "$work/late-err"; }
 kill -TERM $pid 2>/dev/null
 wait $pid; rc=$?
