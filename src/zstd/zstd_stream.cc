@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -105,6 +106,12 @@ std::string SniffFormat(const unsigned char* p, size_t n) {
   while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\r' || p[i] == '\n')) ++i;
   if (i < n && p[i] == '{') return "plain JSON lines";
   if (i < n && p[i] == '[') return "plain JSON";
+  // "<!DOCTYPE html>", "<html>", "<?xml ...>": a proxy's sign-in page or a mirror's error page
+  // served with 200 in place of the file is the usual way a download yields markup.
+  if (i + 1 < n && p[i] == '<' &&
+      (p[i + 1] == '!' || p[i + 1] == '?' || absl::ascii_isalpha(p[i + 1]))) {
+    return "an HTML or XML page (an error or sign-in page served in place of the file?)";
+  }
   // Text: no control bytes, and UTF-8 where a byte is not ASCII (a character may run past the n
   // bytes): a PNG's 89 50 4e 47 was "plain text".
   bool text = n > 0;

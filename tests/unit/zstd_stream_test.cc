@@ -434,6 +434,11 @@ TEST(ZstdDecoder, OtherFormatsAtByteZeroAreNamed) {
       {std::string("\x2c\xb5\x2f\xfd\x00\x00", 6),
        "starts with 2c b5 2f fd, one byte off zstd's magic 28 b5 2f fd (a damaged zstd file?)"},
       {"na\xc3\xafve text\n", "looks like plain text"},  // UTF-8 text is still text
+      // Markup where a download should be (a proxy's sign-in page, a mirror's error page).
+      {"<!DOCTYPE html><html>", "looks like an HTML or XML page (an error or sign-in page"},
+      {"\r\n<html>", "looks like an HTML or XML page"},
+      {"<?xml version=\"1.0\"?>", "looks like an HTML or XML page"},
+      {"< 3 is text\n", "looks like plain text"},
   };
   for (const auto& c : kCases) {
     SCOPED_TRACE(c.looks_like);
