@@ -156,9 +156,11 @@ cp "$root/tests/data/format/hand_int32.idx" "$work/unk/i32.idx" && cp "$root/tes
   printf '\xff\xff\xff\xff' | dd of="$work/unk/i32.bin" bs=1 seek=0 conv=notrunc status=none
 expect "inspect --doc prints an int32 dataset's ids signed" 0 "-1 2147483647 0" -- "$PILEPREP" inspect "$work/unk/i32" --doc 0
 # A document that is not there: the error alone, no empty line of ids on stdout.
-"$PILEPREP" inspect "$p0" --doc 99999 >"$work/none" 2>/dev/null
-[[ ! -s "$work/none" ]] && echo "ok: inspect --doc of a missing document prints nothing on stdout" \
-  || { echo "FAIL: inspect --doc 99999 printed $(wc -c <"$work/none") bytes on stdout"; fail=1; }
+for decode in "" --decode; do
+  "$PILEPREP" inspect "$p0" --doc 99999 $decode >"$work/none" 2>/dev/null
+  [[ ! -s "$work/none" ]] && echo "ok: inspect --doc${decode:+ $decode} of a missing document prints nothing on stdout" \
+    || { echo "FAIL: inspect --doc 99999${decode:+ $decode} printed $(wc -c <"$work/none") bytes on stdout"; fail=1; }
+done
 
 m=$work/merge
 expect "merge --input-dir" 0 "merged 2 datasets" -- "$PILEPREP" merge --output-prefix "$m/dir" --input-dir "$g"

@@ -40,7 +40,7 @@ void PrintSummary(const IndexedDatasetReader& r) {
   std::printf("dataset:    %s.{bin,idx}\n", r.prefix().c_str());
   std::printf("dtype:      %s (code %d)\n", DTypeName(r.dtype()), static_cast<int>(r.dtype()));
   std::printf("sequences:  %llu\n", static_cast<unsigned long long>(r.num_sequences()));
-  std::printf("documents:  %llu (%llu without tokens)\n",
+  std::printf("documents:  %llu (%llu with no sequence: empty texts)\n",
               static_cast<unsigned long long>(r.num_documents()),
               static_cast<unsigned long long>(empty_docs));
   std::printf("tokens:     %llu (the .bin holds %llu)\n", static_cast<unsigned long long>(tokens),
@@ -175,6 +175,7 @@ int RunInspect(int argc, char** argv, int first) {
   // (the text would read as whole), the decoding stops there and says so.
   uint64_t position = 0;
   char last = '\0';  // the last byte printed: the text ends with a newline, one added if need be
+  bool printed = false;
   absl::Status s =
       (*reader)->ReadDocumentInChunks(d, kChunkTokens, [&](const std::vector<uint32_t>& ids) {
         const auto unknown = std::find_if(ids.begin(), ids.end(),
@@ -184,7 +185,10 @@ int RunInspect(int argc, char** argv, int first) {
                 ? (*tokenizer)->Decode(ids)
                 : (*tokenizer)->Decode(std::vector<uint32_t>(ids.begin(), unknown));
         std::fwrite(text.data(), 1, text.size(), stdout);
-        if (!text.empty()) last = text.back();
+        if (!text.empty()) {
+          last = text.back();
+          printed = true;
+        }
         if (unknown != ids.end()) {
           return absl::InvalidArgumentError(absl::StrCat(
               (*reader)->prefix(), ": document ", d, ": token ", position + (unknown - ids.begin()),
@@ -196,7 +200,8 @@ int RunInspect(int argc, char** argv, int first) {
         position += ids.size();
         return written();
       });
-  if (last != '\n') std::fputc('\n', stdout);
+  // The text's line (empty for an empty document); none for a document that is not there.
+  if ((s.ok() || printed) && last != '\n') std::fputc('\n', stdout);
   if (!s.ok()) {
     std::fflush(stdout);
     PrintError(std::string(s.message()));
