@@ -123,8 +123,9 @@ class GPT2Tokenizer:
         return self.convert_tokens_to_ids(self.tokenize_to_strings(text))
 
     def tokenize(self, text):
-        # pileprep's policy for literal <|endoftext|> (one id), which Megatron's GPT-2 tokenizer
-        # leaves as text: split out first, the parts encoded as Megatron encodes a text.
+        # pileprep's default policy for literal <|endoftext|> (one id, as NeMo's Hugging Face
+        # tokenizer does), which Megatron-LM's own GPT-2 tokenizer leaves as text (pileprep's
+        # --endoftext-as-text): split out first, the parts encoded as Megatron encodes a text.
         parts = text.split(EOT)
         ids = self.encode_ordinary(parts[0])
         for part in parts[1:]:

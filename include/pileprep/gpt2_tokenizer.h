@@ -33,8 +33,10 @@ class Gpt2Tokenizer {
   static constexpr size_t kMaxCacheEntries = size_t{1} << 26;
 
   struct Options {
-    // Literal "<|endoftext|>" in text becomes the single EOD id (current Megatron, NeMo, Hugging Face).
-    // false: it is ordinary text (legacy Megatron, tiktoken's encode_ordinary).
+    // Literal "<|endoftext|>" in text becomes the single EOD id (NeMo's data preparation, whose
+    // GPT-2 tokenizer is Hugging Face's; gpt2.md's default). false: it is ordinary text
+    // (Megatron-LM's own tools/preprocess_data.py, whose gpt2_tokenization.py has no special
+    // tokens; tiktoken's encode_ordinary).
     bool endoftext_is_special = true;
     // Entries in each per-thread pre-token cache (rounded up to a power of two) for pieces of up to
     // 15 bytes; the tiers for longer pieces get a sixteenth and a 128th as many. 2^20 takes about

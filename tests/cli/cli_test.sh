@@ -370,6 +370,19 @@ expect "--json-keys with a slash" 2 'a key names the outputs' -- "$PILEPREP" --u
 # On a terminal the live progress line fits its width (a wrapped line leaves rows behind at every
 # redraw): whole fields are dropped, the counts first, rather than the line cut mid-word. `script`
 # gives the run a terminal of 80 and of 50 columns.
+# A literal <|endoftext|> in text: one id 50256 by default (NeMo's data preparation, whose GPT-2
+# tokenizer is Hugging Face's, and the golden data), ordinary text with --endoftext-as-text (Megatron-LM's
+# own preprocess_data.py: its gpt2_tokenization.py has no special tokens; tiktoken's encode_ordinary).
+printf '{"text": "a<|endoftext|>b"}\n' >"$work/eot.jsonl"
+"$PILEPREP" preprocess --input "$work/eot.jsonl" --output-prefix "$work/eot" --append-eod -q 2>/dev/null
+expect "a literal <|endoftext|> is id 50256 by default" 0 "64 50256 65 50256" -- \
+  "$PILEPREP" inspect "$work/eot_text_document" --doc 0
+"$PILEPREP" preprocess --input "$work/eot.jsonl" --output-prefix "$work/eot" --append-eod -q \
+  --endoftext-as-text 2>/dev/null
+expect "--endoftext-as-text gives Megatron-LM's own ids for it" 0 "64 27 91 437 1659 5239 91 29 65 50256" -- \
+  "$PILEPREP" inspect "$work/eot_text_document" --doc 0
+rm -f "$work/eot.jsonl" "$work"/eot_text_document.*
+
 if command -v script >/dev/null; then
   # (About a second of work on one thread here: several redraws, 0.2 s apart.)
   for _ in $(seq 20); do zstd -q -d -c "$root/data/samples/00.jsonl.zst"; done >"$work/wide.jsonl"

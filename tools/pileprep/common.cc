@@ -133,8 +133,9 @@ void AddCommonFlags(Args& args) {
            "GPT-2 vocab.bpe / merges.txt (default: $PILEPREP_TOKENIZER_DIR/vocab.bpe when that "
            "is set, else the copy shipped in tokenizers/gpt2)");
   args.Add("endoftext-as-text", Args::Kind::kSwitch, "",
-           "tokenize a literal <|endoftext|> in text as ordinary text (legacy Megatron, tiktoken "
-           "encode_ordinary) instead of the single id 50256");
+           "tokenize a literal <|endoftext|> in text as ordinary text, as Megatron-LM's own "
+           "preprocess_data.py and tiktoken's encode_ordinary do, instead of the single id 50256, "
+           "as NeMo's data preparation (Hugging Face's GPT-2 tokenizer) does");
   args.Add("max-bad-records", Args::Kind::kValue, "N",
            "fail an input with more than N bad records (blank lines, invalid JSON, a line not "
            "an object, a key missing or not a string); -1 for no limit",

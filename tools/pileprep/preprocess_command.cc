@@ -63,7 +63,9 @@ int RunPreprocess(int argc, char** argv, int first) {
       "Usage: pileprep preprocess --input FILE --output-prefix P [--json-keys text] "
       "[--append-eod] [--workers N]\n\n"
       "A drop-in for Megatron's tools/preprocess_data.py (GPT-2, no sentence splitting): writes\n"
-      "P_KEY_document.{bin,idx} byte-identical to Megatron's for the same input.\n\n",
+      "P_KEY_document.{bin,idx} byte-identical to Megatron's for the same input (a literal\n"
+      "<|endoftext|> in text is one id, as NeMo writes it; Megatron-LM's own ids with\n"
+      "--endoftext-as-text).\n\n",
       ExitCodeHelp(ExitHelpFor::kPreprocess));
   if (done) return *done;
   Common c;
