@@ -45,6 +45,13 @@ for dry in "" --dry-run; do
   expect "an empty --output-dir is a usage error ${dry:-(the run)}" 2 "--output-dir is empty" -- \
     "$PILEPREP" --url "$root/data/samples" --files 0 --output-dir "" $dry
 done
+# A mistyped command is named as one, with the command meant, before its flags are read as the shard job's.
+expect "a mistyped command is named" 2 "unknown command 'prepro' (did you mean 'preprocess'?)" -- \
+  "$PILEPREP" prepro --input x
+expect "a misspelt command is named" 2 "unknown command 'valdate' (did you mean 'validate'?)" -- \
+  "$PILEPREP" valdate x
+expect "an unknown command lists the commands" 2 "unknown command 'foo'; the commands: inspect, merge" -- \
+  "$PILEPREP" foo
 # A short flag the command lacks is named as typed (inspect has no --quiet: "unknown flag --quiet").
 expect "inspect -q is named as typed" 2 "unknown flag -q (see --help)" -- "$PILEPREP" inspect -q x
 # A set-up error found loading the tokenizer leaves no empty output directory behind.
@@ -52,6 +59,10 @@ expect "a tokenizer directory without its files is a set-up error" 2 "" -- \
   env PILEPREP_TOKENIZER_DIR="$work/no-such-tokenizer" "$PILEPREP" --url "$root/data/samples" --files 0 \
   --output-dir "$work/not-made"
 [[ -e "$work/not-made" ]] && { echo "FAIL: a tokenizer set-up error left the output directory"; fail=1; }
+expect "preprocess: a vocabulary that does not load is a set-up error" 2 "vocabulary is not a JSON object" -- \
+  "$PILEPREP" preprocess --input "$root/data/samples/00.jsonl.zst" --output-prefix "$work/not-made/sub/x" \
+  --vocab-file "$root/README.md" --merge-file "$root/README.md"
+[[ -e "$work/not-made" ]] && { echo "FAIL: preprocess: a tokenizer set-up error left the output directory"; fail=1; }
 # A file of CR-only line ends (old Mac) is one line, one bad record: the error says why.
 printf '{"text":"a"}\r{"text":"b"}\r' >"$work/cr-only.jsonl"
 expect "a file of CR-only line ends is named as one line" 1 "if its lines end in CR alone: lines end at LF" -- \

@@ -2,10 +2,13 @@
 //
 // The library is silent; this tool owns printing, exit codes and advice. Subcommands register
 // themselves (common.h); with no subcommand name the shard job runs.
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common.h"
@@ -13,6 +16,23 @@
 
 namespace pileprep::cli {
 namespace {
+
+// Whether `typed` is plausibly `name` mistyped: a prefix of it of three letters or more (an
+// abbreviation), or at most two edits away (Levenshtein).
+bool IsLikelyTypo(const std::string& typed, const std::string& name) {
+  if (typed.size() >= 3 && name.compare(0, typed.size(), typed) == 0) return true;
+  std::vector<size_t> prev(name.size() + 1), cur(name.size() + 1);
+  for (size_t j = 0; j <= name.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= typed.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= name.size(); ++j) {
+      cur[j] = std::min(
+          {prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (typed[i - 1] == name[j - 1] ? 0 : 1)});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[name.size()] <= 2;
+}
 
 int Dispatch(int argc, char** argv) {
   if (argc >= 2) {
@@ -53,6 +73,20 @@ int Dispatch(int argc, char** argv) {
     }
     for (const Command& c : Commands()) {
       if (cmd == c.name) return c.fn(argc, argv, 2);
+    }
+    // The shard job takes no positional argument, so a first argument that is no flag is a
+    // command name mistyped (`pileprep prepro --input x` said "unknown flag --input").
+    if (!cmd.empty() && cmd[0] != '-') {
+      std::string names, meant;
+      for (const Command& c : Commands()) {
+        absl::StrAppend(&names, names.empty() ? "" : ", ", c.name);
+        if (meant.empty() && IsLikelyTypo(cmd, c.name)) meant = c.name;
+      }
+      PrintError(absl::StrCat("unknown command '", cmd, "'",
+                              meant.empty() ? "" : absl::StrCat(" (did you mean '", meant, "'?)"),
+                              "; the commands: ", names,
+                              "; with none, the shard job runs (`pileprep --help`)"));
+      return kExitUsage;
     }
   }
   return RunShardJob(argc, argv, 1);
