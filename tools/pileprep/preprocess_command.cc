@@ -183,6 +183,16 @@ int RunPreprocess(int argc, char** argv, int first) {
   c.pipeline.threads = static_cast<int>(threads);
   c.pipeline.append_eod = args.Has("append-eod");
   if (args.Has("json-keys")) c.pipeline.jsonl.json_keys = UniqueKeys(args.GetAll("json-keys"));
+  // The vocabulary first: a set-up error found loading it leaves no output directory made for
+  // nothing (as in the shard job).
+  const int used_threads =
+      c.pipeline.threads > 0 ? c.pipeline.threads : tbb::info::default_concurrency();
+  std::vector<std::unique_ptr<Gpt2Tokenizer::Cache>> caches;
+  auto tokenizer = LoadTokenizerMakingCaches(c, used_threads, &caches);
+  if (!tokenizer.ok()) {
+    PrintError(std::string(tokenizer.status().message()));
+    return kExitUsage;
+  }
   if (auto s = EnsureDirectory(DirectoryOf(prefix), "--output-prefix"); !s.ok()) {
     PrintError(std::string(s.message()));
     return kExitUsage;
@@ -198,14 +208,6 @@ int RunPreprocess(int argc, char** argv, int first) {
   PathLocks locks;
   if (!LockOutputs(lock_paths, absl::StrJoin(prefixes, ", "), stale, c.console.quiet, &locks)) {
     return kExitFailed;
-  }
-  const int used_threads =
-      c.pipeline.threads > 0 ? c.pipeline.threads : tbb::info::default_concurrency();
-  std::vector<std::unique_ptr<Gpt2Tokenizer::Cache>> caches;
-  auto tokenizer = LoadTokenizerMakingCaches(c, used_threads, &caches);
-  if (!tokenizer.ok()) {
-    PrintError(std::string(tokenizer.status().message()));
-    return kExitUsage;
   }
   c.pipeline.caches = &caches;
   // A shard job's record beside these names would vouch for bytes it was not written for.
