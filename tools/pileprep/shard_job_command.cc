@@ -754,11 +754,12 @@ int RunShardJob(int argc, char** argv, int first) {
            "(no next-shard prefetch)",
            "one per 4 threads; at most the threads and the shards to make");
   args.Add("nodes", Args::Kind::kValue, "N",
-           "number of ranks sharing --files (default: the first set of NGC_ARRAY_SIZE, WORLD_SIZE, "
-           "OMPI_COMM_WORLD_SIZE, PMI_SIZE (MPICH; under Slurm only for mpiexec's processes), "
-           "SLURM_STEP_NUM_TASKS (an srun step), WORLD_SIZE first under torchrun; else 1)");
+           "number of ranks sharing --files (default: from the first family whose size and rank "
+           "are both set: NGC_ARRAY_SIZE, WORLD_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE (MPICH; "
+           "under Slurm only for mpiexec's processes), SLURM_STEP_NUM_TASKS (an srun step), "
+           "WORLD_SIZE first under torchrun; else 1)");
   args.Add("rank", Args::Kind::kValue, "R",
-           "this process's rank, 0..N-1 (default: the first set of NGC_ARRAY_INDEX, RANK, "
+           "this process's rank, 0..N-1 (default: that family's rank: NGC_ARRAY_INDEX, RANK, "
            "OMPI_COMM_WORLD_RANK, PMI_RANK (MPICH; under Slurm only for mpiexec's processes), "
            "SLURM_PROCID (an srun step), RANK first under torchrun; SLURM_ARRAY_TASK_ID alone "
            "processes just that file)");
