@@ -78,11 +78,18 @@ expect "an empty --vocab-file is a usage error" 2 "--vocab-file is empty" -- \
   "$PILEPREP" preprocess --input "$work/cr-only.jsonl" --output-prefix "$work/empty-vocab" --vocab-file= --merge-file=
 expect "an empty --keep-downloads is a usage error" 2 "--keep-downloads is empty" -- \
   "$PILEPREP" --url "$root/data/samples" --files 0 --output-dir "$work/empty-keep" --keep-downloads= --dry-run
-# A --keep-downloads that cannot be made leaves no empty --output-dir behind either.
+# A --keep-downloads that cannot be made leaves no empty --output-dir behind either (a URL, as a local
+# --url keeps nothing; port 9, discard, is never asked: the set-up fails first).
 touch "$work/a-file"
 expect "a --keep-downloads under a file is a usage error" 2 "--keep-downloads" -- \
-  "$PILEPREP" --url "$root/data/samples" --files 0 --output-dir "$work/not-made2" --keep-downloads "$work/a-file/sub"
+  "$PILEPREP" --url http://127.0.0.1:9/ --files 0 --output-dir "$work/not-made2" --keep-downloads "$work/a-file/sub"
 [[ -e "$work/not-made2" ]] && { echo "FAIL: a --keep-downloads set-up error left the output directory"; fail=1; }
+# With a local --url there is nothing to keep: said, the directory not made, the shards made as without it.
+expect "a local --url says --keep-downloads is not used" 0 "--keep-downloads $work/kept is not used" -- \
+  "$PILEPREP" --url "$root/data/samples" --files 0 --output-dir "$work/local-keep" --keep-downloads "$work/kept"
+[[ -e "$work/kept" ]] && { echo "FAIL: a local --url made the --keep-downloads directory"; fail=1; }
+[[ -s "$work/local-keep/my-gpt3_00_text_document.bin" ]] || { echo "FAIL: a local --url with --keep-downloads made no .bin"; fail=1; }
+rm -rf "$work/local-keep"
 expect "help of no such command is a usage error" 2 "help: no command 'bogus'" -- "$PILEPREP" help bogus
 expect "help --help is the shard job's help" 0 "Usage: pileprep [--url SRC]" -- "$PILEPREP" help --help
 # Help, a version or a --dry-run plan that does not reach stdout (a full disk) is no success.

@@ -952,6 +952,18 @@ int RunShardJob(int argc, char** argv, int first) {
                             url_typo ? " (a URL needs \"://\" after its scheme)" : ""));
     return kExitUsage;
   }
+  // Shards in a local directory are read where they are: nothing is downloaded to keep. Said,
+  // rather than an empty --keep-downloads directory made and the flag taken without a word; not
+  // refused, as one job script may point --url at a server or at a local mirror.
+  if (job.source.kind == SourceKind::kLocalDirectory && !job.keep_downloads.empty()) {
+    if (!c.console.quiet) {
+      std::fprintf(stderr,
+                   "pileprep: note: --keep-downloads %s is not used: the shards are read where "
+                   "they are in the local --url\n",
+                   job.keep_downloads.c_str());
+    }
+    job.keep_downloads.clear();
+  }
   // A CA bundle that cannot be read failed every shard in turn, each naming it, and the run ended
   // as "some shards failed" (exit 1, which reads as "run it again"): the run's set-up, refused
   // before any work, the dry run's too.
