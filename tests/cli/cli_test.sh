@@ -84,6 +84,11 @@ touch "$work/a-file"
 expect "a --keep-downloads under a file is a usage error" 2 "--keep-downloads" -- \
   "$PILEPREP" --url http://127.0.0.1:9/ --files 0 --output-dir "$work/not-made2" --keep-downloads "$work/a-file/sub"
 [[ -e "$work/not-made2" ]] && { echo "FAIL: a --keep-downloads set-up error left the output directory"; fail=1; }
+# More shards at once than threads: the run takes as many as it has threads, and says so.
+expect "--shards-at-once above the threads is capped, saying so" 0 \
+  "--shards-at-once 4 is more than the 1 thread: at most 1 at once" -- \
+  "$PILEPREP" --url "$root/data/samples" --files 0 --output-dir "$work/capped" --threads 1 --shards-at-once 4
+rm -rf "$work/capped"
 # With a local --url there is nothing to keep: said, the directory not made, the shards made as without it.
 expect "a local --url says --keep-downloads is not used" 0 "--keep-downloads $work/kept is not used" -- \
   "$PILEPREP" --url "$root/data/samples" --files 0 --output-dir "$work/local-keep" --keep-downloads "$work/kept"

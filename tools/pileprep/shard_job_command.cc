@@ -1272,6 +1272,15 @@ int RunShardJob(int argc, char** argv, int first) {
   const int shards_at_once = static_cast<int>(std::clamp<long long>(
       at_once > 0 ? at_once : used_threads / 4, 1,
       std::max<long long>(1, std::min<long long>(used_threads, static_cast<long long>(todo.size())))));
+  if (at_once > used_threads && !c.console.quiet) {
+    // Each shard at once needs a worker of its own: asked for more, the run takes fewer, and says
+    // so.
+    std::fprintf(stderr,
+                 "pileprep: note: --shards-at-once %lld is more than the %d thread%s: at most %d "
+                 "at once (a shard needs a thread; see --threads)\n",
+                 static_cast<long long>(at_once), used_threads, used_threads == 1 ? "" : "s",
+                 used_threads);
+  }
   Common shard_c = c;
   const int base_threads = used_threads / shards_at_once;  // >= 1: shards_at_once <= used_threads
   const int extra_threads = used_threads % shards_at_once;
