@@ -36,6 +36,12 @@ expect "index only" 0 "tokens not checked" -- "$PILEPREP" validate --index-only 
 expect "--index-only leaves the final EOD unread" 2 "--expect-eod reads the .bin" -- \
   "$PILEPREP" validate --index-only --expect-eod "$p0"
 expect "help" 0 "--expect-eod" -- "$PILEPREP" validate --help
+expect "--eod-id alone checks nothing: a usage error" 2 "--eod-id names the token --expect-eod looks for" -- \
+  "$PILEPREP" validate --eod-id 0 "$p0"
+expect "--eod-id past --vocab-size is a usage error" 2 "--eod-id 70000 is not below --vocab-size 50257" -- \
+  "$PILEPREP" validate --expect-eod --eod-id 70000 "$p0"
+expect "--eod-id with --expect-eod checks for it" 1 "" -- \
+  "$PILEPREP" validate --expect-eod --eod-id 50255 "$p0"
 expect "no argument" 2 "at least one PREFIX" -- "$PILEPREP" validate
 expect "missing dataset" 1 "nope.idx" -- "$PILEPREP" validate "$work/nope"
 

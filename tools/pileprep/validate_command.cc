@@ -86,6 +86,17 @@ int RunValidate(int argc, char** argv, int first) {
   options.check_tokens = !args.Has("index-only");
   options.check_holes = !args.Has("allow-holes");
   options.check_zero_fill = !args.Has("allow-holes");
+  if (args.Has("eod-id") && !options.expect_eod) {
+    // Checked only with --expect-eod: taken alone, it would check nothing and say nothing.
+    PrintError("--eod-id names the token --expect-eod looks for, which is not given: give both");
+    return kExitUsage;
+  }
+  if (options.expect_eod && options.eod_id >= options.vocab_size) {
+    // Every token is checked to be below --vocab-size: no document could end with such an EOD.
+    PrintError(absl::StrCat("--eod-id ", options.eod_id, " is not below --vocab-size ",
+                            options.vocab_size, ": no token can be it"));
+    return kExitUsage;
+  }
   if (options.expect_eod && !options.check_tokens) {
     // The final EOD is a token of the .bin, which --index-only never reads.
     PrintError("--expect-eod reads the .bin's tokens, which --index-only leaves unread: give one");
