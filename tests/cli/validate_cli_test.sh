@@ -170,6 +170,10 @@ done
 
 m=$work/merge
 expect "merge --input-dir" 0 "merged 2 datasets" -- "$PILEPREP" merge --output-prefix "$m/dir" --input-dir "$g"
+# A second --input-dir would leave the first one's datasets out of an output that looks complete.
+expect "merge refuses a second --input-dir" 2 "merge takes one --input-dir DIR (given 2 times)" -- \
+  "$PILEPREP" merge --output-prefix "$m/twice" --input-dir "$g" --input-dir "$g"
+[[ -e "$m/twice.bin" ]] && { echo "FAIL: a refused merge wrote $m/twice.bin"; fail=1; }
 expect "merge prefixes" 0 "" -- "$PILEPREP" merge --output-prefix "$m/list" "$p0" "$g/my-gpt3_01_text_document" -q
 { zstd -q -d -c "$root/data/samples/00.jsonl.zst"; zstd -q -d -c "$root/data/samples/01.jsonl.zst"; } > "$work/cat.jsonl"
 "$PILEPREP" preprocess --input "$work/cat.jsonl" --output-prefix "$m/cat" --append-eod -q

@@ -84,6 +84,7 @@ absl::Status Args::Parse(int argc, char** argv, int first) {
     if (absl::Status s = Resolve(name, &f); !s.ok()) return s;
     name = f->name;  // messages name the flag, not its abbreviation
     f->seen = true;
+    ++f->times;
     switch (f->kind) {
       case Kind::kSwitch:
         if (has_inline) {
@@ -129,6 +130,11 @@ absl::Status Args::Parse(int argc, char** argv, int first) {
 bool Args::Has(const std::string& name) const {
   const Flag* f = Find(name);
   return f != nullptr && f->seen;
+}
+
+int Args::Times(const std::string& name) const {
+  const Flag* f = Find(name);
+  return f == nullptr ? 0 : f->times;
 }
 
 std::string Args::Get(const std::string& name, const std::string& fallback) const {

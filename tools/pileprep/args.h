@@ -26,6 +26,7 @@ class Args {
     bool hidden = false;
     // Parsed state.
     bool seen = false;
+    int times = 0;  // how many times it was given (a kValue flag keeps the last value)
     std::vector<std::string> values;
   };
 
@@ -35,6 +36,8 @@ class Args {
   absl::Status Parse(int argc, char** argv, int first);
 
   bool Has(const std::string& name) const;
+  // How many times the flag was given (0 if not).
+  int Times(const std::string& name) const;
   std::string Get(const std::string& name, const std::string& fallback = "") const;
   const std::vector<std::string>& GetAll(const std::string& name) const;
   absl::Status GetInt(const std::string& name, long long min, long long max, long long* out) const;
