@@ -52,6 +52,10 @@ expect "a misspelt command is named" 2 "unknown command 'valdate' (did you mean 
   "$PILEPREP" valdate x
 expect "an unknown command lists the commands" 2 "unknown command 'foo'; the commands: inspect, merge" -- \
   "$PILEPREP" foo
+expect "a URL as the first argument points to --url, its credentials left out" 2 \
+  "'https://host/pile/' is not a command: where the shards are goes in --url" -- \
+  "$PILEPREP" "https://user:secret@host/pile/?sig=token"
+grep -q 'secret\|token' "$work/err" && { echo "FAIL: a URL's credentials were printed"; fail=1; }
 # A short flag the command lacks is named as typed (inspect has no --quiet: "unknown flag --quiet").
 expect "inspect -q is named as typed" 2 "unknown flag -q (see --help)" -- "$PILEPREP" inspect -q x
 # A set-up error found loading the tokenizer leaves no empty output directory behind.
@@ -390,9 +394,6 @@ expect "merge into a prefix ending in /" 2 "names no file" -- \
 [[ -e "$work/newdir" ]] && { echo "FAIL: a refused merge made its output directory"; fail=1; }
 expect "--json-keys with a slash" 2 'a key names the outputs' -- "$PILEPREP" --url "$root/data/samples" \
   --files 1 --output-dir "$work/s2" --json-keys a/b
-# On a terminal the live progress line fits its width (a wrapped line leaves rows behind at every
-# redraw): whole fields are dropped, the counts first, rather than the line cut mid-word. `script`
-# gives the run a terminal of 80 and of 50 columns.
 # A literal <|endoftext|> in text: one id 50256 by default (NeMo's data preparation, whose GPT-2
 # tokenizer is Hugging Face's, and the golden data), ordinary text with --endoftext-as-text (Megatron-LM's
 # own preprocess_data.py: its gpt2_tokenization.py has no special tokens; tiktoken's encode_ordinary).
@@ -406,6 +407,9 @@ expect "--endoftext-as-text gives Megatron-LM's own ids for it" 0 "64 27 91 437 
   "$PILEPREP" inspect "$work/eot_text_document" --doc 0
 rm -f "$work/eot.jsonl" "$work"/eot_text_document.*
 
+# On a terminal the live progress line fits its width (a wrapped line leaves rows behind at every
+# redraw): whole fields are dropped, the counts first, rather than the line cut mid-word. `script`
+# gives the run a terminal of 80 and of 50 columns.
 if command -v script >/dev/null; then
   # (About a second of work on one thread here: several redraws, 0.2 s apart.)
   for _ in $(seq 20); do zstd -q -d -c "$root/data/samples/00.jsonl.zst"; done >"$work/wide.jsonl"

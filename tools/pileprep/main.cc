@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common.h"
+#include "pileprep/fetch.h"
 #include "signals.h"
 
 namespace pileprep::cli {
@@ -77,12 +78,24 @@ int Dispatch(int argc, char** argv) {
     // The shard job takes no positional argument, so a first argument that is no flag is a
     // command name mistyped (`pileprep prepro --input x` said "unknown flag --input").
     if (!cmd.empty() && cmd[0] != '-') {
+      // Shown without credentials or a query (a SAS token): it may be a URL.
+      const std::string shown = RedactUrl(cmd);
+      if (cmd.find_first_of("/:.") != std::string::npos) {
+        // A path or URL where the shard job wants --url (no command has such a name).
+        PrintError(absl::StrCat("'", shown,
+                                "' is not a command: where the shards are goes in --url ",
+                                "(pileprep --url ", shown, " --files ...; see pileprep --help)"));
+        return kExitUsage;
+      }
       std::string names, meant;
       for (const Command& c : Commands()) {
         absl::StrAppend(&names, names.empty() ? "" : ", ", c.name);
         if (meant.empty() && IsLikelyTypo(cmd, c.name)) meant = c.name;
       }
-      PrintError(absl::StrCat("unknown command '", cmd, "'",
+      for (const char* other : {"help", "version"}) {
+        if (meant.empty() && IsLikelyTypo(cmd, other)) meant = other;
+      }
+      PrintError(absl::StrCat("unknown command '", shown, "'",
                               meant.empty() ? "" : absl::StrCat(" (did you mean '", meant, "'?)"),
                               "; the commands: ", names,
                               "; with none, the shard job runs (`pileprep --help`)"));
