@@ -40,7 +40,7 @@ expect "--eod-id alone checks nothing: a usage error" 2 "--eod-id names the toke
   "$PILEPREP" validate --eod-id 0 "$p0"
 expect "--eod-id past --vocab-size is a usage error" 2 "--eod-id 70000 is not below --vocab-size 50257" -- \
   "$PILEPREP" validate --expect-eod --eod-id 70000 "$p0"
-expect "--eod-id with --expect-eod checks for it" 1 "" -- \
+expect "--eod-id with --expect-eod checks for it" 1 "ends with token 50256, not EOD 50255" -- \
   "$PILEPREP" validate --expect-eod --eod-id 50255 "$p0"
 expect "no argument" 2 "at least one PREFIX" -- "$PILEPREP" validate
 expect "missing dataset" 1 "nope.idx" -- "$PILEPREP" validate "$work/nope"

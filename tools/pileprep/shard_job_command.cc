@@ -757,12 +757,13 @@ int RunShardJob(int argc, char** argv, int first) {
            "number of ranks sharing --files (default: from the first family whose size and rank "
            "are both set: NGC_ARRAY_SIZE, WORLD_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE (MPICH; "
            "under Slurm only for mpiexec's processes), SLURM_STEP_NUM_TASKS (an srun step), "
-           "WORLD_SIZE first under torchrun; else 1)");
+           "WORLD_SIZE first under torchrun; with --rank given, the first of them that is set; "
+           "else 1)");
   args.Add("rank", Args::Kind::kValue, "R",
            "this process's rank, 0..N-1 (default: that family's rank: NGC_ARRAY_INDEX, RANK, "
            "OMPI_COMM_WORLD_RANK, PMI_RANK (MPICH; under Slurm only for mpiexec's processes), "
-           "SLURM_PROCID (an srun step), RANK first under torchrun; SLURM_ARRAY_TASK_ID alone "
-           "processes just that file)");
+           "SLURM_PROCID (an srun step), RANK first under torchrun; with --nodes given, the first "
+           "of them that is set; SLURM_ARRAY_TASK_ID alone processes just that file)");
   args.Add(
       "dry-run", Args::Kind::kSwitch, "",
       "print which rank does which shards (and which variables decided it), what it would do "
@@ -1272,7 +1273,7 @@ int RunShardJob(int argc, char** argv, int first) {
   const int shards_at_once = static_cast<int>(std::clamp<long long>(
       at_once > 0 ? at_once : used_threads / 4, 1,
       std::max<long long>(1, std::min<long long>(used_threads, static_cast<long long>(todo.size())))));
-  if (at_once > used_threads && !c.console.quiet) {
+  if (at_once > used_threads && !todo.empty() && !c.console.quiet) {
     // Each shard at once needs a worker of its own: asked for more, the run takes fewer, and says
     // so.
     std::fprintf(stderr,

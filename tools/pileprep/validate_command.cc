@@ -94,7 +94,9 @@ int RunValidate(int argc, char** argv, int first) {
   if (options.expect_eod && options.eod_id >= options.vocab_size) {
     // Every token is checked to be below --vocab-size: no document could end with such an EOD.
     PrintError(absl::StrCat("--eod-id ", options.eod_id, " is not below --vocab-size ",
-                            options.vocab_size, ": no token can be it"));
+                            options.vocab_size,
+                            ": no token can be it (a larger vocabulary's datasets need their "
+                            "--vocab-size N too)"));
     return kExitUsage;
   }
   if (options.expect_eod && !options.check_tokens) {
