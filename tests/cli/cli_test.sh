@@ -100,6 +100,8 @@ expect "a local --url says --keep-downloads is not used" 0 "--keep-downloads $wo
 [[ -s "$work/local-keep/my-gpt3_00_text_document.bin" ]] || { echo "FAIL: a local --url with --keep-downloads made no .bin"; fail=1; }
 rm -rf "$work/local-keep"
 expect "help of no such command is a usage error" 2 "help: no command 'bogus'" -- "$PILEPREP" help bogus
+expect "help of a mistyped command names the one meant" 2 "help: no command 'prepro'; did you mean 'preprocess'?" -- \
+  "$PILEPREP" help prepro
 expect "help --help is the shard job's help" 0 "Usage: pileprep [--url SRC]" -- "$PILEPREP" help --help
 # Help, a version or a --dry-run plan that does not reach stdout (a full disk) is no success.
 for args in "--help" "--version" "merge --help" "--url $root/data/samples --files 0 --dry-run"; do

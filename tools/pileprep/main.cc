@@ -61,11 +61,14 @@ int Dispatch(int argc, char** argv) {
         }
       }
       if (argc >= 3 && argv[2][0] != '-') {  // (`help --help` is the shard job's help)
-        std::string names;
+        std::string names, meant;
         for (const Command& c : Commands()) {
           absl::StrAppend(&names, names.empty() ? "" : ", ", c.name);
+          if (meant.empty() && IsLikelyTypo(argv[2], c.name)) meant = c.name;
         }
-        PrintError(absl::StrCat("help: no command '", argv[2], "' (the commands: ", names,
+        PrintError(absl::StrCat("help: no command '", RedactUrl(argv[2]), "'",
+                                meant.empty() ? "" : absl::StrCat("; did you mean '", meant, "'?"),
+                                " (the commands: ", names,
                                 "; `pileprep --help` for the shard job)"));
         return kExitUsage;
       }
