@@ -83,7 +83,6 @@ absl::Status Args::Parse(int argc, char** argv, int first) {
     Flag* f = nullptr;
     if (absl::Status s = Resolve(name, &f); !s.ok()) return s;
     name = f->name;  // messages name the flag, not its abbreviation
-    f->seen = true;
     ++f->times;
     switch (f->kind) {
       case Kind::kSwitch:
@@ -129,7 +128,7 @@ absl::Status Args::Parse(int argc, char** argv, int first) {
 
 bool Args::Has(const std::string& name) const {
   const Flag* f = Find(name);
-  return f != nullptr && f->seen;
+  return f != nullptr && f->times > 0;
 }
 
 int Args::Times(const std::string& name) const {
@@ -139,7 +138,7 @@ int Args::Times(const std::string& name) const {
 
 std::string Args::Get(const std::string& name, const std::string& fallback) const {
   const Flag* f = Find(name);
-  return f != nullptr && f->seen && !f->values.empty() ? f->values.back() : fallback;
+  return f != nullptr && f->times > 0 && !f->values.empty() ? f->values.back() : fallback;
 }
 
 const std::vector<std::string>& Args::GetAll(const std::string& name) const {

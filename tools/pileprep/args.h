@@ -25,7 +25,6 @@ class Args {
     std::string default_text;
     bool hidden = false;
     // Parsed state.
-    bool seen = false;
     int times = 0;  // how many times it was given (a kValue flag keeps the last value)
     std::vector<std::string> values;
   };

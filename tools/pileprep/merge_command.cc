@@ -61,18 +61,16 @@ int RunMerge(int argc, char** argv, int first) {
     PrintError("merge needs --output-prefix P (see --help)");
     return kExitUsage;
   }
-  if (args.Times("input-dir") + args.Times("input") > 1 &&
-      !(args.Has("input-dir") && args.Has("input"))) {
-    // Taken as argparse takes it, the last directory alone, the others' datasets would be left
-    // out of an output that looks complete.
-    PrintError(absl::StrCat("merge takes one --input-dir DIR (given ",
-                            args.Times("input-dir") + args.Times("input"),
-                            " times); to merge the datasets of several directories, give their "
-                            "pairs as arguments instead (DIR1/*.bin DIR2/*.bin; see --help)"));
-    return kExitUsage;
-  }
   if (args.Has("input-dir") && args.Has("input")) {
     PrintError("merge takes --input-dir DIR or --input DIR (the same flag), not both (see --help)");
+    return kExitUsage;
+  }
+  if (const int times = args.Times("input-dir") + args.Times("input"); times > 1) {
+    // Taken as argparse takes it, the last directory alone, the others' datasets would be left
+    // out of an output that looks complete.
+    PrintError(absl::StrCat("merge takes one --input-dir DIR (given ", times,
+                            " times); to merge the datasets of several directories, give their "
+                            "pairs as arguments instead (DIR1/*.bin DIR2/*.bin; see --help)"));
     return kExitUsage;
   }
   const std::string dir = args.Has("input-dir") ? args.Get("input-dir") : args.Get("input");
