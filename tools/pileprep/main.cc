@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,6 +36,23 @@ bool IsLikelyTypo(const std::string& typed, const std::string& name) {
   return prev[name.size()] <= 2;
 }
 
+// For a name that is no command: the commands' names, comma-separated, and the one `typed`
+// plausibly meant ("" if none; `also` are names tried after the commands).
+struct CommandHint {
+  std::string names, meant;
+};
+CommandHint HintFor(const std::string& typed, std::initializer_list<const char*> also = {}) {
+  CommandHint hint;
+  for (const Command& c : Commands()) {
+    absl::StrAppend(&hint.names, hint.names.empty() ? "" : ", ", c.name);
+    if (hint.meant.empty() && IsLikelyTypo(typed, c.name)) hint.meant = c.name;
+  }
+  for (const char* name : also) {
+    if (hint.meant.empty() && IsLikelyTypo(typed, name)) hint.meant = name;
+  }
+  return hint;
+}
+
 int Dispatch(int argc, char** argv) {
   if (argc >= 2) {
     const std::string cmd = argv[1];
@@ -61,15 +79,11 @@ int Dispatch(int argc, char** argv) {
         }
       }
       if (argc >= 3 && argv[2][0] != '-') {  // (`help --help` is the shard job's help)
-        std::string names, meant;
-        for (const Command& c : Commands()) {
-          absl::StrAppend(&names, names.empty() ? "" : ", ", c.name);
-          if (meant.empty() && IsLikelyTypo(argv[2], c.name)) meant = c.name;
-        }
-        PrintError(absl::StrCat("help: no command '", RedactUrl(argv[2]), "'",
-                                meant.empty() ? "" : absl::StrCat("; did you mean '", meant, "'?"),
-                                " (the commands: ", names,
-                                "; `pileprep --help` for the shard job)"));
+        const CommandHint hint = HintFor(argv[2]);
+        PrintError(absl::StrCat(
+            "help: no command '", RedactUrl(argv[2]), "'",
+            hint.meant.empty() ? "" : absl::StrCat("; did you mean '", hint.meant, "'?"),
+            " (the commands: ", hint.names, "; `pileprep --help` for the shard job)"));
         return kExitUsage;
       }
       char* help_argv[] = {argv[0], const_cast<char*>("--help")};
@@ -90,18 +104,11 @@ int Dispatch(int argc, char** argv) {
                                 "(pileprep --url ", shown, " --files ...; see pileprep --help)"));
         return kExitUsage;
       }
-      std::string names, meant;
-      for (const Command& c : Commands()) {
-        absl::StrAppend(&names, names.empty() ? "" : ", ", c.name);
-        if (meant.empty() && IsLikelyTypo(cmd, c.name)) meant = c.name;
-      }
-      for (const char* other : {"help", "version"}) {
-        if (meant.empty() && IsLikelyTypo(cmd, other)) meant = other;
-      }
-      PrintError(absl::StrCat("unknown command '", shown, "'",
-                              meant.empty() ? "" : absl::StrCat(" (did you mean '", meant, "'?)"),
-                              "; the commands: ", names,
-                              "; with none, the shard job runs (`pileprep --help`)"));
+      const CommandHint hint = HintFor(cmd, {"help", "version"});
+      PrintError(absl::StrCat(
+          "unknown command '", shown, "'",
+          hint.meant.empty() ? "" : absl::StrCat(" (did you mean '", hint.meant, "'?)"),
+          "; the commands: ", hint.names, "; with none, the shard job runs (`pileprep --help`)"));
       return kExitUsage;
     }
   }
