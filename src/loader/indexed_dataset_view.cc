@@ -20,6 +20,7 @@ namespace pileprep {
 namespace {
 
 using internal::ErrnoStatus;
+using internal::WithErrno;
 
 // An open, mapped, read-only file; unmapped and closed on destruction unless released.
 struct Mapping {
@@ -43,9 +44,12 @@ absl::Status MapFile(const std::string& path, Mapping* mapping) {
   }
   if (!S_ISREG(st.st_mode)) {
     close(fd);
-    // A directory is what open() refuses for reading in Python (IsADirectoryError).
-    if (S_ISDIR(st.st_mode)) return ErrnoStatus(EISDIR, path, "open");
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
+    absl::Status not_regular =
+        absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
+    // A directory is what open() refuses for reading in Python (IsADirectoryError): its errno goes
+    // with the status; the code is the core reader's for anything not a regular file.
+    if (S_ISDIR(st.st_mode)) return WithErrno(std::move(not_regular), EISDIR);
+    return not_regular;
   }
   mapping->size = static_cast<uint64_t>(st.st_size);
   if (mapping->size > 0) {

@@ -45,11 +45,9 @@ absl::Status WithErrno(absl::Status status, int err) {
 
 absl::Status ErrnoStatus(int err, const std::string& path, absl::string_view what) {
   std::string m = absl::StrCat(path, ": ", what, ": ", std::strerror(err));
-  absl::StatusCode code = absl::StatusCode::kUnknown;
-  if (err == ENOENT) code = absl::StatusCode::kNotFound;
-  if (err == EACCES || err == EPERM || err == EROFS) code = absl::StatusCode::kPermissionDenied;
-  if (err == ENOSPC || err == EDQUOT || err == ENOMEM) code = absl::StatusCode::kResourceExhausted;
-  return WithErrno(absl::Status(code, m), err);
+  // Abseil's code for the errno, as the core library gives it (file_util.cc), so that one fault has
+  // one code from both libraries (it was Unknown for ENOTDIR, ENAMETOOLONG, EEXIST, ...).
+  return WithErrno(absl::Status(absl::ErrnoToStatusCode(err), m), err);
 }
 
 std::string EncodeNpyHeader(const std::string& descr, const std::vector<int64_t>& shape) {

@@ -23,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -30,6 +31,7 @@
 #include "loader/npy.h"
 #include "pileprep/indexed_dataset.h"
 #include "pileprep/indexed_dataset_view.h"
+#include "pileprep/indexed_reader.h"
 #include "testing/files.h"
 
 // The largest single allocation made through operator new while a probe runs
@@ -1734,19 +1736,26 @@ TEST(IndexedDatasetView, AFifoInPlaceOfAFileIsRefusedNotWaitedOn) {
   }
 }
 
-// A failed system call's errno travels with its status (the Python module raises OSError with it);
-// a NUL, where a path would stop short, is refused before any call.
+// A failed system call's errno travels with its status (the Python module raises OSError with it),
+// and its code is the one the core library's reader gives the same fault (Abseil's for the errno; a
+// directory is InvalidArgument, not a regular file), so a caller that branches on the code sees one
+// fault one way from both; a NUL, where a path would stop short, is refused before any call.
 TEST(IndexedDatasetView, OpenErrorsCarryTheErrnoAndANulIsRefused) {
   ScopedTempDir tmp("loader_test_errno");
   const std::string plain = tmp.path() + "/plain";
   std::ofstream(plain).put('x');
   std::filesystem::create_directory(tmp.path() + "/dir.idx");
-  for (const auto& [prefix, err] :
-       {std::pair{plain + "/x", ENOTDIR}, std::pair{tmp.path() + "/missing", ENOENT},
-        std::pair{tmp.path() + "/dir", EISDIR},
-        std::pair{tmp.path() + "/" + std::string(5000, 'a'), ENAMETOOLONG}}) {
+  using Code = absl::StatusCode;
+  for (const auto& [prefix, err, code] :
+       {std::tuple{plain + "/x", ENOTDIR, Code::kFailedPrecondition},
+        std::tuple{tmp.path() + "/missing", ENOENT, Code::kNotFound},
+        std::tuple{tmp.path() + "/dir", EISDIR, Code::kInvalidArgument},
+        std::tuple{tmp.path() + "/" + std::string(5000, 'a'), ENAMETOOLONG,
+                   Code::kInvalidArgument}}) {
     const absl::Status s = IndexedDatasetView::Open(prefix).status();
     EXPECT_EQ(ErrnoOf(s), std::optional<int>(err)) << s;
+    EXPECT_EQ(s.code(), code) << s;
+    EXPECT_EQ(s.code(), IndexedDatasetReader::Open(prefix).status().code()) << s;
   }
   EXPECT_EQ(ErrnoOf(absl::InvalidArgumentError("x")), std::nullopt);
   const std::string golden = std::string(PILEPREP_TEST_DATA_DIR) + "/format/hand_uint16";
