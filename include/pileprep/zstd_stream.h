@@ -35,13 +35,13 @@
 //                       zip, legacy zstd v0.x, plain text); an empty (0-byte) input; a frame
 //                       that needs a dictionary (its dictionary ID is named); window_log_max
 //                       outside 10..31.
-//   ResourceExhausted   a frame needs a window above 2^window_log_max: the message names the
-//                       window log the frame needs and says that --zstd-window-log-max raises
-//                       the limit (or, above window log 31, that zstd decodes no larger window);
-//                       zstd out of memory.
+//   ResourceExhausted   a frame needs a window above 2^window_log_max (up to window log 31):
+//                       the message names the window log the frame needs and says that
+//                       --zstd-window-log-max raises the limit; zstd out of memory.
 //   DataLoss            truncated stream (ends inside a frame or a frame header); trailing
 //                       garbage after the last frame (bad magic at byte N); corrupted frame
-//                       header or block; content checksum mismatch.
+//                       header (one that claims a window above log 31, which no zstd writes,
+//                       included) or block; content checksum mismatch.
 //   FailedPrecondition  Feed after a successful Finish (a caller's error; no source or offset).
 //   (anything)          an error returned by the sink, passed through unchanged.
 // After any error the decoder stays failed: Feed and Finish return that same status again.
