@@ -393,6 +393,23 @@ kill -TERM $pid; wait $pid; rc=$?
   && ok "preprocess: a signal too late to cancel it leaves exit 0 and the dataset" \
   || bad "preprocess: a late signal (rc $rc): $(cat "$work/err")"
 
+# The same for a SIGTERM that comes while preprocess removes its lock file, its last step (the shim
+# holds the unlink): exit 0, and the last line says the signal came too late. The handler's
+# "stopping" line was the log's last, as if the run had been stopped.
+rm -rf "$work/late"; mkdir -p "$work/late"
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" LD_PRELOAD=$SHIM \
+  PILEPREP_FAULT_PAUSE_UNLINK="$work/late/l_text_document.pileprep-lock" \
+  "$PILEPREP" preprocess --input "$work/late.jsonl" --output-prefix "$work/late/l" --workers 1 \
+  >"$work/out" 2>"$work/err" &
+pid=$!
+for _ in $(seq 1 600); do grep -q "fault shim: paused" "$work/err" && break; sleep 0.05; done
+grep -q "fault shim: paused" "$work/err" || bad "preprocess: never held at its lock's removal: $(cat "$work/err")"
+kill -TERM $pid; wait $pid; rc=$?
+[[ $rc -eq 0 ]] && [[ $(tail -n 1 "$work/err") == "pileprep: SIGTERM came too late to cancel the input: nothing was cancelled" ]] \
+  && [[ ! -e $work/late/l_text_document.pileprep-lock ]] && "$PILEPREP" validate -q "$work/late/l_text_document" \
+  && ok "preprocess: a signal as its lock goes leaves exit 0, saying it came too late" \
+  || bad "preprocess: a signal as its lock goes (rc $rc): $(cat "$work/err")"
+
 # preprocess with two keys whose second fails its rename once the first is in place, and whose
 # withdrawal of the first fails too (the shim): the first key's new dataset stays published beside
 # a failed run, and the error must name it (the failed removal was dropped without a word).

@@ -839,6 +839,27 @@ for f in $d0 $d1 $d2; do
     bad "$w: $f not the reference's"
 done
 
+# The same for a SIGTERM that comes while the summary is written or its lock removed (held at the
+# summary's rename, then at its lock's removal, the run's last step): the run exits 0 and its last
+# words say the signal came too late. The handler's "stopping" line was the log's last, as if the
+# run had been stopped.
+for held in pileprep-summary-rank0.json pileprep-summary-rank0.pileprep-lock; do
+  w="SIGTERM while $held is written or removed"
+  rm -rf "$late"; mkdir -p "$late"
+  var=PILEPREP_FAULT_PAUSE_RENAME_TO
+  [[ $held == *.pileprep-lock ]] && var=PILEPREP_FAULT_PAUSE_UNLINK
+  start_held "$work/late-err" "$late" $var "$late/$held"
+  grep -q "fault shim: paused" "$work/late-err" || { bad "$w: the run was never held"; cat "$work/late-err"; }
+  kill -TERM $pid 2>/dev/null
+  wait $pid; rc=$?
+  pid=
+  [[ $rc -eq 0 ]] || { bad "$w: exit $rc, not 0"; cat "$work/late-err"; }
+  [[ $(tail -n 1 "$work/late-err") == "pileprep: SIGTERM came too late to cancel any shard: nothing was cancelled" ]] ||
+    { bad "$w: the last line does not say the signal came too late"; cat "$work/late-err"; }
+  ls "$late" | grep -q "pileprep-summary-rank0\.json\..*pileprep-tmp\|\.pileprep-lock$" &&
+    bad "$w: a temporary or lock left: $(ls "$late")"
+done
+
 # A run killed while writing its summary leaves the summary's temporary (HOST.PID in its name); the next
 # run removes this host's (it holds the summary lock, so none is live) and another host's once old,
 # and keeps another host's fresh one (flock may not reach across nodes: that run may be writing it).

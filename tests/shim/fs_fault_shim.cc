@@ -36,6 +36,9 @@
 //                                       PILEPREP_FAULT_PAUSE_OPEN does, then renames: a run held
 //                                       just before that rename (a SIGKILL there leaves what comes
 //                                       before it done, not it).
+//   PILEPREP_FAULT_PAUSE_UNLINK=PATH    unlink() of exactly PATH is held the same way, then
+//                                       unlinks: a run held as it removes a lock file, its last
+//                                       step.
 //   PILEPREP_FAULT_MISSING=PATH         PATH is not there: open() and fopen() of exactly PATH
 //                                       fail with ENOENT (a machine without the package that
 //                                       installs it, such as ca-certificates for libcurl).
@@ -95,6 +98,18 @@ F Next(const char* name) {
 }  // namespace
 
 // PILEPREP_FAULT_PAUSE_LINGER: the whole time, whatever handlers interrupt the sleep.
+static void Linger();
+
+// The PILEPREP_FAULT_PAUSE_* hold: says so on stderr, waits for a handler to have run, then
+// lingers.
+static void PauseHere() {
+  static const char kPaused[] = "fault shim: paused\n";
+  ssize_t ignored = write(STDERR_FILENO, kPaused, sizeof(kPaused) - 1);
+  (void)ignored;
+  pause();
+  Linger();
+}
+
 static void Linger() {
   const char* resend = std::getenv("PILEPREP_FAULT_PAUSE_RESEND");
   if (resend != nullptr && *resend != '\0') kill(getpid(), std::atoi(resend));
@@ -114,11 +129,7 @@ extern "C" int rename(const char* from, const char* to) {
     return -1;
   }
   if (Named(to, "PILEPREP_FAULT_PAUSE_RENAME_TO", false)) {
-    static const char kPaused[] = "fault shim: paused\n";
-    ssize_t ignored = write(STDERR_FILENO, kPaused, sizeof(kPaused) - 1);
-    (void)ignored;
-    pause();
-    Linger();
+    PauseHere();
   }
   static const auto real = Next<int (*)(const char*, const char*)>("rename");
   return real(from, to);
@@ -150,11 +161,7 @@ extern "C" int open(const char* path, int flags, ...) {
     return -1;
   }
   if (Named(path, "PILEPREP_FAULT_PAUSE_OPEN", false)) {
-    static const char kPaused[] = "fault shim: paused\n";
-    ssize_t ignored = write(STDERR_FILENO, kPaused, sizeof(kPaused) - 1);
-    (void)ignored;
-    pause();
-    Linger();
+    PauseHere();
   }
   static const auto real = Next<int (*)(const char*, int, ...)>("open");
   const int fd = real(path, flags, mode);
@@ -257,6 +264,7 @@ extern "C" int unlink(const char* path) {
     errno = EIO;
     return -1;
   }
+  if (Named(path, "PILEPREP_FAULT_PAUSE_UNLINK", false)) PauseHere();
   static const auto real = Next<int (*)(const char*)>("unlink");
   return real(path);
 }

@@ -220,6 +220,9 @@ int RunPreprocess(int argc, char** argv, int first) {
                                 InputFormatForPath(input), prefixes, **tokenizer, c);
   // Always, as the shard job's: -q means errors and the summary only.
   std::fprintf(stderr, "\n%s", SummaryTable({outcome}, used_threads).c_str());
+  // The locks go before the last words, so that they report a signal that came while the lock files
+  // were removed too (the handler's "stopping" line was the log's last).
+  locks.clear();
   // A signal that came too late to cancel the input (while its outputs were published) leaves its
   // status, as in the shard job: it exited 128+N of a dataset in place.
   if (CancelExitCode() != 0) {

@@ -1576,7 +1576,7 @@ int RunShardJob(int argc, char** argv, int first) {
   // writing it said.)
   std::string summary_holder, no_lock, lock_error;
   const std::string summary_lock_path = summary_base + ".pileprep-lock";
-  const std::unique_ptr<PathLock> summary_lock =
+  std::unique_ptr<PathLock> summary_lock =
       PathLock::Acquire(summary_lock_path, 5.0, &summary_holder, &no_lock, &lock_error);
   // Held by another process: not written. Not held for want of flock: written all the same.
   const bool held_by_another = summary_lock == nullptr && !summary_holder.empty();
@@ -1592,6 +1592,9 @@ int RunShardJob(int argc, char** argv, int first) {
           : WriteFileAtomically(summary_path, SummaryJson(info, outcomes),
                                 absl::StrCat(summary_path, ".", PathLock::HostName(), ".",
                                              ::getpid(), kIndexedDatasetTempSuffix));
+  // The lock goes before the last words below, so that they can report a signal that came while
+  // the summary was written or its lock removed (the handler's "stopping" line was the log's last).
+  summary_lock.reset();
   if (auto s = summary_written; !s.ok()) {
     PrintError(absl::StrCat("summary: ", s.message()));
     if (cancel_exit != 0) return cancel_exit;
@@ -1603,9 +1606,10 @@ int RunShardJob(int argc, char** argv, int first) {
                  "(marked cancelled) were not made by this run. Rerun to finish them.\n");
     return cancel_exit;
   }
-  if (signal_exit != 0 && !c.console.quiet) {
+  // Read again: a signal may have come since signal_exit was (the summary's writing takes moments).
+  if (const int late = CancelExitCode(); late != 0 && !c.console.quiet) {
     std::fprintf(stderr, "pileprep: %s came too late to cancel any shard: nothing was cancelled\n",
-                 SignalNameOf(signal_exit));
+                 SignalNameOf(late));
   }
   if (failed > 0) {
     std::fprintf(stderr, "pileprep: %d of %zu shard(s) FAILED (see the errors above); nothing was "
