@@ -234,6 +234,14 @@ expect "a hidden flag only by its full name" 2 "unknown flag --ins (see --help)"
 expect "preprocess: --json-keys twice keeps the last" 0 "" -- \
   "$PILEPREP" preprocess --input "$work/t.jsonl" --output-prefix "$work/last" --json-keys nosuch --json-keys text -q
 [[ -e "$work/last_nosuch_document.idx" ]] && { echo "FAIL: --json-keys twice made the first key's dataset"; fail=1; }
+# A key with a '/' puts its dataset in a directory named by the prefix and the key, as Megatron does
+# (which writes there when the directory exists); made when missing, as --output-prefix's directory
+# is (it failed as an input, exit 1, after a note about running without a lock).
+printf '{"a/b": "hello world"}\n' > "$work/slash.jsonl"
+expect "preprocess: a key with a slash makes its dataset's directory" 0 "" -- \
+  "$PILEPREP" preprocess --input "$work/slash.jsonl" --output-prefix "$work/sl/c" --json-keys a/b -q
+grep -q "without a lock" "$work/err" && { echo "FAIL: a key with a slash ran without a lock"; cat "$work/err"; fail=1; }
+"$PILEPREP" validate -q "$work/sl/c_a/b_document" || { echo "FAIL: a key with a slash: no valid dataset"; fail=1; }
 # The gzip check looks only at a regular file: a pipe's first bytes, read for it, would be lost.
 cat "$work/t.jsonl" | "$PILEPREP" preprocess --input /dev/stdin --output-prefix "$work/pipe" -q 2>/dev/null
 expect "preprocess from a pipe keeps every document" 0 "documents:  2" -- \

@@ -65,7 +65,12 @@ int RunPreprocess(int argc, char** argv, int first) {
       "A drop-in for Megatron's tools/preprocess_data.py (GPT-2, no sentence splitting): writes\n"
       "P_KEY_document.{bin,idx} byte-identical to Megatron's for the same input, but for one\n"
       "default: a literal <|endoftext|> in text is one id, as NeMo writes it (Megatron-LM's\n"
-      "script reads it as text, as --endoftext-as-text does).\n\n",
+      "script reads it as text, as --endoftext-as-text does).\n\n"
+      "Megatron's and NeMo's other flags are accepted where they do not change the output:\n"
+      "--dataset-impl mmap, --log-interval N, --keep-sequential-samples, --keep-newlines,\n"
+      "--lang L, --chunk-size N, --tokenizer-library megatron, --tokenizer-model None, and\n"
+      "--partitions N (N > 1 only with --keep-sequential-samples, which keeps the input's order);\n"
+      "--split-sentences is refused. --threads N is --workers N.\n\n",
       ExitCodeHelp(ExitHelpFor::kPreprocess));
   if (done) return *done;
   Common c;
@@ -195,13 +200,15 @@ int RunPreprocess(int argc, char** argv, int first) {
     PrintError(std::string(tokenizer.status().message()));
     return kExitUsage;
   }
-  if (auto s = EnsureDirectory(DirectoryOf(prefix), "--output-prefix"); !s.ok()) {
-    PrintError(std::string(s.message()));
-    return kExitUsage;
-  }
   std::vector<std::string> prefixes, lock_paths, stale;
   for (const std::string& key : c.pipeline.jsonl.json_keys) {
     prefixes.push_back(absl::StrCat(prefix, "_", key, "_document"));
+    // A key with a '/' puts its dataset in a directory of its own, as in Megatron (which writes
+    // there only when it exists): created like --output-prefix's, not a failed input (exit 1).
+    if (auto s = EnsureDirectory(DirectoryOf(prefixes.back()), "--output-prefix"); !s.ok()) {
+      PrintError(std::string(s.message()));
+      return kExitUsage;
+    }
     lock_paths.push_back(DatasetLockPath(prefixes.back()));
     for (std::string& t : DatasetTemporaries(prefixes.back())) stale.push_back(std::move(t));
   }
