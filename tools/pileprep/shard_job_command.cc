@@ -825,7 +825,9 @@ int RunShardJob(int argc, char** argv, int first) {
       "DIR/pileprep-summary-rankR.json (DIR/pileprep-summary-NAME-rankR.json for another\n"
       "--output-prefix).\n\n"
       "Other commands (pileprep help COMMAND for their flags):\n" +
-          commands + "\n",
+          commands +
+          "  pileprep --version   the version (also: pileprep version, or --version after a "
+          "command)\n\n",
       ExitCodeHelp(ExitHelpFor::kShardJob));
   if (done) return *done;
   if (!args.positional().empty()) {
