@@ -12,9 +12,11 @@
 //
 // Accepts what `zstd -d` accepts: one or more frames back to back (a frame may end anywhere, also
 // in the middle of a line or a UTF-8 character), skippable frames (magic 0x184D2A50..0x184D2A5F)
-// anywhere, content checksums (verified when present). Output is identical whatever the chunking of
-// the input, down to one byte per Feed; the sink sees it in chunks of at most ZSTD_DStreamOutSize()
-// (~128 KiB).
+// anywhere, content checksums (verified when present). A frame whose header states a content size
+// its blocks do not hold is damage (DataLoss), also where its last block is empty, which libzstd
+// (1.5.4), and so `zstd -d` for a frame it streams, lets pass. Output is identical whatever the
+// chunking of the input, down to one byte per Feed; the sink sees it in chunks of at most
+// ZSTD_DStreamOutSize() (~128 KiB).
 //
 // Options (every knob, with its default):
 //
@@ -40,8 +42,9 @@
 //                       --zstd-window-log-max raises the limit; zstd out of memory.
 //   DataLoss            truncated stream (ends inside a frame or a frame header); trailing
 //                       garbage after the last frame (bad magic at byte N); corrupted frame
-//                       header (one that claims a window above log 31, which no zstd writes,
-//                       included) or block; content checksum mismatch.
+//                       header (one that claims a window above log 31, which no zstd writes, or
+//                       a content size its blocks do not hold, included) or block; content
+//                       checksum mismatch.
 //   FailedPrecondition  Feed after a successful Finish (a caller's error; no source or offset).
 //   (anything)          an error returned by the sink, passed through unchanged.
 // After any error the decoder stays failed: Feed and Finish return that same status again.

@@ -139,8 +139,10 @@ std::string SniffFormat(const unsigned char* p, size_t n) {
 }
 
 struct FrameHeader {
+  static constexpr uint64_t kUnknownSize = UINT64_MAX;
   uint64_t window_size = 0;
   uint32_t dict_id = 0;
+  uint64_t content_size = kUnknownSize;  // Frame_Content_Size, where the header states it
 };
 
 // Bytes the header starting with magic+descriptor `p[0..4]` occupies (p holds at least 5 bytes).
@@ -170,10 +172,9 @@ FrameHeader ParseZstdHeader(const unsigned char* p) {
   const size_t did_bytes = kDictIdBytes[fhd & 3];
   h.dict_id = static_cast<uint32_t>(ReadLe(p + pos, did_bytes));
   pos += did_bytes;
-  if (single_segment) {
-    const size_t fcs_bytes = fcs_flag == 0 ? 1 : size_t{1} << fcs_flag;
-    h.window_size = ReadLe(p + pos, fcs_bytes) + (fcs_bytes == 2 ? 256 : 0);
-  }
+  const size_t fcs_bytes = fcs_flag == 0 ? (single_segment ? 1 : 0) : size_t{1} << fcs_flag;
+  if (fcs_bytes > 0) h.content_size = ReadLe(p + pos, fcs_bytes) + (fcs_bytes == 2 ? 256 : 0);
+  if (single_segment) h.window_size = h.content_size;
   h.window_size = std::max(h.window_size, uint64_t{1} << kMinWindowLog);
   return h;
 }
@@ -260,6 +261,8 @@ struct ZstdDecoder::Impl {
   size_t header_len = 0;
   uint64_t frame_start = 0;  // stream offset of the current (or next) frame
   uint64_t frame_window = 0;  // the current frame's window, from its header
+  uint64_t frame_content_size = 0;  // its stated content size (FrameHeader::kUnknownSize: none)
+  uint64_t frame_out_start = 0;     // bytes_out where it began
   uint64_t skip_left = 0;    // bytes of the current skippable frame still to skip
 
   // Where zstd is inside the current frame, followed through the block headers. zstd never reports
@@ -417,6 +420,8 @@ absl::Status ZstdDecoder::Impl::StartFrame(Sink sink) {
   }
   // zstd re-reads the header itself; hand it the bytes gathered so far.
   frame_window = h.window_size;
+  frame_content_size = h.content_size;
+  frame_out_start = bytes_out;
   state = State::kFrame;
   part = Part::kBlockHeader;
   block_header_len = 0;
@@ -510,6 +515,16 @@ absl::Status ZstdDecoder::Impl::RunZstd(const unsigned char* p, size_t n, Sink s
       if (!s.ok()) return error = std::move(s);
     }
     if (r == 0) {  // frame complete and fully flushed; zstd stops here, at the frame's end
+      // zstd compares a stated content size with the output only after a last block that holds
+      // data (libzstd 1.5.4): a header whose size is wrong, over an empty last block, passed.
+      const uint64_t produced = bytes_out - frame_out_start;
+      if (frame_content_size != internal::FrameHeader::kUnknownSize &&
+          produced != frame_content_size) {
+        return Fail(absl::StatusCode::kDataLoss, frame_start,
+                    absl::StrCat("zstd: corrupted frame header: the frame starting at byte ",
+                                 frame_start, " states ", frame_content_size,
+                                 " bytes of content, but its blocks hold ", produced));
+      }
       EndFrame();
       return absl::OkStatus();
     }
