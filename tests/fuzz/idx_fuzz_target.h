@@ -2,11 +2,12 @@
 // and the corpus replay gtest (tests/unit/fuzz_corpus_replay_test.cc), so the seed corpus runs
 // in CI without clang.
 //
-// Input layout: u32 little-endian n, then n bytes of .idx (n is clamped to what is left), then the
-// .bin. Oracles beyond "no crash, no out-of-bounds read" (ASan): a pair the validator calls sound
-// must open with IndexedDatasetReader and every sequence and document must read back; and with
-// the loader's IndexedDatasetView (which maps files: the pair is written to a temporary directory
-// first), and any pair the view opens has every sequence inside its .bin, as its Open promises.
+// Input layout: u32 little-endian n, then (n & 0x7FFFFFFF) bytes of .idx (clamped to what is left),
+// then the .bin; n's top bit turns on the EOD check. Oracles beyond "no crash, no out-of-bounds
+// read" (ASan): a pair the validator calls sound must open with IndexedDatasetReader and every
+// sequence and document must read back; and with the loader's IndexedDatasetView (which maps files:
+// the pair is written to a temporary directory first), and any pair the view opens has every
+// sequence inside its .bin, as its Open promises, holding the tokens the reader reads.
 #ifndef PILEPREP_TESTS_FUZZ_IDX_FUZZ_TARGET_H_
 #define PILEPREP_TESTS_FUZZ_IDX_FUZZ_TARGET_H_
 
@@ -36,8 +37,9 @@ inline void WriteWholeFile(const std::string& path, std::string_view bytes) {
 }
 
 // The view's oracle: `sound` (the validator's verdict) means it must open; opened, every sequence
-// (the first 4096) lies inside the .bin.
-inline void CheckIndexedDatasetView(std::string_view idx, std::string_view bin, bool sound) {
+// (the first 4096) lies inside the .bin, and where `reader` reads one too, the two agree.
+inline void CheckIndexedDatasetView(std::string_view idx, std::string_view bin, bool sound,
+                                    const IndexedDatasetReader* reader) {
   // One directory for the process's inputs, removed at exit.
   struct TempDir {
     std::string path;
@@ -58,9 +60,19 @@ inline void CheckIndexedDatasetView(std::string_view idx, std::string_view bin, 
   WriteWholeFile(prefix + ".bin", bin);
   const auto view = IndexedDatasetView::Open(prefix);
   if (sound && !view.ok()) std::abort();  // sound to the validator, refused by the loader
-  if (view.ok()) {
-    for (int64_t i = 0; i < (*view)->num_sequences() && i < 4096; ++i) {
-      if ((*view)->CheckedSequenceData(i) == nullptr) std::abort();  // Open let it through
+  if (!view.ok()) return;
+  std::vector<uint32_t> ids;
+  std::vector<int64_t> tokens;
+  for (int64_t i = 0; i < (*view)->num_sequences() && i < 4096; ++i) {
+    int64_t length = 0;
+    if ((*view)->CheckedSequenceData(i, &length) == nullptr) std::abort();  // Open let it through
+    if (reader == nullptr || !reader->ReadSequence(static_cast<uint64_t>(i), &ids).ok()) continue;
+    tokens.resize(static_cast<size_t>(length));
+    if (!(*view)->CopyTokens(i, 0, length, tokens.data())) std::abort();
+    if (ids.size() != tokens.size()) std::abort();  // the two readers disagree on a length
+    for (size_t k = 0; k < ids.size(); ++k) {
+      // Compared in 32 bits: the reader gives an int32 dataset's -1 as 0xFFFFFFFF.
+      if (ids[k] != static_cast<uint32_t>(tokens[k])) std::abort();
     }
   }
 }
@@ -71,7 +83,10 @@ inline int RunIdxFuzzInput(const uint8_t* data, size_t size) {
   std::memcpy(&n, data, 4);
   const char* bytes = reinterpret_cast<const char*>(data) + 4;
   const size_t rest = size - 4;
-  const size_t idx_size = n < rest ? n : rest;
+  // The top bit is the EOD flag, not part of the length (with it, the whole input was the .idx and
+  // the .bin always empty, so the EOD check never met a token).
+  const uint32_t idx_len = n & 0x7FFFFFFFu;
+  const size_t idx_size = idx_len < rest ? idx_len : rest;
   const std::string_view idx(bytes, idx_size);
   const std::string_view bin(bytes + idx_size, rest - idx_size);
 
@@ -83,10 +98,9 @@ inline int RunIdxFuzzInput(const uint8_t* data, size_t size) {
   (void)FormatValidationReport(report);
   (void)ValidationReportToJson(report);
 
-  CheckIndexedDatasetView(idx, bin, report.ok());
-
   auto reader = IndexedDatasetReader::FromBuffers(idx, bin, "fuzz");
   if (report.ok() && !reader.ok()) std::abort();  // sound but unreadable
+  CheckIndexedDatasetView(idx, bin, report.ok(), reader.ok() ? reader->get() : nullptr);
   if (!reader.ok()) return 0;
   std::vector<uint32_t> ids;
   const uint64_t sequences = (*reader)->num_sequences();

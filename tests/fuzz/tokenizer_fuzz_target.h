@@ -13,9 +13,11 @@
 //   - the 16-bit Encode (the pipeline's, for a uint16 .bin) gives the same ids as the 32-bit one;
 //   - special: the ids are exactly the ordinary encodings of the pieces between literal
 //     <|endoftext|>s, joined by 50256;
-//   - ordinary, texts up to 4 KiB: each pre-token's BPE equals the plain reference BPE
-//     (tests/testing/reference_bpe.h, encoder.py's algorithm), so merge-loop optimisations are
-//     checked against the textbook algorithm on adversarial pieces.
+//   - ordinary, texts up to 4 KiB: the pre-tokens are those of the RE2 reference pre-tokenizer
+//     (tests/testing/re2_pretokenizer.h, gpt2.md's pattern), and each one's BPE equals the plain
+//     reference BPE (tests/testing/reference_bpe.h, encoder.py's algorithm), so the hand-written
+//     pre-tokenizer and the merge-loop optimisations are checked against the textbook on
+//     adversarial text.
 #ifndef PILEPREP_TESTS_FUZZ_TOKENIZER_FUZZ_TARGET_H_
 #define PILEPREP_TESTS_FUZZ_TOKENIZER_FUZZ_TARGET_H_
 
@@ -31,6 +33,7 @@
 
 #include "jsonl/utf8.h"
 #include "pileprep/gpt2_tokenizer.h"
+#include "testing/re2_pretokenizer.h"
 #include "testing/reference_bpe.h"
 #include "tokenizer/pretokenizer.h"
 
@@ -114,8 +117,13 @@ inline int RunTokenizerFuzzInput(const uint8_t* data, size_t size) {
     }
     if (joined != ids) std::abort();
   } else if (text.size() <= 4096) {
+    const std::vector<std::string_view> pieces = internal::PretokenizeToVector(text);
+    const std::vector<std::string> re2_pieces = testing::Re2Pretokenize(text);
+    if (!std::equal(pieces.begin(), pieces.end(), re2_pieces.begin(), re2_pieces.end())) {
+      std::abort();
+    }
     std::vector<uint32_t> ref;
-    for (std::string_view piece : internal::PretokenizeToVector(text)) {
+    for (std::string_view piece : pieces) {
       std::vector<uint32_t> p = f.reference->EncodePiece(piece);
       ref.insert(ref.end(), p.begin(), p.end());
     }

@@ -1,15 +1,21 @@
 // The zstd stage's fuzz target (ZstdDecoder), shared by the libFuzzer binary
 // (tests/fuzz/zstd_fuzzer.cc) and the corpus replay gtest (tests/unit/fuzz_corpus_replay_test.cc).
 //
-// Input layout: byte 0 picks the window limit (10 + b % 22, i.e. 10..31), byte 1 seeds the chunking,
-// the rest is the compressed stream. Oracles beyond "no crash, no out-of-bounds access" (ASan):
+// Input layout: byte 0 picks the window limit (10 + b % 22, i.e. 10..31), byte 1 seeds the
+// chunking, the rest is the compressed stream. Oracles beyond "no crash, no out-of-bounds access"
+// (ASan):
 //   - the stream is fed once whole and once cut into pseudo-random chunks (1 byte to 4 KiB);
 //     both must agree on success, and on success give the same bytes in the same order;
-//   - bytes_in/bytes_out account exactly for what was fed and produced on success.
+//   - bytes_in/bytes_out account exactly for what was fed and produced on success;
+//   - what the decoder accepts, zstd's own streaming decoder, given the whole input at once,
+//     accepts too, with the same bytes (the decoder hands zstd one block at a time, which once let
+//     a frame with a wrong content size through).
 // Output is capped (a decompression bomb would only slow the fuzzer down): past kMaxOutput the
 // sink stops the decoder, and the comparison is skipped.
 #ifndef PILEPREP_TESTS_FUZZ_ZSTD_FUZZ_TARGET_H_
 #define PILEPREP_TESTS_FUZZ_ZSTD_FUZZ_TARGET_H_
+
+#include <zstd.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -69,6 +75,36 @@ inline ZstdFuzzResult DecodeForFuzz(std::string_view in, int window_log_max, uin
   return r;
 }
 
+// zstd's streaming decoder over all of `in` at once: true with *out its output when every frame
+// decodes and the input ends at a frame's end; false past `limit` bytes of output.
+inline bool ReferenceZstdDecode(std::string_view in, size_t limit, std::string* out) {
+  ZSTD_DCtx* dctx = ZSTD_createDCtx();
+  if (dctx == nullptr) std::abort();
+  ZSTD_DCtx_setParameter(dctx, ZSTD_d_windowLogMax, 31);
+  std::string buf(ZSTD_DStreamOutSize(), '\0');
+  ZSTD_inBuffer ib{in.data(), in.size(), 0};
+  size_t ret = 1;
+  bool ok = true;
+  while (ok) {
+    ZSTD_outBuffer ob{buf.data(), buf.size(), 0};
+    ret = ZSTD_decompressStream(dctx, &ob, &ib);
+    if (ZSTD_isError(ret)) {
+      ok = false;
+      break;
+    }
+    out->append(buf.data(), ob.pos);
+    if (out->size() > limit) ok = false;
+    // Done: all input taken and the last frame ended and flushed. Input left, or output still to
+    // flush: go on. All taken mid-frame with nothing more to give: truncated.
+    if (ib.pos == ib.size && (ret == 0 || ob.pos == 0)) {
+      ok = ok && ret == 0;
+      break;
+    }
+  }
+  ZSTD_freeDCtx(dctx);
+  return ok;
+}
+
 inline int RunZstdFuzzInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
   const int window_log_max = 10 + data[0] % 22;
@@ -82,6 +118,9 @@ inline int RunZstdFuzzInput(const uint8_t* data, size_t size) {
     if (whole.out != pieces.out) std::abort();
     if (whole.bytes_in != in.size() || pieces.bytes_in != in.size()) std::abort();
     if (whole.bytes_out != whole.out.size()) std::abort();
+    std::string reference;
+    if (!ReferenceZstdDecode(in, whole.out.size(), &reference)) std::abort();  // zstd refuses it
+    if (reference != whole.out) std::abort();
   }
   return 0;
 }

@@ -42,6 +42,10 @@ write('zstd', 'window_within_limit', W27 + b'\x0c' + big_window)
 write('zstd', 'needs_dictionary', W27 + b'\x0d' + b'\x28\xb5\x2f\xfd\x21\x01\x05' +
       bytes([(5 << 3) | 1, 0, 0]) + b'hello')
 write('zstd', 'with_checksum', W27 + b'\x0e' + zstd(lines, '--check'))
+# A frame stating 200 bytes of content over an empty last block (and the checksum of no bytes):
+# damage, which libzstd 1.5.4 does not see when fed block by block.
+write('zstd', 'content_size_wrong', W27 + b'\x10' + frame +
+      b'\x28\xb5\x2f\xfd\x24\xc8\x01\x00\x00\x99\xe9\xd8\x51')
 for name in ('multi-frame', 'crlf', 'invalid-utf8', 'empty-and-tiny-texts'):
     write('zstd', 'bad_' + name, W27 + b'\x0f' + open(os.path.join(bad, name + '.jsonl.zst'), 'rb').read())
 
