@@ -242,6 +242,10 @@ expect "preprocess: a key with a slash makes its dataset's directory" 0 "" -- \
   "$PILEPREP" preprocess --input "$work/slash.jsonl" --output-prefix "$work/sl/c" --json-keys a/b -q
 grep -q "without a lock" "$work/err" && { echo "FAIL: a key with a slash ran without a lock"; cat "$work/err"; fail=1; }
 "$PILEPREP" validate -q "$work/sl/c_a/b_document" || { echo "FAIL: a key with a slash: no valid dataset"; fail=1; }
+# One that cannot be made is named by the key that asked for it (it was --output-prefix's).
+mkdir -p "$work/sf" && : > "$work/sf/c_a"
+expect "preprocess: a key's directory that cannot be made" 2 "--json-keys a/b: the directory $work/sf/c_a: cannot create" -- \
+  "$PILEPREP" preprocess --input "$work/slash.jsonl" --output-prefix "$work/sf/c" --json-keys a/b -q
 # The gzip check looks only at a regular file: a pipe's first bytes, read for it, would be lost.
 cat "$work/t.jsonl" | "$PILEPREP" preprocess --input /dev/stdin --output-prefix "$work/pipe" -q 2>/dev/null
 expect "preprocess from a pipe keeps every document" 0 "documents:  2" -- \

@@ -394,12 +394,13 @@ kill -TERM $pid; wait $pid; rc=$?
   || bad "preprocess: a late signal (rc $rc): $(cat "$work/err")"
 
 # The same for a SIGTERM that comes while preprocess removes its lock file, its last step (the shim
-# holds the unlink): exit 0, and the last line says the signal came too late. The handler's
-# "stopping" line was the log's last, as if the run had been stopped.
+# holds the unlink), under -q, which does not hold back the handler's line either: exit 0, and the
+# last line says the signal came too late. The handler's "stopping" line was the log's last, as if
+# the run had been stopped.
 rm -rf "$work/late"; mkdir -p "$work/late"
 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" LD_PRELOAD=$SHIM \
   PILEPREP_FAULT_PAUSE_UNLINK="$work/late/l_text_document.pileprep-lock" \
-  "$PILEPREP" preprocess --input "$work/late.jsonl" --output-prefix "$work/late/l" --workers 1 \
+  "$PILEPREP" preprocess --input "$work/late.jsonl" --output-prefix "$work/late/l" --workers 1 -q \
   >"$work/out" 2>"$work/err" &
 pid=$!
 for _ in $(seq 1 600); do grep -q "fault shim: paused" "$work/err" && break; sleep 0.05; done

@@ -751,10 +751,11 @@ check_rerun "$work/k" "after kills"
 kp=$work/kp
 # start_held err dir variable path: a run of shards 0-2 into `dir`, stderr to `err`, started in the
 # background ($pid) with the shim holding it at `path`; returns once it is held (or has ended).
-start_held() {
+start_held() {  # err-file out-dir variable path [flag]
   rm -f "$1"
+  # shellcheck disable=SC2086
   env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" LD_PRELOAD="$SHIM" "$3=$4" \
-    "$PILEPREP" --url "$work/ksrc" --files 0-2 --output-dir "$2" --threads 2 >/dev/null 2>"$1" &
+    "$PILEPREP" --url "$work/ksrc" --files 0-2 --output-dir "$2" --threads 2 ${5:-} >/dev/null 2>"$1" &
   pid=$!
   for _ in $(seq 1200); do
     grep -q "fault shim: paused" "$1" && break
@@ -840,15 +841,15 @@ for f in $d0 $d1 $d2; do
 done
 
 # The same for a SIGTERM that comes while the summary is written or its lock removed (held at the
-# summary's rename, then at its lock's removal, the run's last step): the run exits 0 and its last
-# words say the signal came too late. The handler's "stopping" line was the log's last, as if the
-# run had been stopped.
+# summary's rename, then at its lock's removal, the run's last step, that one under -q, which does
+# not hold back the handler's line either): the run exits 0 and its last words say the signal came
+# too late. The handler's "stopping" line was the log's last, as if the run had been stopped.
 for held in pileprep-summary-rank0.json pileprep-summary-rank0.pileprep-lock; do
   w="SIGTERM while $held is written or removed"
   rm -rf "$late"; mkdir -p "$late"
-  var=PILEPREP_FAULT_PAUSE_RENAME_TO
-  [[ $held == *.pileprep-lock ]] && var=PILEPREP_FAULT_PAUSE_UNLINK
-  start_held "$work/late-err" "$late" $var "$late/$held"
+  var=PILEPREP_FAULT_PAUSE_RENAME_TO quiet=
+  [[ $held == *.pileprep-lock ]] && var=PILEPREP_FAULT_PAUSE_UNLINK quiet=-q
+  start_held "$work/late-err" "$late" $var "$late/$held" $quiet
   grep -q "fault shim: paused" "$work/late-err" || { bad "$w: the run was never held"; cat "$work/late-err"; }
   kill -TERM $pid 2>/dev/null
   wait $pid; rc=$?

@@ -205,7 +205,10 @@ int RunPreprocess(int argc, char** argv, int first) {
     prefixes.push_back(absl::StrCat(prefix, "_", key, "_document"));
     // A key with a '/' puts its dataset in a directory of its own, as in Megatron (which writes
     // there only when it exists): created like --output-prefix's, not a failed input (exit 1).
-    if (auto s = EnsureDirectory(DirectoryOf(prefixes.back()), "--output-prefix"); !s.ok()) {
+    const std::string made_by = key.find('/') == std::string::npos
+                                    ? std::string("--output-prefix")
+                                    : absl::StrCat("--json-keys ", key, ": the directory");
+    if (auto s = EnsureDirectory(DirectoryOf(prefixes.back()), made_by); !s.ok()) {
       PrintError(std::string(s.message()));
       return kExitUsage;
     }
@@ -234,11 +237,9 @@ int RunPreprocess(int argc, char** argv, int first) {
   // status, as in the shard job: it exited 128+N of a dataset in place.
   if (CancelExitCode() != 0) {
     if (outcome.status == "cancelled") return CancelExitCode();
-    if (!c.console.quiet) {
-      std::fprintf(stderr,
-                   "pileprep: %s came too late to cancel the input: nothing was cancelled\n",
-                   SignalNameOf(CancelExitCode()));
-    }
+    // Under -q too: it answers the handler's "stopping" line, which -q does not hold back.
+    std::fprintf(stderr, "pileprep: %s came too late to cancel the input: nothing was cancelled\n",
+                 SignalNameOf(CancelExitCode()));
   }
   return outcome.status == "done" ? kExitOk : kExitFailed;
 }

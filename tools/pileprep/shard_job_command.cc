@@ -1609,7 +1609,8 @@ int RunShardJob(int argc, char** argv, int first) {
     return cancel_exit;
   }
   // Read again: a signal may have come since signal_exit was (the summary's writing takes moments).
-  if (const int late = CancelExitCode(); late != 0 && !c.console.quiet) {
+  // Said under -q too: it answers the handler's "stopping" line, which -q does not hold back.
+  if (const int late = CancelExitCode(); late != 0) {
     std::fprintf(stderr, "pileprep: %s came too late to cancel any shard: nothing was cancelled\n",
                  SignalNameOf(late));
   }
