@@ -23,7 +23,8 @@
 // (trailing bytes are accepted, as Megatron's readers do), lengths >= 0, every pointer a multiple
 // of the item size, every sequence inside the .bin, document_indices starting at 0, non-decreasing
 // and ending at the sequence count; a prefix holding a NUL byte is InvalidArgument. Open errors:
-// NotFound / PermissionDenied ... with path and strerror, and the call's errno (ErrnoOf).
+// Abseil's code for the errno (NotFound, PermissionDenied, ...; a directory named as a file is
+// InvalidArgument, as the core reader has it) with path and strerror, and the errno (ErrnoOf).
 //
 // Lifetime: spans returned point into the mapping and stay valid while the view lives (hold the
 // shared_ptr). Thread model: immutable after Open; any number of threads may read concurrently.

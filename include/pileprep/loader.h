@@ -20,9 +20,11 @@
 // FailedPrecondition for an empty split, a dataset with too few tokens, or a kept partial last
 // sample that Megatron refuses (BuildGptIndices), ResourceExhausted when the indices that
 // num_samples and sequence_length ask for do not fit in memory (or a full disk under cache_dir),
-// OutOfRange for a sample index out of range, and the view's open errors (file and cause). Open and
-// BuildGptIndices throw nothing (std::bad_alloc becomes ResourceExhausted); GetSample grows the
-// caller's vector, which may throw std::bad_alloc as std::vector does.
+// OutOfRange for a sample index out of range, and the view's open errors (file and cause). A failed
+// system call (opening, mapping, writing the cache) has Abseil's code for its errno (ENOTDIR is
+// FailedPrecondition, EFBIG OutOfRange, ...) and carries the errno: ErrnoOf tells it from the
+// errors above. Open and BuildGptIndices throw nothing (std::bad_alloc becomes ResourceExhausted);
+// GetSample grows the caller's vector, which may throw std::bad_alloc as std::vector does.
 #ifndef PILEPREP_LOADER_H_
 #define PILEPREP_LOADER_H_
 

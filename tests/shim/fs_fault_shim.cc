@@ -97,7 +97,6 @@ F Next(const char* name) {
 
 }  // namespace
 
-// PILEPREP_FAULT_PAUSE_LINGER: the whole time, whatever handlers interrupt the sleep.
 static void Linger();
 
 // The PILEPREP_FAULT_PAUSE_* hold: says so on stderr, waits for a handler to have run, then
@@ -110,6 +109,7 @@ static void PauseHere() {
   Linger();
 }
 
+// PILEPREP_FAULT_PAUSE_LINGER: the whole time, whatever handlers interrupt the sleep.
 static void Linger() {
   const char* resend = std::getenv("PILEPREP_FAULT_PAUSE_RESEND");
   if (resend != nullptr && *resend != '\0') kill(getpid(), std::atoi(resend));

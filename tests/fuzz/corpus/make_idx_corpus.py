@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of the .idx fuzzer: sound pairs from tests/data/format and one of each
-corruption kind the validator reports. Entry layout: u32 LE n | n bytes of .idx | .bin."""
+corruption kind the validator reports. Entry layout: u32 LE n | (n & 0x7FFFFFFF) bytes of .idx | .bin;
+n's top bit turns on the EOD check."""
 import os, struct
 here = os.path.dirname(os.path.abspath(__file__))
 fmt = os.path.join(here, '..', '..', 'data', 'format')
