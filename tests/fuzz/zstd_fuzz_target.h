@@ -83,21 +83,17 @@ inline bool ReferenceZstdDecode(std::string_view in, size_t limit, std::string* 
   ZSTD_DCtx_setParameter(dctx, ZSTD_d_windowLogMax, 31);
   std::string buf(ZSTD_DStreamOutSize(), '\0');
   ZSTD_inBuffer ib{in.data(), in.size(), 0};
-  size_t ret = 1;
-  bool ok = true;
-  while (ok) {
+  bool ok = false;
+  while (true) {
     ZSTD_outBuffer ob{buf.data(), buf.size(), 0};
-    ret = ZSTD_decompressStream(dctx, &ob, &ib);
-    if (ZSTD_isError(ret)) {
-      ok = false;
-      break;
-    }
+    const size_t ret = ZSTD_decompressStream(dctx, &ob, &ib);
+    if (ZSTD_isError(ret)) break;
     out->append(buf.data(), ob.pos);
-    if (out->size() > limit) ok = false;
+    if (out->size() > limit) break;
     // Done: all input taken and the last frame ended and flushed. Input left, or output still to
     // flush: go on. All taken mid-frame with nothing more to give: truncated.
     if (ib.pos == ib.size && (ret == 0 || ob.pos == 0)) {
-      ok = ok && ret == 0;
+      ok = ret == 0;
       break;
     }
   }

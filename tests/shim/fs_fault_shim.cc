@@ -97,18 +97,6 @@ F Next(const char* name) {
 
 }  // namespace
 
-static void Linger();
-
-// The PILEPREP_FAULT_PAUSE_* hold: says so on stderr, waits for a handler to have run, then
-// lingers.
-static void PauseHere() {
-  static const char kPaused[] = "fault shim: paused\n";
-  ssize_t ignored = write(STDERR_FILENO, kPaused, sizeof(kPaused) - 1);
-  (void)ignored;
-  pause();
-  Linger();
-}
-
 // PILEPREP_FAULT_PAUSE_LINGER: the whole time, whatever handlers interrupt the sleep.
 static void Linger() {
   const char* resend = std::getenv("PILEPREP_FAULT_PAUSE_RESEND");
@@ -120,6 +108,16 @@ static void Linger() {
                 static_cast<long>((seconds - static_cast<time_t>(seconds)) * 1e9)};
   while (nanosleep(&left, &left) != 0 && errno == EINTR) {
   }
+}
+
+// The PILEPREP_FAULT_PAUSE_* hold: says so on stderr, waits for a handler to have run, then
+// lingers.
+static void PauseHere() {
+  static const char kPaused[] = "fault shim: paused\n";
+  ssize_t ignored = write(STDERR_FILENO, kPaused, sizeof(kPaused) - 1);
+  (void)ignored;
+  pause();
+  Linger();
 }
 
 extern "C" int rename(const char* from, const char* to) {
