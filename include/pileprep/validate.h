@@ -37,9 +37,11 @@
 //   eod              with expect_eod: every document's last sequence ends with eod_id (where
 //                    document_indices are sound; else every sequence)
 //   zero_fill        with check_zero_fill: no aligned block of 4096 tokens is all zeros (token 0
-//                    over and over, which GPT-2 never writes: what a hole becomes in a dense copy,
-//                    or a preallocated file that a copy or download cut short left zero-filled; a
-//                    run of 8191 zero tokens or more always holds such a block)
+//                    over and over, which GPT-2 never writes within a sequence: what a hole becomes
+//                    in a dense copy, or a preallocated file that a copy or download cut short left
+//                    zero-filled; a run of 8191 zero tokens or more always holds such a block),
+//                    unless, the pointers sound, its 4096 tokens are 4096 sequences (documents of
+//                    "!" without --append-eod: one token 0 each)
 //   hole             (ValidateDataset, check_holes) neither file has a region never written: a
 //                    hole reads as zeros, taken for tokens 0 (a copy or download cut short into a
 //                    preallocated or extended file; found with lseek SEEK_HOLE, no page read;
@@ -83,7 +85,7 @@ struct ValidateOptions {
   // the .idx when both have holes; count: both files' holes). false accepts them: a copy made
   // sparse (cp --sparse=always, rsync -S, ZFS with compression) turns runs of zero bytes into
   // holes, and a vocabulary whose id 0 can repeat thousands of times in a row could have such runs
-  // (GPT-2's BPE never writes id 0 twice in a row within a document).
+  // (GPT-2's BPE never writes id 0 twice in a row within a sequence).
   bool check_holes = true;
   // A block of 4096 tokens (at a multiple of 4096) that are all 0 is the violation "zero_fill":
   // a hole copied dense (cp --sparse=never, scp, rsync without -S) or a preallocated file that a

@@ -552,9 +552,29 @@ class Checker {
     }
   };
 
+  // " (in sequence A)" or " (in sequences A to B)" for the `size` bytes from `byte` on; "" where no
+  // sequence holds the first byte.
+  std::string SequencesOf(uint64_t byte, uint64_t size) const {
+    const int64_t a = SequenceAt(byte);
+    if (a < 0) return "";
+    const int64_t b = SequenceAt(byte + size - 1);
+    return b > a ? absl::StrCat(" (in sequences ", a, " to ", b, ")")
+                 : absl::StrCat(" (in sequence ", a, ")");
+  }
+
+  // Whether the kBlock tokens from token `first` on lie in kBlock sequences, one each (pointers
+  // verified: sequences tile the .bin, none empty). GPT-2 never writes id 0 twice in a row within
+  // one sequence, but sequences of the single token 0 ("!" without --append-eod) follow one another
+  // as often as the input has such documents: a block of them is no fill.
+  bool OneTokenPerSequence(uint64_t first) const {
+    const int64_t a = SequenceAt(first * itemsize_);
+    const int64_t b = SequenceAt((first + kBlock - 1) * itemsize_);
+    return a >= 0 && b >= 0 && static_cast<uint64_t>(b - a) == kBlock - 1;
+  }
+
   template <typename T>
   Scanned ScanTokens(const char* data, uint64_t first_block, uint64_t end_block,
-                     uint64_t num_tokens) const {
+                     uint64_t num_tokens, bool pointers_ok) const {
     // Copy blocks into an aligned buffer (the mapping is aligned, but memcpy keeps this defined for
     // any bytes) and take the maximum: a branch-free loop the compiler vectorizes.
     T buffer[kBlock];
@@ -569,7 +589,7 @@ class Checker {
       using U = std::make_unsigned_t<T>;
       U max = 0;
       for (size_t k = 0; k < n; ++k) max = std::max(max, static_cast<U>(buffer[k]));
-      if (max == 0 && n == kBlock) {
+      if (max == 0 && n == kBlock && !(pointers_ok && OneTokenPerSequence(i))) {
         if (scanned.zero_blocks.count == 0) scanned.zero_blocks.first = i;
         ++scanned.zero_blocks.count;
       }
@@ -609,9 +629,10 @@ class Checker {
           tbb::blocked_range<uint64_t>(0, num_blocks, kGrain), Scanned{},
           [&](const tbb::blocked_range<uint64_t>& r, Scanned acc) {
             if (Cancelled()) return acc;
-            Scanned f = itemsize_ == 2
-                            ? ScanTokens<uint16_t>(bin_.data(), r.begin(), r.end(), num_tokens)
-                            : ScanTokens<int32_t>(bin_.data(), r.begin(), r.end(), num_tokens);
+            Scanned f =
+                itemsize_ == 2
+                    ? ScanTokens<uint16_t>(bin_.data(), r.begin(), r.end(), num_tokens, pointers_ok)
+                    : ScanTokens<int32_t>(bin_.data(), r.begin(), r.end(), num_tokens, pointers_ok);
             return Scanned::Join(acc, f);
           },
           Scanned::Join);
@@ -676,13 +697,13 @@ class Checker {
       Add("zero_fill", static_cast<int64_t>(byte), seq, zeros.count, [&] {
         return absl::StrCat(
             At(bin_name_, byte), "bytes ", byte, "..", byte + block_bytes - 1,
-            seq >= 0 ? absl::StrCat(" (in sequence ", seq, ")") : std::string(),
-            " are all zeros: token 0, ", kBlock, " times in a row",
+            seq >= 0 ? SequencesOf(byte, block_bytes) : std::string(), " are all zeros: token 0, ",
+            kBlock, " times in a row",
             zeros.count > 1 ? absl::StrCat(" (the first of ", zeros.count, " such blocks, ",
                                            zeros.count * block_bytes, " bytes)")
                             : "",
             ", which a tokenizer does not write (GPT-2's BPE never writes id 0 twice in a row "
-            "within a document): the .bin is likely zero-filled where its data should be (a copy "
+            "within a sequence): the .bin is likely zero-filled where its data should be (a copy "
             "or download cut short into a preallocated file, or a copy made dense of one with "
             "holes); copy it again or regenerate it (validate --allow-holes accepts such runs)");
       });

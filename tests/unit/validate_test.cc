@@ -646,6 +646,36 @@ TEST_F(ValidateTest, ZeroFilledBinIsCaughtWhereItHasNoHole) {
   EXPECT_TRUE(r.ok()) << FormatValidationReport(r);
 }
 
+// Without --append-eod, documents of the single token 0 ("!") follow one another as often as the
+// input has them, and GPT-2 writes nothing else twice in a row: a block of 4096 such sequences is
+// sound. One sequence among them holding two of the block's zeros makes the block a zero fill
+// again (no tokenizer call wrote it), named with the sequences it spans.
+TEST_F(ValidateTest, BlockOfOneTokenZeroSequencesIsNoZeroFill) {
+  const std::string prefix = (*dir_ / "bangs").string();
+  for (bool one_longer : {false, true}) {
+    SCOPED_TRACE(one_longer ? "one sequence of two zeros" : "sequences of one zero");
+    auto writer = IndexedDatasetWriter::Create(prefix);
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    ASSERT_TRUE((*writer)->AddDocument16(std::vector<uint16_t>{464, 318}).ok());  // "The is"
+    for (int i = 0; i < 2 * 4096; ++i) {
+      const size_t n = one_longer && i == 5000 ? 2 : 1;
+      ASSERT_TRUE((*writer)->AddDocument16(std::vector<uint16_t>(n, 0)).ok());
+    }
+    ASSERT_TRUE((*writer)->Finish().ok());
+    auto report = ValidateDataset(prefix, ValidateOptions{});
+    ASSERT_TRUE(report.ok()) << report.status();
+    if (!one_longer) {
+      EXPECT_TRUE(report->ok()) << FormatValidationReport(*report);
+      continue;
+    }
+    const Violation* v = report->Find("zero_fill");
+    ASSERT_NE(v, nullptr) << FormatValidationReport(*report);
+    EXPECT_EQ(v->count, 1u);
+    EXPECT_EQ(v->file_offset, 2 * 4096);  // the block of tokens 4096..8191, which holds the pair
+    EXPECT_THAT(v->message, HasSubstr("(in sequences 4095 to 8189)"));
+  }
+}
+
 // Holes in both files are one violation of kind "hole" (a report keeps one per kind, counting all):
 // placed at the .idx's first, the .bin's named after it, the count the sum of both files'.
 TEST_F(ValidateTest, HolesInBothFilesAreOneViolationNamingBoth) {
