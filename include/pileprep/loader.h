@@ -216,13 +216,12 @@ struct GptIndices {
 // Megatron's are (no wider copy). Errors: InvalidArgument (sequence_length < 1, num_samples < 0,
 // an id out of range, a negative size, counts that overflow: more than 2^63 tokens or 2^31
 // epochs), ResourceExhausted (the arrays do not fit in memory),
-// FailedPrecondition (the split's tokens are no more than the extra token: not even a partial
-// sample; or a kept partial last sample that ends on an empty sequence last in the document
-// index, whose end offset would be -1: Megatron's helpers.py asserts sample_idx.min() >= 0 on its
-// int32 sample index, and so this refuses it there; an int64 sample index keeps the -1, as
-// Megatron's does). A split of fewer tokens than one full sample gives, as in Megatron, no
-// samples (an empty index, no error) when the last partial sample is dropped, one short sample
-// when it is kept, unless num_samples asks for more (more epochs).
+// FailedPrecondition (the split holds no tokens; or a kept partial last sample that ends on an
+// empty sequence last in the document index, whose end offset would be -1: Megatron's helpers.py
+// asserts sample_idx.min() >= 0 on its int32 sample index, and so this refuses it there; an int64
+// sample index keeps the -1, as Megatron's does). A split of fewer tokens than one full sample
+// gives, as in Megatron, no samples (an empty index, no error) when the last partial sample is
+// dropped, one short sample when it is kept, unless num_samples asks for more (more epochs).
 absl::StatusOr<GptIndices> BuildGptIndices(absl::Span<const int32_t> sizes,
                                            absl::Span<const int32_t> sequence_ids,
                                            const GptIndexOptions& options);

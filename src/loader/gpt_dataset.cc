@@ -133,10 +133,12 @@ absl::StatusOr<EpochPlan> PlanEpochs(const Sizes& sizes, absl::Span<const int32_
     }
     plan.tokens_per_epoch += size;
   }
-  if (plan.tokens_per_epoch <= extra) {
-    return absl::FailedPreconditionError(absl::StrCat("the split's ", ids.size(),
-                                                      " sequences hold ", plan.tokens_per_epoch,
-                                                      " tokens: too few for any sample"));
+  // No tokens: no epoch count reaches a sample (Megatron's loop adding epochs never ends). One
+  // token with the extra one is enough: Megatron takes as many epochs as num_samples needs, each
+  // sample spanning seq + 1 of them (and no samples without num_samples), and so does this.
+  if (plan.tokens_per_epoch == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the split's ", ids.size(), " sequences hold no tokens: nothing to sample"));
   }
   if (!o.num_samples) {
     PILEPREP_RETURN_IF_ERROR(CheckPartialSampleCount(o, plan));

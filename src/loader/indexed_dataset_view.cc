@@ -159,7 +159,13 @@ absl::StatusOr<std::shared_ptr<const IndexedDatasetView>> IndexedDatasetView::Op
       return absl::InvalidArgumentError(absl::StrCat(idx_path, ": byte ", lengths_offset + 4 * i,
                                                      ": sequence ", i, " has length ", len));
     }
-    if (ptr < 0 || ptr % item != 0 || static_cast<uint64_t>(ptr) > bin.size ||
+    if (ptr >= 0 && ptr % item != 0) {  // inside the file or not, tokens would be read askew
+      return absl::InvalidArgumentError(
+          absl::StrCat(idx_path, ": byte ", pointers_offset + 8 * i, ": sequence ", i, " (pointer ",
+                       ptr, ") does not start at a token: the pointer is not a multiple of the ",
+                       item, "-byte token size"));
+    }
+    if (ptr < 0 || static_cast<uint64_t>(ptr) > bin.size ||
         static_cast<uint64_t>(len * item) > bin.size - static_cast<uint64_t>(ptr)) {
       return absl::InvalidArgumentError(absl::StrCat(
           idx_path, ": byte ", pointers_offset + 8 * i, ": sequence ", i, " (pointer ", ptr,

@@ -236,6 +236,35 @@ TEST(GptIndices, RefusesBadOptionsAndEmptySplits) {
   EXPECT_EQ(BuildGptIndices(kSizes, bad, o).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A split of one token with the extra one: Megatron adds epochs until num_samples fit (3 samples of
+// 4 + 1 tokens: 13 epochs, each sample five of them, overlapping by one), and without num_samples
+// gives none. It was refused ("too few for any sample"); a split of no tokens still is.
+TEST(GptIndices, OneTokenSplitTakesAsManyEpochsAsTheSamplesNeed) {
+  const std::vector<int32_t> sizes = {1};
+  const std::vector<int32_t> ids = {0};
+  GptIndexOptions o;
+  o.sequence_length = 4;
+  o.num_samples = 3;
+  auto ix = BuildGptIndices(sizes, ids, o);
+  ASSERT_TRUE(ix.ok()) << ix.status();
+  EXPECT_EQ(ix->num_epochs, 13);
+  EXPECT_FALSE(ix->separate_final_epoch);
+  EXPECT_EQ(ix->document_index.ToVector(), std::vector<int64_t>(13, 0));
+  EXPECT_EQ(ix->sample_index.ToVector(), Rows({{0, 0}, {4, 0}, {8, 0}, {12, 0}}));
+  EXPECT_EQ(ix->size(), 3);
+  o.num_samples.reset();
+  for (bool drop : {true, false}) {
+    o.drop_last_partial_sequence = drop;
+    ix = BuildGptIndices(sizes, ids, o);
+    ASSERT_TRUE(ix.ok()) << ix.status();
+    EXPECT_EQ(ix->size(), 0);
+  }
+  const std::vector<int32_t> empty = {0};
+  const absl::Status none = BuildGptIndices(empty, ids, o).status();
+  EXPECT_EQ(none.code(), absl::StatusCode::kFailedPrecondition) << none;
+  EXPECT_THAT(std::string(none.message()), HasSubstr("hold no tokens"));
+}
+
 // Megatron's count of samples with the partial last one kept is a single-precision ceiling: past
 // 2^24 samples it can exceed what the tokens hold (one sequence of 50,331,663 tokens, 3 a sample:
 // 16,777,221 fit, the count says 16,777,222). Megatron's build asserts; the build here repeated
@@ -1844,6 +1873,20 @@ TEST(IndexedDatasetView, RefusesDamagedFilesWithClearErrors) {
   s = OpenEdited("bin", [](std::string*, std::string* bin) { bin->resize(bin->size() - 2); });
   EXPECT_THAT(s.message(), HasSubstr("sequence 5"));
   EXPECT_THAT(s.message(), HasSubstr("is not inside"));
+
+  // A pointer inside the .bin but not at a token boundary: named as such (it was "not inside").
+  s = OpenEdited("askew", [](std::string* idx, std::string*) {
+    uint64_t count;
+    std::memcpy(&count, idx->data() + kIdxSequenceCountOffset, 8);
+    const size_t at = kIdxHeaderBytes + 4 * count + 8;  // sequence 1's pointer
+    int64_t ptr;
+    std::memcpy(&ptr, idx->data() + at, 8);
+    ++ptr;
+    std::memcpy(idx->data() + at, &ptr, 8);
+  });
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("sequence 1 (pointer "));
+  EXPECT_THAT(s.message(), HasSubstr("is not a multiple of the 2-byte token size"));
 
   s = OpenEdited("length", [](std::string* idx, std::string*) {
     int32_t v = -1;
