@@ -153,6 +153,7 @@ struct Response {
   std::string last_modified;
   int64_t content_length = -1;
   int64_t range_start = -1, range_end = -1, range_total = -1;  // from Content-Range
+  std::string content_encoding;
   bool checked = false;                        // the first body byte has been judged
 };
 
@@ -287,6 +288,8 @@ class HttpSourceImpl final : public HttpSource {
       r.etag = value;
     } else if (key == "last-modified") {
       r.last_modified = value;
+    } else if (key == "content-encoding") {
+      r.content_encoding = absl::AsciiStrToLower(value);
     } else if (key == "content-length") {
       int64_t v;
       if (absl::SimpleAtoi(value, &v)) r.content_length = v;
@@ -414,8 +417,31 @@ class HttpSourceImpl final : public HttpSource {
       return false;
     }
     const uint64_t offset = attempt_offset_;
+    // Asked for the file's own bytes (Accept-Encoding: identity), a server answered in a content
+    // coding: its bytes are not the file's. Spliced after a resume they failed the zstd decoder
+    // at an offset of its own, blaming the file; a whole answer in gzip failed as "not a zstd
+    // stream". A coding of zstd is a .zst served as what it is (a server's type map, as Apache's
+    // AddEncoding labels .gz files gzip): its bytes are the file's.
+    if (!r.content_encoding.empty() && r.content_encoding != "identity" &&
+        r.content_encoding != "zstd") {
+      abort_status_ = absl::FailedPreconditionError(absl::StrCat(
+          name_, ": the server answered in a content coding (Content-Encoding: ",
+          Printable(r.content_encoding),
+          ") though asked for the file's own bytes (Accept-Encoding: ", "identity)",
+          offset > 0 ? absl::StrCat(", to a request for bytes from ", offset) : "",
+          ": its bytes are not the file's; fetch the file from a server or proxy that serves it "
+          "as it is"));
+      return false;
+    }
     if (r.code == 206) {
-      if (r.range_start < 0 || static_cast<uint64_t>(r.range_start) != offset) {
+      if (r.range_start < 0) {
+        abort_status_ = RestartStatus(absl::StrCat(
+            name_, ": asked for bytes from ", offset,
+            ", the server sent a part (206) without a readable Content-Range; restarting the "
+            "shard"));
+        return false;
+      }
+      if (static_cast<uint64_t>(r.range_start) != offset) {
         abort_status_ = RestartStatus(absl::StrCat(
             name_, ": asked for bytes from ", offset, ", the server sent a range starting at ",
             r.range_start, "; restarting the shard"));
@@ -443,7 +469,7 @@ class HttpSourceImpl final : public HttpSource {
         // file, its first part was published as the shard (exit 0).
         etag_ = r.etag;
         last_modified_ = r.last_modified;
-        if (r.range_total >= 0) total_.store(r.range_total);
+        if (r.range_total >= 0) SetTotal(r.range_total, /*from_range=*/true);
       } else {
         // If-Range makes a server answer a changed file with the whole of it (200, below); but a
         // server may ignore If-Range, and without a validator none was sent: the answer's own
@@ -461,7 +487,7 @@ class HttpSourceImpl final : public HttpSource {
           return false;
         }
         // A first answer of unknown length (chunked): the range's total tells it now.
-        if (total < 0 && r.range_total >= 0) total_.store(r.range_total);
+        if (total < 0 && r.range_total >= 0) SetTotal(r.range_total, /*from_range=*/true);
         std::lock_guard<std::mutex> lock(mu_);
         ++stats_.resumes;
       }
@@ -471,7 +497,7 @@ class HttpSourceImpl final : public HttpSource {
     if (offset == 0) {
       etag_ = r.etag;
       last_modified_ = r.last_modified;
-      if (r.content_length >= 0) total_.store(r.content_length);
+      if (r.content_length >= 0) SetTotal(r.content_length, /*from_range=*/false);
       return true;
     }
     // The length this answer states fits the file's: its total, or where a first answer of
@@ -484,7 +510,8 @@ class HttpSourceImpl final : public HttpSource {
     const bool same_file = !StrongEtag().empty() && r.etag == StrongEtag() && same_size;
     if (same_file) {
       // The server ignores Range but the file is the same: drop what was already delivered.
-      if (known_total < 0 && r.content_length >= 0) total_.store(r.content_length);
+      if (known_total < 0 && r.content_length >= 0)
+        SetTotal(r.content_length, /*from_range=*/false);
       skip_ = offset;
       std::lock_guard<std::mutex> lock(mu_);
       ++stats_.skipped_prefixes;
@@ -524,8 +551,10 @@ class HttpSourceImpl final : public HttpSource {
     if (len == 0) return n;
     const int64_t total = total_.load();
     if (total >= 0 && delivered_ + len > static_cast<uint64_t>(total)) {
-      abort_status_ = absl::DataLossError(absl::StrCat(
-          name_, ": the server sent more than the ", total, " bytes of its Content-Length"));
+      abort_status_ = absl::DataLossError(
+          absl::StrCat(name_, ": the server sent more than the ", total, " bytes of the file (",
+                       total_from_range_ ? "its Content-Range total" : "its Content-Length",
+                       "): its answer goes on past byte ", total - 1));
       return 0;
     }
     if (cache_fd_ >= 0) {
@@ -760,7 +789,7 @@ class HttpSourceImpl final : public HttpSource {
               RestartStatus(absl::StrCat(name_, ": a request for bytes ", delivered_,
                                          "- was answered 416 (", why, "); restarting the shard")));
         }
-        total_.store(r.range_total);
+        SetTotal(r.range_total, /*from_range=*/true);
         return Finish(FinishCache());
       }
       if (r.code == 416 && total_.load() < 0 && delivered_ > 0 && r.range_total >= 0) {
@@ -962,6 +991,11 @@ class HttpSourceImpl final : public HttpSource {
   std::mt19937_64 rng_;
 
   std::atomic<int64_t> total_{-1};
+  bool total_from_range_ = false;  // total_ came from a Content-Range (else a Content-Length)
+  void SetTotal(int64_t total, bool from_range) {
+    total_.store(total);
+    total_from_range_ = from_range;
+  }
 
   // Shared, under mu_.
   mutable std::mutex mu_;

@@ -32,6 +32,11 @@ fault plans: each request for FILE takes the next action of its plan (then behav
   --cap-ranges N      answer every request with a 206 of at most N bytes, a request without Range
                       too (its first N bytes), as a server or cache that serves large files in parts
   --range-end-minus-one  206 answers state their range as "bytes START--1/..." (a broken end)
+  --content-range-garbage  206 answers state their range as "bytes=START-END" (no total, the '='
+                      of a request's Range header: unreadable)
+  --content-encoding CODING  send "Content-Encoding: CODING" with 206 answers, or with every 200
+                      and 206 answer when CODING ends in "!" (the "!" not sent), the bytes unchanged:
+                      a server that ignores "Accept-Encoding: identity", or labels a .zst as zstd
   --redirect-to URL   answer every request 302 with Location: URL + the request's path (no body)
   --reason TEXT       the reason phrase of error answers (503, 429, 500, 408, 404, 403); Python
                       escapes: "\x1b" in TEXT is the byte 0x1B
@@ -86,6 +91,8 @@ def main():
     ap.add_argument("--unknown-total", action="store_true")
     ap.add_argument("--cap-ranges", type=int, default=0)
     ap.add_argument("--range-end-minus-one", action="store_true")
+    ap.add_argument("--content-range-garbage", action="store_true")
+    ap.add_argument("--content-encoding")
     ap.add_argument("--redirect-to")
     ap.add_argument("--reason")
     ap.add_argument("--chunked", action="store_true")
@@ -239,10 +246,15 @@ def main():
                 if not (status == 206 and args.no_etag_on_206) and not args.last_modified_only:
                     self.send_header("ETag", etag)
                 self.send_header("Last-Modified", mtime)
-            if status == 206:
+            if status == 206 and args.content_range_garbage:
+                self.send_header("Content-Range", "bytes=%d-%d" % (start, end))
+            elif status == 206:
                 self.send_header("Content-Range", "bytes %d-%d/%s" % (
                     start, -1 if args.range_end_minus_one else end,
                     "*" if args.unknown_total else len(data)))
+            coding = args.content_encoding or ""
+            if coding and (status == 206 or coding.endswith("!")):
+                self.send_header("Content-Encoding", coding.rstrip("!"))
             self.end_headers()
             entry["status"] = status
             if not with_body:

@@ -561,6 +561,43 @@ TEST(HttpSource, ARangeThatEndsBeforeItStartsRequiresRestart) {
   EXPECT_THAT(d.message(), HasSubstr("the server sent a range from byte 0 to -1, which is none"));
 }
 
+// A 206 whose Content-Range cannot be read ("bytes=N-M", a request's syntax): restarted as a
+// range that does not start where asked, and said as what it is (it read "a range starting at -1").
+TEST(HttpSource, APartWithoutAReadableContentRangeRequiresRestart) {
+  Download d;
+  ASSERT_NO_FATAL_FAILURE(
+      Fetch({"--content-range-garbage", "--plan", "01.jsonl.zst=drop:100000"}, &d));
+  ASSERT_FALSE(d.bytes.ok()) << "a part of unreadable range was spliced in";
+  EXPECT_TRUE(IsRestartRequired(d.bytes.status())) << d.bytes.status();
+  EXPECT_THAT(d.message(), HasSubstr("asked for bytes from 100000, the server sent a part (206) "
+                                     "without a readable Content-Range"));
+}
+
+// An answer in a content coding other than the file's own (a server ignoring Accept-Encoding:
+// identity) fails the shard at once, naming the header: first answers and resumes alike (a gzip'd
+// resume was spliced in and failed the zstd decoder as damage of the file). Content-Encoding: zstd
+// is a .zst labelled as what it is: its bytes are the file's.
+TEST(HttpSource, AnAnswerInAContentCodingIsRefusedNamingIt) {
+  for (const bool resumed : {false, true}) {
+    SCOPED_TRACE(resumed ? "resumed" : "first answer");
+    Download d;
+    std::vector<std::string> args = {"--content-encoding", resumed ? "gzip" : "gzip!"};
+    if (resumed) args.insert(args.end(), {"--plan", "01.jsonl.zst=drop:100000"});
+    ASSERT_NO_FATAL_FAILURE(Fetch(args, &d));
+    ASSERT_FALSE(d.bytes.ok()) << "an answer in gzip was taken for the file's bytes";
+    EXPECT_EQ(d.bytes.status().code(), absl::StatusCode::kFailedPrecondition) << d.bytes.status();
+    EXPECT_FALSE(IsRestartRequired(d.bytes.status()));
+    EXPECT_THAT(d.message(), HasSubstr("/01.jsonl.zst: the server answered in a content coding "
+                                       "(Content-Encoding: gzip)"));
+    EXPECT_EQ(d.message().find("to a request for bytes from 100000") != std::string::npos, resumed);
+    EXPECT_EQ(d.server->Log(resumed ? 2 : 1).size(), resumed ? 2u : 1u);
+  }
+  Download d;
+  ASSERT_NO_FATAL_FAILURE(Fetch({"--content-encoding", "zstd!"}, &d));
+  ASSERT_TRUE(d.bytes.ok()) << d.bytes.status();
+  EXPECT_EQ(*d.bytes, ReadFile(kSamples + "/01.jsonl.zst"));
+}
+
 // A 416 that does not state the file's size cannot settle a download of unknown length (a server
 // that wrongly refuses the range would have the bytes so far taken for the whole file), nor is it
 // an error to fail the shard on: the shard restarts, and a fresh download meets no cut.
@@ -891,7 +928,8 @@ TEST(HttpSource, MoreBytesThanTheRangesTotalIsAnError) {
   EXPECT_EQ(d.bytes.status().code(), absl::StatusCode::kDataLoss) << d.bytes.status();
   EXPECT_FALSE(IsRestartRequired(d.bytes.status()));
   EXPECT_THAT(d.message(), HasSubstr("/01.jsonl.zst: the server sent more than the " +
-                                     std::to_string(file.size()) + " bytes"));
+                                     std::to_string(file.size()) +
+                                     " bytes of the file (its Content-Range total)"));
   const std::vector<std::string> log = d.server->Log(2);
   ASSERT_GE(log.size(), 2u);
   EXPECT_THAT(log[1], HasSubstr("\"status\": 206"));

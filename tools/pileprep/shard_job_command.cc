@@ -690,7 +690,15 @@ bool PrintPlan(const std::vector<int>& files, const RankAssignment& a, const Job
       }
       left_alone +=
           held || (absl::StartsWith(state, "FAILED") && !absl::StartsWith(state, "FAILED: "));
-      std::printf("  %s -> %s.{bin,idx}: %s\n", RedactUrl(input).c_str(),
+      // A complete kept copy is what the run would read (OpenShard), not the URL: shown, as a
+      // stale copy after the files at the URL changed is what a user checks the plan for.
+      std::string shown = RedactUrl(input);
+      if (const std::string cache = CachePath(job, n);
+          job.source.kind != SourceKind::kLocalDirectory && !cache.empty() &&
+          KeptFromSource(cache, input)) {
+        shown = absl::StrCat(cache, " (kept from ", shown, ": read, not downloaded)");
+      }
+      std::printf("  %s -> %s.{bin,idx}: %s\n", shown.c_str(),
                   absl::StrJoin(PrefixesFor(job, c, n), ".{bin,idx}, ").c_str(), state.c_str());
     }
   }
