@@ -248,6 +248,7 @@ absl::StatusOr<std::vector<std::string>> FindDatasetPrefixes(const std::string& 
   fs::directory_iterator it(dir, ec);
   if (ec) return absl::NotFoundError(absl::StrCat(dir, ": cannot list: ", ec.message()));
   std::set<std::string> idx, bin;
+  std::set<std::string> directories;  // named like half of a dataset: said where a half is missing
   // A read error part way through sets `ec` and ends the iteration like the last entry: it is
   // checked after the loop, or a merge or validate would go on with part of the directory.
   // Every entry named like half of a dataset counts but a directory (which Megatron's
@@ -256,7 +257,10 @@ absl::StatusOr<std::vector<std::string>> FindDatasetPrefixes(const std::string& 
   // without the shard, and validate passed).
   for (; it != fs::directory_iterator(); it.increment(ec)) {
     std::error_code type_ec;
-    if (it->is_directory(type_ec)) continue;
+    if (it->is_directory(type_ec)) {
+      directories.insert(it->path().filename().string());
+      continue;
+    }
     const std::string name = it->path().filename().string();
     if (name.size() > 4 && name.compare(name.size() - 4, 4, ".idx") == 0) {
       idx.insert(name.substr(0, name.size() - 4));
@@ -267,6 +271,11 @@ absl::StatusOr<std::vector<std::string>> FindDatasetPrefixes(const std::string& 
   if (ec) return absl::UnavailableError(absl::StrCat(dir, ": cannot list: ", ec.message()));
   std::vector<std::string> prefixes;
   const std::string base = (dir.empty() || dir.back() == '/') ? dir : dir + "/";
+  // "d/b.idx has no b.bin beside it" where `ls` shows a b.bin: say what it is.
+  auto if_directory = [&](const std::string& file) {
+    return directories.count(file) ? absl::StrCat(" (", base, file, " is a directory)")
+                                   : std::string();
+  };
   // Python's order of the names (merge_datasets.py: sorted() of os.listdir's str names).
   std::vector<std::pair<std::vector<uint32_t>, std::string>> names;
   for (const std::string& name : idx) names.emplace_back(PythonFsDecode(name), name);
@@ -274,8 +283,8 @@ absl::StatusOr<std::vector<std::string>> FindDatasetPrefixes(const std::string& 
   for (const auto& [decoded, name] : names) {
     if (!bin.count(name)) {
       if (unpaired == nullptr) {
-        return absl::FailedPreconditionError(
-            absl::StrCat(base, name, ".idx has no ", name, ".bin beside it"));
+        return absl::FailedPreconditionError(absl::StrCat(
+            base, name, ".idx has no ", name, ".bin beside it", if_directory(name + ".bin")));
       }
       unpaired->push_back(base + name + ".idx");
       continue;
@@ -285,8 +294,8 @@ absl::StatusOr<std::vector<std::string>> FindDatasetPrefixes(const std::string& 
   for (const std::string& name : bin) {
     if (!idx.count(name)) {
       if (unpaired == nullptr) {
-        return absl::FailedPreconditionError(
-            absl::StrCat(base, name, ".bin has no ", name, ".idx beside it"));
+        return absl::FailedPreconditionError(absl::StrCat(
+            base, name, ".bin has no ", name, ".idx beside it", if_directory(name + ".idx")));
       }
       unpaired->push_back(base + name + ".bin");
     }

@@ -340,6 +340,12 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
 
   if (cancelled()) return cancelled_error();
   if (options.before_publish) PILEPREP_RETURN_IF_ERROR(options.before_publish());
+  // Each pass checked an input's .idx before reading it, so a write during the last pass (the
+  // document indices) went unseen: the merged index was published with another file's last
+  // document index, exit 0. Checked once more now that nothing more is read.
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    PILEPREP_RETURN_IF_ERROR(CheckSamePath(inputs[k] + ".idx", seen_idx[k]));
+  }
   // Published as IndexedDatasetWriter publishes (internal::PublishDataset).
   PILEPREP_RETURN_IF_ERROR(
       internal::PublishDataset(temps.bin, temps.idx, output_prefix, options.sync));

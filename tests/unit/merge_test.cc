@@ -473,6 +473,28 @@ TEST_F(MergeTest, InputIdxWrittenToBetweenPassesIsRefusedAndNothingPublished) {
   ExpectNothingPublished();
 }
 
+// Written to in place during the last pass, which reads the document indices: no pass after it
+// checks the .idx again, so the final check before publishing must (a merged index with another
+// file's last document index was published, exit 0).
+TEST_F(MergeTest, InputIdxWrittenToDuringTheLastPassIsRefusedAndNothingPublished) {
+  WriteLarge((dir_ / "a").string());
+  WriteTiny((dir_ / "b").string(), 2);
+  const std::string b_idx = (dir_ / "b.idx").string();
+  MergeOptions options;
+  options.sync = false;
+  options.before_publish = [&] {
+    fs::last_write_time(b_idx, fs::last_write_time(b_idx) + std::chrono::seconds(10));
+    return absl::OkStatus();
+  };
+  auto result = MergeDatasets({(dir_ / "a").string(), (dir_ / "b").string()},
+                              (dir_ / "out").string(), options);
+  ASSERT_FALSE(result.ok()) << "a merge of an input whose index changed meanwhile was published";
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition) << result.status();
+  EXPECT_THAT(std::string(result.status().message()),
+              HasSubstr(b_idx + ": changed while it was being merged (written to)"));
+  ExpectNothingPublished();
+}
+
 // The harness itself: with no change the same FIFO merge succeeds (so the refusals above come from
 // the change, not from merging through a FIFO).
 TEST_F(MergeTest, MergeThroughTheFifoHarnessSucceedsWhenNothingChanges) {

@@ -1027,6 +1027,13 @@ TEST(FindDatasetPrefixes, SortsLikePythonAndRefusesOrListsLoneFiles) {
   auto lone = FindDatasetPrefixes(dir.string());
   EXPECT_EQ(lone.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(lone.status().message()), HasSubstr("c.idx has no c.bin"));
+  // A directory named like the missing half is skipped, as Megatron's isfile() skips it, and said.
+  fs::create_directory(dir / "c.bin");
+  lone = FindDatasetPrefixes(dir.string());
+  EXPECT_THAT(
+      std::string(lone.status().message()),
+      HasSubstr("c.idx has no c.bin beside it (" + dir.string() + "/c.bin is a directory)"));
+  fs::remove(dir / "c.bin");
   // Asked for, the lone files are listed and the pairs returned.
   WriteFile(dir / "d.bin", "x");
   std::vector<std::string> unpaired;

@@ -50,8 +50,8 @@ void PrintSummary(const IndexedDatasetReader& r) {
   std::printf("length:     min %d, mean %.1f, max %d tokens\n", min_len,
               static_cast<double>(tokens) / static_cast<double>(r.num_sequences()), max_len);
   if (nonpositive > 0) {
-    std::printf("            %llu sequences of length <= 0 (run `pileprep validate`)\n",
-                static_cast<unsigned long long>(nonpositive));
+    std::printf("            %llu sequence%s of length <= 0 (run `pileprep validate`)\n",
+                static_cast<unsigned long long>(nonpositive), nonpositive == 1 ? "" : "s");
   }
   std::printf("length histogram (tokens per sequence):\n");
   uint64_t peak = *std::max_element(std::begin(buckets), std::end(buckets));
