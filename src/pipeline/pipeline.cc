@@ -1143,6 +1143,8 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
   // the shard would read as made while a key's outputs were missing, and a --force run would leave
   // an older input's dataset for that key.
   std::vector<bool> renamed(writers.size(), false);
+  // Keys whose older .idx was removed before the renames (below), their older .bin left.
+  std::vector<bool> unpaired(writers.size(), false);
   // Removes the renamed keys' files and syncs their directories (the removal must last as the
   // renames did); returns what could not be removed, "" when all went, for the caller's error: a
   // key left published beside a failed one must be named, not found later.
@@ -1150,7 +1152,9 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
     std::string left;
     std::vector<std::string> dirs;
     for (size_t j = 0; j < writers.size(); ++j) {
-      if (!renamed[j]) continue;  // older outputs not yet replaced are left as they are
+      // Older outputs not yet replaced are left as they are, but an older .bin whose .idx went
+      // first: never half a dataset.
+      if (!renamed[j] && !unpaired[j]) continue;
       for (const std::string& path : {writers[j]->idx_path(), writers[j]->bin_path()}) {
         if (absl::Status s = internal::RemoveFileIfExists(path); !s.ok()) {
           absl::StrAppend(&left, left.empty() ? "" : "; ", s.message());
@@ -1227,6 +1231,31 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
   if (cancelled()) {
     abort_all();
     return absl::CancelledError(absl::StrCat(source.name(), ": cancelled"));
+  }
+  // Several keys: every key's older .idx goes before the first rename (its removal made durable),
+  // so that a kill between two keys' renames leaves no older dataset whole beside a newer one of
+  // another key, both sound and nothing to tell that they describe other documents: each key is
+  // then new, or lacks its .idx (visibly incomplete) until a rerun. One key: PublishDataset
+  // removes it, as it does there anyway.
+  if (writers.size() > 1) {
+    std::vector<std::string> dirs;
+    for (size_t k = 0; k < writers.size(); ++k) {
+      const std::string& idx = writers[k]->idx_path();
+      const bool had = internal::PathExists(idx);
+      if (absl::Status s = internal::RemoveFileIfExists(idx); !s.ok()) {
+        abort_all();
+        return withdrawn(s);
+      }
+      unpaired[k] = had;
+      const std::string dir = internal::DirName(idx);
+      if (had && std::find(dirs.begin(), dirs.end(), dir) == dirs.end()) dirs.push_back(dir);
+    }
+    for (const std::string& dir : options.writer.sync ? dirs : std::vector<std::string>{}) {
+      if (absl::Status s = internal::SyncDirectory(dir); !s.ok()) {
+        abort_all();
+        return withdrawn(s);
+      }
+    }
   }
   for (size_t k = 0; k < writers.size(); ++k) {
     absl::StatusOr<IndexedDatasetWriter::Result> r = guarded([&] { return writers[k]->Publish(); });

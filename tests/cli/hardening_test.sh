@@ -427,6 +427,43 @@ rc=$?
   && ok "preprocess: a key left published by a failed withdrawal is named" \
   || bad "preprocess: failed withdrawal (rc $rc): $(cat "$work/err")"
 
+# preprocess with two keys over the datasets of an earlier run, killed as the second key's older .idx
+# is removed (the shim holds that unlink): that was after the first key's new dataset took its names,
+# leaving it beside the second key's older one, both sound though they describe other documents. Every
+# older .idx now goes before the first rename: the datasets left sound must all be of one run. A rerun
+# then ends byte-identical to an undisturbed run.
+mkdir -p "$work/mix" "$work/mixold" "$work/mixref"
+/usr/bin/python3 -c 'import json
+print(json.dumps({"text": "old body", "title": "old title"}))' >"$work/mix-old.jsonl"
+for d in mix mixold; do
+  "$PILEPREP" preprocess --input "$work/mix-old.jsonl" --output-prefix "$work/$d/m" --json-keys text title -q \
+    >/dev/null 2>&1 || bad "preprocess: the earlier two-key run failed"
+done
+"$PILEPREP" preprocess --input "$work/two.jsonl" --output-prefix "$work/mixref/m" --json-keys text title -q \
+  >/dev/null 2>&1 || bad "preprocess: the reference two-key run failed"
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" LD_PRELOAD=$SHIM \
+  PILEPREP_FAULT_PAUSE_UNLINK="$work/mix/m_title_document.idx" \
+  "$PILEPREP" preprocess --input "$work/two.jsonl" --output-prefix "$work/mix/m" --json-keys text title \
+  --workers 1 >"$work/out" 2>"$work/err" &
+pid=$!
+for _ in $(seq 1 600); do grep -q "fault shim: paused" "$work/err" && break; sleep 0.05; done
+grep -q "fault shim: paused" "$work/err" || bad "preprocess: never held at the second key's .idx removal: $(cat "$work/err")"
+kill -KILL $pid; wait $pid 2>/dev/null
+run_of() {  # key: "new", "old" or "" (not a sound dataset)
+  "$PILEPREP" validate -q "$work/mix/m_$1_document" >/dev/null 2>&1 || return 0
+  cmp -s "$work/mix/m_$1_document.idx" "$work/mixref/m_$1_document.idx" && echo new
+  cmp -s "$work/mix/m_$1_document.idx" "$work/mixold/m_$1_document.idx" && echo old
+}
+text_run=$(run_of text); title_run=$(run_of title)
+[[ -z $text_run || -z $title_run || $text_run == "$title_run" ]] \
+  && ok "preprocess: killed between two keys' publishes, the sound datasets are of one run" \
+  || bad "preprocess: killed between two keys' publishes: text is the $text_run run's, title the $title_run run's"
+"$PILEPREP" preprocess --input "$work/two.jsonl" --output-prefix "$work/mix/m" --json-keys text title -q \
+  >/dev/null 2>&1 || bad "preprocess: the rerun after the kill failed"
+for f in m_text_document.bin m_text_document.idx m_title_document.bin m_title_document.idx; do
+  cmp -s "$work/mix/$f" "$work/mixref/$f" || bad "preprocess: after the kill and a rerun, $f differs"
+done
+
 # An output directory this user may write and enter but not read (mode 0733): a publish syncs the
 # directory, which opens it for reading, so every output failed at its publish, after all the work.
 # A set-up error now (exit 2), the dry run's too. Run as nobody: root reads any directory.
