@@ -464,6 +464,17 @@ for f in m_text_document.bin m_text_document.idx m_title_document.bin m_title_do
   cmp -s "$work/mix/$f" "$work/mixref/$f" || bad "preprocess: after the kill and a rerun, $f differs"
 done
 
+# The first key's rename failing over the datasets of an earlier run: nothing of either key is left,
+# in particular not the second key's older .bin, whose .idx went before the renames (half a dataset).
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" LD_PRELOAD=$SHIM \
+  PILEPREP_FAULT_RENAME_TO="$work/mix/m_text_document.bin" \
+  "$PILEPREP" preprocess --input "$work/two.jsonl" --output-prefix "$work/mix/m" --json-keys text title \
+  --workers 1 >"$work/out" 2>"$work/err"
+rc=$?
+[[ $rc -eq 1 && -z $(ls "$work/mix" | grep -v pileprep-lock) ]] \
+  && ok "preprocess: a failed first rename leaves no half dataset of a later key" \
+  || bad "preprocess: a failed first rename (rc $rc) left: $(ls "$work/mix")"
+
 # An output directory this user may write and enter but not read (mode 0733): a publish syncs the
 # directory, which opens it for reading, so every output failed at its publish, after all the work.
 # A set-up error now (exit 2), the dry run's too. Run as nobody: root reads any directory.
