@@ -228,8 +228,15 @@ expect "preprocess: --log-interval 0" 2 "--log-interval 0: expected a whole numb
   "$PILEPREP" preprocess --input "$work/t.jsonl" --output-prefix "$work/li" --log-interval 0
 expect "an ambiguous abbreviation" 2 "ambiguous flag --re: it could be --remake-other-settings, --retries, --retry-wait" -- \
   "$PILEPREP" --re 1
-expect "a hidden flag only by its full name" 2 "unknown flag --ins (see --help)" -- \
+expect "a hidden flag only by its full name" 2 "flag --ins: write it out as --insecure (this flag is not taken abbreviated)" -- \
   "$PILEPREP" --url "$root/data/samples" --ins
+# Hidden flags count in what an abbreviation could mean, as in argparse: Megatron's parser reads --p
+# as --partitions (hidden here), so it is ambiguous, not --progress-interval.
+expect "preprocess: --p is ambiguous with Megatron's --partitions" 2 "ambiguous flag --p: it could be --partitions, --progress-interval" -- \
+  "$PILEPREP" preprocess --input "$work/t.jsonl" --output-prefix "$work/pp" --p 2
+# --flag=VALUE is one value, as in argparse: the words after it are not more keys.
+expect "preprocess: --json-keys=a b takes a alone" 2 'unexpected argument "title"' -- \
+  "$PILEPREP" preprocess --input "$work/t.jsonl" --output-prefix "$work/pp" --json-keys=text title
 # --json-keys given twice: the last list, as argparse (the first key, absent, would fail every record).
 expect "preprocess: --json-keys twice keeps the last" 0 "" -- \
   "$PILEPREP" preprocess --input "$work/t.jsonl" --output-prefix "$work/last" --json-keys nosuch --json-keys text -q
@@ -417,7 +424,7 @@ expect "a literal <|endoftext|> is id 50256 by default" 0 "64 50256 65 50256" --
   "$PILEPREP" inspect "$work/eot_text_document" --doc 0
 "$PILEPREP" preprocess --input "$work/eot.jsonl" --output-prefix "$work/eot" --append-eod -q \
   --endoftext-as-text 2>/dev/null
-expect "--endoftext-as-text gives Megatron-LM's own ids for it" 0 "64 27 91 437 1659 5239 91 29 65 50256" -- \
+expect "--endoftext-as-text gives legacy Megatron-LM's ids for it" 0 "64 27 91 437 1659 5239 91 29 65 50256" -- \
   "$PILEPREP" inspect "$work/eot_text_document" --doc 0
 rm -f "$work/eot.jsonl" "$work"/eot_text_document.*
 

@@ -35,12 +35,20 @@ absl::Status Args::Resolve(const std::string& name, Flag** flag) {
   if ((*flag = Find(name)) != nullptr) return absl::OkStatus();
   std::vector<Flag*> begun;
   for (Flag& f : flags_) {
-    // A hidden flag is spelled out (--insecure must not be what `--in` means).
-    if (!f.hidden && f.name.compare(0, name.size(), name) == 0) begun.push_back(&f);
+    if (f.name.compare(0, name.size(), name) == 0) begun.push_back(&f);
   }
-  if (begun.size() == 1) {
+  // A hidden flag is spelled out (--insecure must not be what `--in` means), but it still counts
+  // in what an abbreviation could mean, as all of argparse's flags do: `--p` was
+  // --progress-interval for preprocess, where Megatron's parser reads it as --partitions (hidden
+  // here).
+  if (begun.size() == 1 && !begun.front()->hidden) {
     *flag = begun.front();
     return absl::OkStatus();
+  }
+  if (begun.size() == 1) {
+    return absl::InvalidArgumentError(absl::StrCat("flag --", name, ": write it out as --",
+                                                   begun.front()->name,
+                                                   " (this flag is not taken abbreviated)"));
   }
   if (begun.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name, " (see --help)"));
@@ -114,8 +122,13 @@ absl::Status Args::Parse(int argc, char** argv, int first) {
         // `--flag=v` is one value, commas included, as in argparse.
         if (f->kind == Kind::kList) f->values.clear();
         const size_t before = f->values.size();
-        if (has_inline) f->values.push_back(inline_value);
-        while (i + 1 < argc && !LooksLikeFlag(argv[i + 1])) f->values.push_back(argv[++i]);
+        if (has_inline) {
+          // Only that one: argparse takes `--json-keys=a b` as the key a and an argument b it
+          // does not expect (exit 2), where the words after it were taken as keys too.
+          f->values.push_back(inline_value);
+        } else {
+          while (i + 1 < argc && !LooksLikeFlag(argv[i + 1])) f->values.push_back(argv[++i]);
+        }
         if (f->values.size() == before) {
           return absl::InvalidArgumentError(absl::StrCat("--", name, " needs at least one value"));
         }

@@ -135,9 +135,10 @@ void AddCommonFlags(Args& args) {
            "$PILEPREP_TOKENIZER_DIR/vocab.bpe when that is set, else the copy shipped in "
            "tokenizers/gpt2)");
   args.Add("endoftext-as-text", Args::Kind::kSwitch, "",
-           "tokenize a literal <|endoftext|> in text as ordinary text, as Megatron-LM's own "
+           "tokenize a literal <|endoftext|> in text as ordinary text, as legacy Megatron-LM's "
            "preprocess_data.py and tiktoken's encode_ordinary do, instead of the single id 50256, "
-           "as NeMo's data preparation (Hugging Face's GPT-2 tokenizer) does");
+           "as NeMo's data preparation and current Megatron-LM (Hugging Face's GPT-2 tokenizer) "
+           "do");
   args.Add("max-bad-records", Args::Kind::kValue, "N",
            "fail an input with more than N bad records (blank lines, invalid JSON, a line not "
            "an object, a key missing or not a string); -1 for no limit",
