@@ -55,7 +55,9 @@
 // Speed: both files are memory-mapped; the index checks are one sequential pass, the .bin token
 // checks run in parallel (oneTBB) over large blocks, so a 20 GB .bin is checked at disk speed.
 // check_tokens = false skips reading the .bin (its size is still checked): a cheap structural
-// check.
+// check. Memory: ValidateDataset releases the mapped pages behind its scans (the EOD check runs
+// in the token scan's tasks), so its RSS does not grow with the .bin; of the .idx, about 20 bytes
+// per document may stay resident. ValidateBuffers reads the caller's memory and releases nothing.
 //
 // Thread model: ValidateDataset is reentrant; it blocks and uses up to `options.threads` threads
 // (raising oneTBB's process-wide thread limit while it runs, as RunPipeline does; pipeline.h).

@@ -56,6 +56,17 @@ absl::StatusOr<MappedFile> MappedFile::Open(const std::string& path, Access acce
 
 MappedFile::~MappedFile() { Unmap(); }
 
+void MappedFile::ReleaseMapped(const char* base, size_t size, size_t from, size_t to) {
+  to = std::min(to, size);
+  if (base == nullptr || from >= to) return;
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(base) + from + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(base) + to) / page * page;
+  if (begin < end) {
+    ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+  }
+}
+
 MappedFile::MappedFile(MappedFile&& other) noexcept
     : path_(std::move(other.path_)),
       data_(std::exchange(other.data_, nullptr)),

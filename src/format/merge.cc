@@ -4,8 +4,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <bit>
+#include <cerrno>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "format/file_util.h"
+#include "format/mapped_file.h"
 #include "pileprep/indexed_reader.h"
 #include "pileprep/status_macros.h"
 #include "pileprep/validate.h"
@@ -85,6 +86,18 @@ absl::Status CheckSame(const std::string& path, const Seen& before, const struct
   }
   if (now.mtime_ns != before.mtime_ns) return Changed(path, "written to");
   return absl::OkStatus();
+}
+
+using internal::MappedFile;
+using ReleaseBehind = MappedFile::ReleaseBehind;
+// Where `array` (one of the reader's .idx arrays) starts in its .idx.
+size_t Offset(const IndexedDatasetReader& reader, std::string_view array) {
+  return static_cast<size_t>(array.data() - reader.idx_bytes().data());
+}
+// Releases the pages of the reader's .idx (a file mapping: IndexedDatasetReader::Open) behind a
+// scan of `array`: merge's RSS then does not grow with an input's index (mapped pages count in it).
+ReleaseBehind Behind(const IndexedDatasetReader& reader, std::string_view array) {
+  return ReleaseBehind(reader.idx_bytes(), Offset(reader, array));
 }
 
 absl::Status CheckSamePath(const std::string& path, const Seen& before) {
@@ -182,7 +195,9 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
     {
       const std::string_view lengths = reader->lengths_bytes();
       uint64_t input_tokens = 0;
+      ReleaseBehind behind = Behind(*reader, lengths);
       for (size_t i = 0; i < lengths.size(); i += sizeof(int32_t)) {
+        behind.At(Offset(*reader, lengths) + i);
         int32_t length;
         std::memcpy(&length, lengths.data() + i, sizeof(length));
         if (length < 0) {
@@ -208,7 +223,9 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
       const std::string_view doc = reader->document_indices_bytes();
       const size_t count = doc.size() / sizeof(int64_t);
       int64_t previous = 0;
+      ReleaseBehind behind = Behind(*reader, doc);
       for (size_t j = 0; j < count; ++j) {
+        behind.At(Offset(*reader, doc) + j * sizeof(int64_t));
         int64_t value;
         std::memcpy(&value, doc.data() + j * sizeof(int64_t), sizeof(value));
         const bool wrong =
@@ -302,7 +319,12 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
       if (cancelled()) return cancelled_error();
       PILEPREP_ASSIGN_OR_RETURN(auto reader, reopen(k));
       const std::string_view lengths = reader->lengths_bytes();
-      PILEPREP_RETURN_IF_ERROR(idx->Append(lengths.data(), lengths.size()));
+      ReleaseBehind behind = Behind(*reader, lengths);
+      for (size_t i = 0; i < lengths.size(); i += MappedFile::kReleaseStep) {
+        const size_t n = std::min(MappedFile::kReleaseStep, lengths.size() - i);
+        PILEPREP_RETURN_IF_ERROR(idx->Append(lengths.data() + i, n));
+        behind.At(Offset(*reader, lengths) + i + n);
+      }
     }
     uint64_t pointer = 0;
     uint64_t tokens = 0;
@@ -310,7 +332,9 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
       if (cancelled()) return cancelled_error();
       PILEPREP_ASSIGN_OR_RETURN(auto reader, reopen(k));
       const std::string_view lengths = reader->lengths_bytes();
+      ReleaseBehind behind = Behind(*reader, lengths);
       for (size_t i = 0; i < lengths.size(); i += sizeof(int32_t)) {
+        behind.At(Offset(*reader, lengths) + i);
         int32_t length;  // not negative: pass 1 checked the file, and it is the same file
         std::memcpy(&length, lengths.data() + i, sizeof(length));
         PILEPREP_RETURN_IF_ERROR(idx->AppendValue(static_cast<int64_t>(pointer)));
@@ -325,7 +349,9 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
       if (cancelled()) return cancelled_error();
       PILEPREP_ASSIGN_OR_RETURN(auto reader, reopen(k));
       const std::string_view doc = reader->document_indices_bytes();
+      ReleaseBehind behind = Behind(*reader, doc);
       for (size_t j = sizeof(int64_t); j < doc.size(); j += sizeof(int64_t)) {
+        behind.At(Offset(*reader, doc) + j);
         int64_t value;
         std::memcpy(&value, doc.data() + j, sizeof(value));
         // In 0..sequences[k] (pass 1), so the sum does not overflow.

@@ -57,6 +57,12 @@ class Checker {
     report_.bin_bytes = bin.size();
   }
 
+  // The .idx and .bin are file mappings (ValidateDataset): their pages are released behind the
+  // scans, so that RSS does not grow with the dataset (a shard job's rerun validates every finished
+  // shard; mapped pages count in RSS, which a scheduler may enforce). Never for ValidateBuffers'
+  // memory, which MADV_DONTNEED would zero.
+  void ReleaseMappingsBehindScans() { release_mapped_ = true; }
+
   // `arrays` false: the header and the .idx's size only, not the arrays nor the .bin's size (an
   // .idx with a hole: its arrays would be read as zeros, page by page, for a verdict the hole
   // already gives).
@@ -251,7 +257,12 @@ class Checker {
     if (token_dtype_ok_ && num_sequences_ > 0) {
       // A first pass over the lengths, for LengthDisagreesWithSoundPointers.
       __int128 sum = 0;
-      for (uint64_t i = 0; i < num_sequences_; ++i) sum += Length(i);
+      internal::MappedFile::ReleaseBehind behind(idx_, lengths_offset_, release_mapped_);
+      for (uint64_t i = 0; i < num_sequences_; ++i) {
+        sum += Length(i);
+        behind.At(lengths_offset_ + 4 * i);
+      }
+      behind.Finish(lengths_offset_ + 4 * num_sequences_);
       const __int128 size = static_cast<__int128>(bin_.size());
       const uint64_t last = num_sequences_ - 1;
       lengths_against_bin_ =
@@ -259,7 +270,11 @@ class Checker {
           static_cast<__int128>(Pointer(last)) + static_cast<__int128>(itemsize_) * Length(last) ==
               size;
     }
+    internal::MappedFile::ReleaseBehind lengths_behind(idx_, lengths_offset_, release_mapped_);
+    internal::MappedFile::ReleaseBehind pointers_behind(idx_, pointers_offset_, release_mapped_);
     for (uint64_t i = 0; i < num_sequences_; ++i) {
+      lengths_behind.At(lengths_offset_ + 4 * i);  // the entries before i - 1 (read again below)
+      pointers_behind.At(pointers_offset_ + 8 * i);
       const int32_t length = Length(i);
       if (length <= 0) {
         if (first_bad_length_ < 0) first_bad_length_ = static_cast<int64_t>(i);
@@ -362,7 +377,9 @@ class Checker {
       });
     }
     int64_t previous = first;
+    internal::MappedFile::ReleaseBehind behind(idx_, doc_offset_, release_mapped_);
     for (uint64_t j = 1; j < num_doc_indices_; ++j) {
+      behind.At(doc_offset_ + 8 * (j - 1));
       const int64_t value = DocIndex(j);
       if (value > previous) ++nonempty_documents_;
       if (value < previous) {
@@ -546,11 +563,106 @@ class Checker {
   struct Scanned {
     Found out_of_range;  // tokens >= vocab_size
     Found zero_blocks;   // blocks of kBlock tokens 0 (first: a token index)
+    Found no_eod;        // with expect_eod: units whose last token is not EOD (first: the unit)
     static Scanned Join(const Scanned& a, const Scanned& b) {
       return {Found::Join(a.out_of_range, b.out_of_range),
-              Found::Join(a.zero_blocks, b.zero_blocks)};
+              Found::Join(a.zero_blocks, b.zero_blocks), Found::Join(a.no_eod, b.no_eod)};
     }
   };
+
+  // --append-eod puts EOD at the end of each document: its last sequence (a document of several,
+  // as Megatron's --split-sentences writes, has EOD only on its last sentence). With
+  // document_indices broken (already a violation) every sequence is looked at. One unit per
+  // document (its last sequence; none for an empty document), or per sequence.
+  //
+  // The byte where unit u's last token ends (pointers sound: sequences tile the .bin in order, none
+  // empty): non-decreasing in u, an empty document's the same as the unit's before it, so the units
+  // ending in a span of the .bin are found by a binary search.
+  uint64_t UnitEnd(uint64_t u, bool docs_ok) const {
+    uint64_t i = u;
+    if (docs_ok) {
+      const uint64_t next = static_cast<uint64_t>(DocIndex(u + 1));
+      if (next == 0) return 0;
+      i = next - 1;
+    }
+    return static_cast<uint64_t>(Pointer(i)) + itemsize_ * static_cast<uint32_t>(Length(i));
+  }
+  static constexpr uint64_t kUnitsWorthReleasing = uint64_t{1} << 17;  // 1 MiB of document indices
+  static constexpr uint64_t kSpanTokens = uint64_t{1} << 20;  // a token scan task's span (blocks)
+  // Releases the .idx entries of units [first, last] (their document indices, and their last
+  // sequences' lengths and pointers), where the .idx is a file mapping.
+  void ReleaseIdxOfUnits(uint64_t first, uint64_t last, bool docs_ok) const {
+    if (!release_mapped_) return;
+    const uint64_t units = docs_ok ? num_doc_indices_ - 1 : num_sequences_;
+    last = std::min(last, units);
+    if (first >= last) return;
+    uint64_t seq_from = first, seq_to = last + 1;
+    if (docs_ok) {
+      internal::MappedFile::ReleaseMapped(idx_.data(), idx_.size(), doc_offset_ + 8 * first,
+                                          doc_offset_ + 8 * (last + 1));
+      seq_from = static_cast<uint64_t>(std::max<int64_t>(DocIndex(first), 1)) - 1;
+      seq_to = static_cast<uint64_t>(DocIndex(last)) + 1;
+    }
+    seq_to = std::min(seq_to, num_sequences_);
+    if (seq_from >= seq_to) return;
+    internal::MappedFile::ReleaseMapped(idx_.data(), idx_.size(), lengths_offset_ + 4 * seq_from,
+                                        lengths_offset_ + 4 * seq_to);
+    internal::MappedFile::ReleaseMapped(idx_.data(), idx_.size(), pointers_offset_ + 8 * seq_from,
+                                        pointers_offset_ + 8 * seq_to);
+  }
+
+  // The first unit ending after the first byte of each span of kSpanTokens tokens of the .bin (the
+  // token scan's tasks), found in one pass over the index in order, its pages released behind it:
+  // a binary search per span instead read pages all over a large .idx (each fault maps a whole
+  // window or folio around it), and they stayed resident (650 MB of a 680 MB .idx).
+  std::vector<uint64_t> FirstUnitOfSpans(uint64_t spans, bool docs_ok) const {
+    const uint64_t units = docs_ok ? num_doc_indices_ - 1 : num_sequences_;
+    const uint64_t span_bytes = kSpanTokens * itemsize_;
+    std::vector<uint64_t> first(spans + 1, units);
+    internal::MappedFile::ReleaseBehind docs(idx_, doc_offset_, release_mapped_);
+    internal::MappedFile::ReleaseBehind lengths(idx_, lengths_offset_, release_mapped_);
+    internal::MappedFile::ReleaseBehind pointers(idx_, pointers_offset_, release_mapped_);
+    uint64_t t = 0;
+    for (uint64_t u = 0; u < units && t < spans; ++u) {
+      const uint64_t end = UnitEnd(u, docs_ok);
+      while (t < spans && end > t * span_bytes) first[t++] = u;
+      if (docs_ok) docs.At(doc_offset_ + 8 * u);
+      const uint64_t i = docs_ok ? static_cast<uint64_t>(std::max<int64_t>(DocIndex(u), 1)) - 1 : u;
+      lengths.At(lengths_offset_ + 4 * i);
+      pointers.At(pointers_offset_ + 8 * i);
+    }
+    return first;
+  }
+
+  // The units from `u` on whose last token lies in bytes [from, to) of the .bin, checked for EOD
+  // into `found`: done by the token scan's task for that span while its pages are mapped, so that
+  // each page of the .bin is read (and faulted in) once, before the scan releases it. Returns the
+  // first unit past the span.
+  uint64_t CheckEodIn(uint64_t u, uint64_t to, bool docs_ok, Found* found) const {
+    const uint64_t units = docs_ok ? num_doc_indices_ - 1 : num_sequences_;
+    const uint64_t from = u;
+    for (; u < units; ++u) {
+      const uint64_t end = UnitEnd(u, docs_ok);
+      if (end > to) break;
+      if (docs_ok && DocIndex(u + 1) == DocIndex(u)) continue;  // an empty document: no EOD
+      const uint64_t last = TokenAt(end / itemsize_ - 1);
+      if (last != options_.eod_id) {
+        if (found->count == 0 || u < found->first) {  // the unit: the document, if docs_ok
+          found->first = u;
+          found->value = last;
+        }
+        ++found->count;
+      }
+    }
+    // The index entries this read go with the span's .bin pages (with millions of documents the
+    // .idx is large too), where the span holds many units (documents of a few tokens): each
+    // madvise makes the kernel flush the other threads' TLBs, a cost per span that documents of
+    // ordinary length (20 index bytes for kilobytes of tokens) do not repay. Their entries stay
+    // resident: at most about 20 bytes per document of RSS at the end of the scan.
+    if (u - from >= kUnitsWorthReleasing)
+      ReleaseIdxOfUnits(from > 0 ? from - 1 : 0, u + 1, docs_ok);
+    return u;
+  }
 
   // " (in sequence A)" or " (in sequences A to B)" for the `size` bytes from `byte` on; "" where no
   // sequence holds the first byte.
@@ -608,6 +720,10 @@ class Checker {
     return scanned;
   }
 
+  void ReleaseBin(uint64_t from, uint64_t to) const {
+    if (release_mapped_) internal::MappedFile::ReleaseMapped(bin_.data(), bin_.size(), from, to);
+  }
+
   bool Cancelled() const {
     return options_.cancel != nullptr && options_.cancel->load(std::memory_order_relaxed);
   }
@@ -621,55 +737,35 @@ class Checker {
     // With document_indices broken (already a violation) --expect-eod looks at every sequence.
     const bool docs_ok = DocumentIndicesSound();
     Scanned scanned;
-    Found no_eod;
+    // A truncated .bin (reported as bin_size) leaves the units past its end unchecked.
+    const bool check_eod = options_.expect_eod && pointers_ok;
+    // Tasks of fixed spans of kSpanTokens tokens (whole blocks), whose first units are known.
+    const uint64_t num_blocks = (num_tokens + kBlock - 1) / kBlock;
+    constexpr uint64_t kSpanBlocks = kSpanTokens / kBlock;
+    const uint64_t spans = (num_blocks + kSpanBlocks - 1) / kSpanBlocks;
+    const std::vector<uint64_t> first_unit =
+        check_eod ? FirstUnitOfSpans(spans, docs_ok) : std::vector<uint64_t>();
     arena.execute([&] {
-      constexpr uint64_t kGrain = (uint64_t{1} << 20) / kBlock;  // blocks per task: 1M tokens
-      const uint64_t num_blocks = (num_tokens + kBlock - 1) / kBlock;
       scanned = tbb::parallel_reduce(
-          tbb::blocked_range<uint64_t>(0, num_blocks, kGrain), Scanned{},
+          tbb::blocked_range<uint64_t>(0, spans, 1), Scanned{},
           [&](const tbb::blocked_range<uint64_t>& r, Scanned acc) {
-            if (Cancelled()) return acc;
-            Scanned f =
-                itemsize_ == 2
-                    ? ScanTokens<uint16_t>(bin_.data(), r.begin(), r.end(), num_tokens, pointers_ok)
-                    : ScanTokens<int32_t>(bin_.data(), r.begin(), r.end(), num_tokens, pointers_ok);
-            return Scanned::Join(acc, f);
+            for (uint64_t t = r.begin(); t < r.end(); ++t) {
+              if (Cancelled()) return acc;
+              const uint64_t b0 = t * kSpanBlocks, b1 = std::min(b0 + kSpanBlocks, num_blocks);
+              Scanned f = itemsize_ == 2
+                              ? ScanTokens<uint16_t>(bin_.data(), b0, b1, num_tokens, pointers_ok)
+                              : ScanTokens<int32_t>(bin_.data(), b0, b1, num_tokens, pointers_ok);
+              const uint64_t from = b0 * kBlock * itemsize_;
+              const uint64_t to = std::min(b1 * kBlock, num_tokens) * itemsize_;
+              if (check_eod) CheckEodIn(first_unit[t], to, docs_ok, &f.no_eod);
+              ReleaseBin(from, to);
+              acc = Scanned::Join(acc, f);
+            }
+            return acc;
           },
           Scanned::Join);
-      if (options_.expect_eod && pointers_ok) {
-        // --append-eod puts EOD at the end of each document: its last sequence (a document of
-        // several, as Megatron's --split-sentences writes, has EOD only on its last sentence).
-        // With document_indices broken (already a violation) every sequence is looked at.
-        // One unit per document (its last sequence; none for an empty document), or per sequence.
-        const uint64_t units = docs_ok ? num_doc_indices_ - 1 : num_sequences_;
-        no_eod = tbb::parallel_reduce(
-            tbb::blocked_range<uint64_t>(0, units, 1 << 16), Found{},
-            [&](const tbb::blocked_range<uint64_t>& r, Found acc) {
-              if (Cancelled()) return acc;
-              for (uint64_t u = r.begin(); u < r.end(); ++u) {
-                uint64_t i = u;
-                if (docs_ok) {
-                  const uint64_t next = static_cast<uint64_t>(DocIndex(u + 1));
-                  if (next == static_cast<uint64_t>(DocIndex(u))) continue;
-                  i = next - 1;
-                }
-                const uint64_t end = static_cast<uint64_t>(Pointer(i)) +
-                                     itemsize_ * static_cast<uint32_t>(Length(i));
-                if (end > bin_.size()) break;  // a truncated .bin: reported as bin_size
-                const uint64_t last = TokenAt(end / itemsize_ - 1);
-                if (last != options_.eod_id) {
-                  if (acc.count == 0 || u < acc.first) {  // the unit: the document, if docs_ok
-                    acc.first = u;
-                    acc.value = last;
-                  }
-                  ++acc.count;
-                }
-              }
-              return acc;
-            },
-            Found::Join);
-      }
     });
+    const Found& no_eod = scanned.no_eod;
     const Found& bad = scanned.out_of_range;
     if (bad.count > 0) {
       const uint64_t byte = bad.first * itemsize_;
@@ -734,6 +830,7 @@ class Checker {
   }
 
   std::string_view idx_, bin_;
+  bool release_mapped_ = false;  // idx_ and bin_ are file mappings: release pages behind scans
   const ValidateOptions& options_;
   std::string idx_name_, bin_name_;
   ValidationReport report_;
@@ -787,7 +884,9 @@ absl::StatusOr<ValidationReport> ValidateDataset(const std::string& prefix,
   // whole, its zeros taken for lengths 0 (a violation for each), in time and page cache that grow
   // with the size it claims rather than the data it holds.
   const bool idx_holed = options.check_holes && holes[0].count > 0;
-  ValidationReport report = Checker(idx.view(), bin_view, prefix, effective).Run(!idx_holed);
+  Checker checker(idx.view(), bin_view, prefix, effective);
+  checker.ReleaseMappingsBehindScans();
+  ValidationReport report = checker.Run(!idx_holed);
   // A reader takes a hole's zeros for data (tokens 0, or lengths and pointers of 0) and no other
   // check need notice: a preallocated .bin cut short has the right size. A writer writes every
   // byte, so a hole most likely means the file is incomplete; a sparse copy of runs of zeros is

@@ -99,7 +99,19 @@ if [[ $rc -eq 0 ]] && grep -q "34000000 documents, 68000000 tokens" "$work/err";
   ok "a .jsonl.zst of 12,000x compression is read whole (34,000,000 documents)"
 else bad "repeated line: exit $rc: $(grep -m1 -e documents -e error "$work/err")"; fi
 check_rss "12,000x .jsonl.zst" "$work/rep.rss" 400 "a batch grew with the compression ratio"
-rm -f "$in/repeated.jsonl.zst" "$work"/o/rep*
+# Its dataset (a 680 MB .idx of 34 M documents, a 136 MB .bin) validated and merged: the mapped pages
+# are released behind each scan, so RSS does not grow with the dataset (mapped pages count in RSS,
+# which a scheduler may enforce: 816 and 680 MB before).
+/usr/bin/time -f "%M" -o "$work/val.rss" "$PILEPREP" validate --expect-eod -q "$work/o/rep_text_document" \
+  >"$work/out" 2>"$work/err" || bad "validate of the 34 M-document dataset failed: $(cat "$work/err")"
+check_rss "validate --expect-eod of 34 M documents" "$work/val.rss" 200 "the mapped .idx or .bin stayed resident"
+printf '{"text": "one more"}\n' >"$in/one.jsonl"
+"$PILEPREP" preprocess --input "$in/one.jsonl" --output-prefix "$work/o/one" --append-eod -q >/dev/null 2>&1
+/usr/bin/time -f "%M" -o "$work/merge.rss" "$PILEPREP" merge --output-prefix "$work/o/merged" \
+  "$work/o/rep_text_document" "$work/o/one_text_document" >"$work/out" 2>"$work/err" \
+  || bad "merge of the 34 M-document dataset failed: $(cat "$work/err")"
+check_rss "merge of 34 M documents" "$work/merge.rss" 200 "the mapped .idx stayed resident"
+rm -f "$in/repeated.jsonl.zst" "$in/one.jsonl" "$work"/o/rep* "$work"/o/one* "$work"/o/merged*
 
 # ---------------------------------------------------------------- output names
 src=$work/src; mkdir -p "$src"

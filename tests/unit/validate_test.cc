@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -789,6 +790,51 @@ TEST_F(ValidateTest, MissingEodIsCaughtOnlyWhenExpected) {
   EXPECT_EQ(v->index, 5);
   EXPECT_THAT(v->message, HasSubstr("sequence 5 (the last of document 5) ends with token 13"));
   EXPECT_THAT(v->message, HasSubstr("not EOD 50256"));
+}
+
+// The EOD check runs inside the token scan's tasks (each reads its span of the .bin once, then
+// releases its pages): every document is checked once, whichever task its last token falls in,
+// also where documents end exactly on the blocks at which tasks split, and the last one, the same
+// with any thread count, with document indices and without (every sequence then).
+TEST_F(ValidateTest, EodIsCheckedOnceForEveryDocumentWhateverTheTaskBoundaries) {
+  constexpr int kDocs = 600;
+  constexpr size_t kTokens = 4096;  // a block: every document ends where a task may end
+  // Nearly every document without EOD: one checked twice (by the tasks on both sides of where it
+  // ends) or missed shows in the count, wherever the tasks split.
+  std::set<int> without;
+  for (int d = 0; d < kDocs; ++d) {
+    if (d < 1 || d > 3) without.insert(d);
+  }
+  std::string idx, bin;
+  for (bool broken_documents : {false, true}) {
+    SCOPED_TRACE(broken_documents ? "document indices broken" : "document indices sound");
+    const std::string prefix = (*dir_ / "eods").string();
+    auto writer = IndexedDatasetWriter::Create(prefix);
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    for (int d = 0; d < kDocs; ++d) {
+      std::vector<uint16_t> tokens(kTokens, 464);
+      tokens.back() = without.count(d) ? 13 : 50256;
+      ASSERT_TRUE((*writer)->AddDocument16(tokens).ok());
+    }
+    ASSERT_TRUE((*writer)->Finish().ok());
+    idx = ReadFile(prefix + ".idx");
+    bin = ReadFile(prefix + ".bin");
+    if (broken_documents) {  // the last document index short of the sequence count
+      Put<int64_t>(idx, idx.size() - 8, kDocs - 1);
+    }
+    for (int threads : {1, 2, 7}) {
+      SCOPED_TRACE(::testing::Message() << threads << " threads");
+      ValidateOptions options;
+      options.expect_eod = true;
+      options.threads = threads;
+      const ValidationReport report = Check(idx, bin, options);
+      const Violation* v = report.Find("eod");
+      ASSERT_NE(v, nullptr) << FormatValidationReport(report);
+      EXPECT_EQ(v->count, without.size());
+      EXPECT_EQ(v->index, 0);
+      EXPECT_EQ(v->file_offset, static_cast<int64_t>(2 * (kTokens - 1)));
+    }
+  }
 }
 
 // An int32 dataset's corrupt -1 is -1 in every message that names it (the eod line printed it as
