@@ -28,6 +28,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "fetch/url.h"
 #include "pileprep/fetch.h"
 
@@ -422,12 +423,20 @@ class HttpSourceImpl final : public HttpSource {
     // at an offset of its own, blaming the file; a whole answer in gzip failed as "not a zstd
     // stream". A coding of zstd is a .zst served as what it is (a server's type map, as Apache's
     // AddEncoding labels .gz files gzip): its bytes are the file's.
-    if (!r.content_encoding.empty() && r.content_encoding != "identity" &&
-        r.content_encoding != "zstd") {
+    // The header is a list (RFC 9110), applied in order; "none" is libcurl's other name for
+    // identity.
+    bool coded = false;
+    for (absl::string_view coding : absl::StrSplit(r.content_encoding, ',')) {
+      coding = absl::StripAsciiWhitespace(coding);
+      coded |= !coding.empty() && coding != "identity" && coding != "none" && coding != "zstd";
+    }
+    if (coded) {
       abort_status_ = absl::FailedPreconditionError(absl::StrCat(
           name_, ": the server answered in a content coding (Content-Encoding: ",
-          Printable(r.content_encoding),
-          ") though asked for the file's own bytes (Accept-Encoding: ", "identity)",
+          Printable(r.content_encoding), ")",
+          accept_encoding_named_ ? " that the request's Accept-Encoding (--header) allowed"
+                                 : " though asked for the file's own bytes (Accept-Encoding: "
+                                   "identity)",
           offset > 0 ? absl::StrCat(", to a request for bytes from ", offset) : "",
           ": its bytes are not the file's; fetch the file from a server or proxy that serves it "
           "as it is"));
@@ -631,6 +640,7 @@ class HttpSourceImpl final : public HttpSource {
     // content coding (RFC 9110), and a gzip'd answer would reach the zstd decoder as "not a zstd
     // stream". (Unless the user's --header names one.)
     if (!encoding_named) headers = curl_slist_append(headers, "Accept-Encoding: identity");
+    accept_encoding_named_ = encoding_named;
     std::string range;
     if (attempt_offset_ > 0) {
       range = absl::StrCat(attempt_offset_, "-");
@@ -992,6 +1002,7 @@ class HttpSourceImpl final : public HttpSource {
 
   std::atomic<int64_t> total_{-1};
   bool total_from_range_ = false;  // total_ came from a Content-Range (else a Content-Length)
+  bool accept_encoding_named_ = false;  // a --header gave Accept-Encoding (no identity added)
   void SetTotal(int64_t total, bool from_range) {
     total_.store(total);
     total_from_range_ = from_range;

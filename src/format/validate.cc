@@ -273,7 +273,8 @@ class Checker {
     internal::MappedFile::ReleaseBehind lengths_behind(idx_, lengths_offset_, release_mapped_);
     internal::MappedFile::ReleaseBehind pointers_behind(idx_, pointers_offset_, release_mapped_);
     for (uint64_t i = 0; i < num_sequences_; ++i) {
-      lengths_behind.At(lengths_offset_ + 4 * i);  // the entries before i - 1 (read again below)
+      lengths_behind.At(lengths_offset_ + 4 * i);  // a page holding entry i - 1, read below, may
+                                                   // go: it is read again from the page cache
       pointers_behind.At(pointers_offset_ + 8 * i);
       const int32_t length = Length(i);
       if (length <= 0) {

@@ -186,7 +186,7 @@ same_outputs "keep-downloads" "$work/f" 00 01
 # The dry run names the kept copy as the input the run reads (it named the URL).
 "$PILEPREP" --url "$url" --files 0-1 --output-dir "$work/f-dry" --keep-downloads "$work/cache" --dry-run \
   >"$work/plan" 2>&1 || bad "keep-downloads dry run: failed"
-grep -qF "$work/cache/00.jsonl.zst (kept from ${url}00.jsonl.zst: read, not downloaded) -> " "$work/plan" ||
+grep -qF "$work/cache/00.jsonl.zst (kept from ${url}00.jsonl.zst: what the run reads, not downloaded) -> " "$work/plan" ||
   { bad "keep-downloads dry run: the kept copy not named as the input"; cat "$work/plan"; }
 [[ $(wc -l <"$work/log") -eq $n_before ]] || bad "the dry run asked the server"
 # A kept copy is read only for the source it came from (DIR/NN.jsonl.zst.pileprep-source): with another

@@ -592,10 +592,19 @@ TEST(HttpSource, AnAnswerInAContentCodingIsRefusedNamingIt) {
     EXPECT_EQ(d.message().find("to a request for bytes from 100000") != std::string::npos, resumed);
     EXPECT_EQ(d.server->Log(resumed ? 2 : 1).size(), resumed ? 2u : 1u);
   }
+  // The file's own bytes under any name of identity (libcurl's "none", a list of them) or zstd.
+  for (const char* coding : {"zstd!", "none!", "Identity!", "identity, none!"}) {
+    SCOPED_TRACE(coding);
+    Download d;
+    ASSERT_NO_FATAL_FAILURE(Fetch({"--content-encoding", coding}, &d));
+    ASSERT_TRUE(d.bytes.ok()) << d.bytes.status();
+    EXPECT_EQ(*d.bytes, ReadFile(kSamples + "/01.jsonl.zst"));
+  }
+  // A list with a coding in it is refused too.
   Download d;
-  ASSERT_NO_FATAL_FAILURE(Fetch({"--content-encoding", "zstd!"}, &d));
-  ASSERT_TRUE(d.bytes.ok()) << d.bytes.status();
-  EXPECT_EQ(*d.bytes, ReadFile(kSamples + "/01.jsonl.zst"));
+  ASSERT_NO_FATAL_FAILURE(Fetch({"--content-encoding", "identity, gzip!"}, &d));
+  ASSERT_FALSE(d.bytes.ok()) << "an answer in gzip was taken for the file's bytes";
+  EXPECT_THAT(d.message(), HasSubstr("(Content-Encoding: identity, gzip)"));
 }
 
 // A 416 that does not state the file's size cannot settle a download of unknown length (a server

@@ -696,7 +696,7 @@ bool PrintPlan(const std::vector<int>& files, const RankAssignment& a, const Job
       if (const std::string cache = CachePath(job, n);
           job.source.kind != SourceKind::kLocalDirectory && !cache.empty() &&
           KeptFromSource(cache, input)) {
-        shown = absl::StrCat(cache, " (kept from ", shown, ": read, not downloaded)");
+        shown = absl::StrCat(cache, " (kept from ", shown, ": what the run reads, not downloaded)");
       }
       std::printf("  %s -> %s.{bin,idx}: %s\n", shown.c_str(),
                   absl::StrJoin(PrefixesFor(job, c, n), ".{bin,idx}, ").c_str(), state.c_str());
