@@ -101,7 +101,7 @@ else bad "repeated line: exit $rc: $(grep -m1 -e documents -e error "$work/err")
 check_rss "12,000x .jsonl.zst" "$work/rep.rss" 400 "a batch grew with the compression ratio"
 # Its dataset (a 680 MB .idx of 34 M documents, a 136 MB .bin) validated and merged: the mapped pages
 # are released behind each scan, so RSS does not grow with the dataset (mapped pages count in RSS,
-# which a scheduler may enforce: 816 and 680 MB before).
+# which a scheduler may enforce: 808 and 676 MB before).
 /usr/bin/time -f "%M" -o "$work/val.rss" "$PILEPREP" validate --expect-eod -q "$work/o/rep_text_document" \
   >"$work/out" 2>"$work/err" || bad "validate of the 34 M-document dataset failed: $(cat "$work/err")"
 check_rss "validate --expect-eod of 34 M documents" "$work/val.rss" 200 "the mapped .idx or .bin stayed resident"
