@@ -48,13 +48,12 @@ class MappedFile {
 
   const char* data() const { return data_; }
   size_t size() const { return size_; }
-  // Drops the pages of bytes [from, to) that the range covers whole from this process's resident
-  // set (madvise MADV_DONTNEED: they stay in the page cache, and a later read maps them again).
-  // A scan that calls it behind itself keeps its RSS flat: mapped pages count in RSS, which a job
-  // scheduler may enforce (Slurm's jobacct_gather/linux), though the kernel can reclaim them.
-  void Release(size_t from, size_t to) const { ReleaseMapped(data_, size_, from, to); }
-  // The same for a view into a MappedFile's bytes at `base` of `size` bytes. Never for memory that
-  // is not a file mapping: on anonymous memory MADV_DONTNEED discards the contents.
+  // Drops the pages of bytes [from, to) of a MappedFile's bytes at `base` (of `size` bytes) that
+  // the range covers whole from this process's resident set (madvise MADV_DONTNEED: they stay in
+  // the page cache, and a later read maps them again). A scan that calls it behind itself keeps
+  // its RSS flat: mapped pages count in RSS, which a job scheduler may enforce (Slurm's
+  // jobacct_gather/linux), though the kernel can reclaim them. Never for memory that is not a
+  // file mapping: on anonymous memory MADV_DONTNEED discards the contents.
   static void ReleaseMapped(const char* base, size_t size, size_t from, size_t to);
   static constexpr size_t kReleaseStep = size_t{16} << 20;
   // Releases a file mapping's pages behind a scan in order, a step of kReleaseStep bytes at a time
@@ -65,7 +64,6 @@ class MappedFile {
    public:
     ReleaseBehind(std::string_view mapping, size_t from, bool enabled = true)
         : base_(mapping.data()), size_(mapping.size()), released_(from), enabled_(enabled) {}
-    ~ReleaseBehind() = default;
     void At(size_t offset) {
       if (enabled_ && offset >= released_ + kReleaseStep) {
         ReleaseMapped(base_, size_, released_, offset);

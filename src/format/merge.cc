@@ -196,8 +196,9 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
       const std::string_view lengths = reader->lengths_bytes();
       uint64_t input_tokens = 0;
       ReleaseBehind behind = Behind(*reader, lengths);
+      const size_t at = Offset(*reader, lengths);
       for (size_t i = 0; i < lengths.size(); i += sizeof(int32_t)) {
-        behind.At(Offset(*reader, lengths) + i);
+        behind.At(at + i);
         int32_t length;
         std::memcpy(&length, lengths.data() + i, sizeof(length));
         if (length < 0) {
@@ -224,8 +225,9 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
       const size_t count = doc.size() / sizeof(int64_t);
       int64_t previous = 0;
       ReleaseBehind behind = Behind(*reader, doc);
+      const size_t at = Offset(*reader, doc);
       for (size_t j = 0; j < count; ++j) {
-        behind.At(Offset(*reader, doc) + j * sizeof(int64_t));
+        behind.At(at + j * sizeof(int64_t));
         int64_t value;
         std::memcpy(&value, doc.data() + j * sizeof(int64_t), sizeof(value));
         const bool wrong =
@@ -320,10 +322,11 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
       PILEPREP_ASSIGN_OR_RETURN(auto reader, reopen(k));
       const std::string_view lengths = reader->lengths_bytes();
       ReleaseBehind behind = Behind(*reader, lengths);
+      const size_t at = Offset(*reader, lengths);
       for (size_t i = 0; i < lengths.size(); i += MappedFile::kReleaseStep) {
         const size_t n = std::min(MappedFile::kReleaseStep, lengths.size() - i);
         PILEPREP_RETURN_IF_ERROR(idx->Append(lengths.data() + i, n));
-        behind.At(Offset(*reader, lengths) + i + n);
+        behind.At(at + i + n);
       }
     }
     uint64_t pointer = 0;
@@ -333,8 +336,9 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
       PILEPREP_ASSIGN_OR_RETURN(auto reader, reopen(k));
       const std::string_view lengths = reader->lengths_bytes();
       ReleaseBehind behind = Behind(*reader, lengths);
+      const size_t at = Offset(*reader, lengths);
       for (size_t i = 0; i < lengths.size(); i += sizeof(int32_t)) {
-        behind.At(Offset(*reader, lengths) + i);
+        behind.At(at + i);
         int32_t length;  // not negative: pass 1 checked the file, and it is the same file
         std::memcpy(&length, lengths.data() + i, sizeof(length));
         PILEPREP_RETURN_IF_ERROR(idx->AppendValue(static_cast<int64_t>(pointer)));
@@ -350,8 +354,9 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
       PILEPREP_ASSIGN_OR_RETURN(auto reader, reopen(k));
       const std::string_view doc = reader->document_indices_bytes();
       ReleaseBehind behind = Behind(*reader, doc);
+      const size_t at = Offset(*reader, doc);
       for (size_t j = sizeof(int64_t); j < doc.size(); j += sizeof(int64_t)) {
-        behind.At(Offset(*reader, doc) + j);
+        behind.At(at + j);
         int64_t value;
         std::memcpy(&value, doc.data() + j, sizeof(value));
         // In 0..sequences[k] (pass 1), so the sum does not overflow.

@@ -542,9 +542,12 @@ class Checker {
     }
     if (lo == 0) return -1;
     const uint64_t i = lo - 1;
-    const uint64_t end = static_cast<uint64_t>(Pointer(i)) +
-                         itemsize_ * static_cast<uint32_t>(Length(i));
-    return offset < end ? static_cast<int64_t>(i) : -1;
+    return offset < SequenceEnd(i) ? static_cast<int64_t>(i) : -1;
+  }
+
+  // The byte where sequence i ends (its pointer and length as stored).
+  uint64_t SequenceEnd(uint64_t i) const {
+    return static_cast<uint64_t>(Pointer(i)) + itemsize_ * static_cast<uint32_t>(Length(i));
   }
 
   struct Found {
@@ -576,17 +579,16 @@ class Checker {
   // document_indices broken (already a violation) every sequence is looked at. One unit per
   // document (its last sequence; none for an empty document), or per sequence.
   //
+  // Unit u's last sequence: the sequence before the next document's first (an empty document's is
+  // the unit's before it), or u itself; -1 for empty documents at the start.
+  int64_t LastSequenceOf(uint64_t u, bool docs_ok) const {
+    return docs_ok ? DocIndex(u + 1) - 1 : static_cast<int64_t>(u);
+  }
   // The byte where unit u's last token ends (pointers sound: sequences tile the .bin in order, none
-  // empty): non-decreasing in u, an empty document's the same as the unit's before it, so the units
-  // ending in a span of the .bin are found by a binary search.
+  // empty): non-decreasing in u, so each span's first unit is found in one pass (FirstUnitOfSpans).
   uint64_t UnitEnd(uint64_t u, bool docs_ok) const {
-    uint64_t i = u;
-    if (docs_ok) {
-      const uint64_t next = static_cast<uint64_t>(DocIndex(u + 1));
-      if (next == 0) return 0;
-      i = next - 1;
-    }
-    return static_cast<uint64_t>(Pointer(i)) + itemsize_ * static_cast<uint32_t>(Length(i));
+    const int64_t i = LastSequenceOf(u, docs_ok);
+    return i < 0 ? 0 : SequenceEnd(static_cast<uint64_t>(i));
   }
   static constexpr uint64_t kUnitsWorthReleasing = uint64_t{1} << 17;  // 1 MiB of document indices
   static constexpr uint64_t kSpanTokens = uint64_t{1} << 20;  // a token scan task's span (blocks)
@@ -626,20 +628,22 @@ class Checker {
     uint64_t t = 0;
     for (uint64_t u = 0; u < units && t < spans; ++u) {
       const uint64_t end = UnitEnd(u, docs_ok);
+      const int64_t i = LastSequenceOf(u, docs_ok);
       while (t < spans && end > t * span_bytes) first[t++] = u;
       if (docs_ok) docs.At(doc_offset_ + 8 * u);
-      const uint64_t i = docs_ok ? static_cast<uint64_t>(std::max<int64_t>(DocIndex(u), 1)) - 1 : u;
-      lengths.At(lengths_offset_ + 4 * i);
-      pointers.At(pointers_offset_ + 8 * i);
+      if (i > 0) {  // the entries before this unit's last sequence
+        lengths.At(lengths_offset_ + 4 * static_cast<uint64_t>(i));
+        pointers.At(pointers_offset_ + 8 * static_cast<uint64_t>(i));
+      }
     }
     return first;
   }
 
-  // The units from `u` on whose last token lies in bytes [from, to) of the .bin, checked for EOD
-  // into `found`: done by the token scan's task for that span while its pages are mapped, so that
-  // each page of the .bin is read (and faulted in) once, before the scan releases it. Returns the
-  // first unit past the span.
-  uint64_t CheckEodIn(uint64_t u, uint64_t to, bool docs_ok, Found* found) const {
+  // The units from `u` (the span's first) on whose last token ends by byte `to` of the .bin,
+  // checked for EOD into `found`: done by the token scan's task for that span while its pages are
+  // mapped, so that each page of the .bin is read (and faulted in) once, before the scan releases
+  // it.
+  void CheckEodIn(uint64_t u, uint64_t to, bool docs_ok, Found* found) const {
     const uint64_t units = docs_ok ? num_doc_indices_ - 1 : num_sequences_;
     const uint64_t from = u;
     for (; u < units; ++u) {
@@ -662,7 +666,6 @@ class Checker {
     // resident: at most about 20 bytes per document of RSS at the end of the scan.
     if (u - from >= kUnitsWorthReleasing)
       ReleaseIdxOfUnits(from > 0 ? from - 1 : 0, u + 1, docs_ok);
-    return u;
   }
 
   // " (in sequence A)" or " (in sequences A to B)" for the `size` bytes from `byte` on; "" where no

@@ -1250,10 +1250,12 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
       const std::string dir = internal::DirName(idx);
       if (had && std::find(dirs.begin(), dirs.end(), dir) == dirs.end()) dirs.push_back(dir);
     }
-    for (const std::string& dir : options.writer.sync ? dirs : std::vector<std::string>{}) {
-      if (absl::Status s = internal::SyncDirectory(dir); !s.ok()) {
-        abort_all();
-        return withdrawn(s);
+    if (options.writer.sync) {
+      for (const std::string& dir : dirs) {
+        if (absl::Status s = internal::SyncDirectory(dir); !s.ok()) {
+          abort_all();
+          return withdrawn(s);
+        }
       }
     }
   }
