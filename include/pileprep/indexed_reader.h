@@ -76,6 +76,8 @@ class IndexedDatasetReader {
   // claims (a corrupt one can make a document's sequences cover the .bin many times over). Each
   // sequence is checked, as ReadDocument checks it, before any of its tokens are passed; the first
   // error, or the first status other than OK that `fn` returns, ends the reading and is returned.
+  // A reader from Open releases the .bin's pages behind the reading, so RSS stays flat however long
+  // the document (mapped pages count in RSS).
   absl::Status ReadDocumentInChunks(
       uint64_t d, size_t max_tokens,
       absl::FunctionRef<absl::Status(const std::vector<uint32_t>&)> fn) const;

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <string>
 #include <system_error>
@@ -174,15 +175,23 @@ absl::Status IndexedDatasetReader::ReadDocumentInChunks(
   }
   max_tokens = std::max<size_t>(max_tokens, 1);
   std::vector<uint32_t> chunk;
+  // The .bin's pages are released behind the reading (only where it is a file mapping: Open), so
+  // that reading a document of gigabytes keeps RSS flat (mapped pages count in it: `inspect --doc`
+  // of a 450 MB document peaked at 441 MB). A document's sequences lie one after another; where a
+  // corrupt index points back, nothing behind is released until the reading passes it again.
+  std::optional<internal::MappedFile::ReleaseBehind> behind;
   for (int64_t i = first; i < last; ++i) {
     const char* data;
     uint64_t length;
     PILEPREP_RETURN_IF_ERROR(SequenceBytes(static_cast<uint64_t>(i), &data, &length));
+    const size_t at = static_cast<size_t>(data - bin_.data());
+    if (!behind) behind.emplace(bin_, at, storage_ != nullptr);
     for (uint64_t done = 0; done < length;) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(length - done, max_tokens));
       DecodeTokens(data + done * itemsize(), n, &chunk);
       PILEPREP_RETURN_IF_ERROR(fn(chunk));
       done += n;
+      behind->At(at + static_cast<size_t>(done) * itemsize());
     }
   }
   return absl::OkStatus();

@@ -112,6 +112,27 @@ printf '{"text": "one more"}\n' >"$in/one.jsonl"
   || bad "merge of the 34 M-document dataset failed: $(cat "$work/err")"
 check_rss "merge of 34 M documents" "$work/merge.rss" 200 "the mapped .idx stayed resident"
 rm -f "$in/repeated.jsonl.zst" "$in/one.jsonl" "$work"/o/rep* "$work"/o/one* "$work"/o/merged*
+# One document of 200 MB (100 M tokens in one sequence, all "!") printed whole by inspect --doc: the
+# .bin's pages are released behind the reading, so RSS does not grow with the document (a 450 MB
+# document peaked at 441 MB before).
+/usr/bin/python3 - "$work/o/big_text_document" <<'PY'
+import struct, sys
+prefix, n = sys.argv[1], 100_000_000
+with open(prefix + ".bin", "wb") as f:
+    block = bytes(1 << 24)
+    for _ in range(2 * n // len(block)):
+        f.write(block)
+    f.write(bytes(2 * n % len(block)))
+with open(prefix + ".idx", "wb") as f:  # uint16 (code 8), 1 sequence, 2 document indices
+    f.write(b"MMIDIDX\0\0" + struct.pack("<QBQQ", 1, 8, 1, 2))
+    f.write(struct.pack("<iqqq", n, 0, 0, 1))
+PY
+/usr/bin/time -f "%M" -o "$work/doc.rss" "$PILEPREP" inspect "$work/o/big_text_document" --doc 0 \
+  2>"$work/err" | wc -c >"$work/out"
+if [[ $(cat "$work/out") == 200000000 ]]; then ok "inspect --doc prints a 100 M-token document whole"
+else bad "inspect --doc of a 100 M-token document printed $(cat "$work/out") bytes: $(cat "$work/err")"; fi
+check_rss "inspect --doc of a 200 MB document" "$work/doc.rss" 100 "the mapped .bin stayed resident"
+rm -f "$work"/o/big_text_document*
 
 # ---------------------------------------------------------------- output names
 src=$work/src; mkdir -p "$src"
