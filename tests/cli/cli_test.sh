@@ -226,6 +226,16 @@ expect "preprocess: --tokenizer-model other than None" 2 "GPT-2 BPE reads --voca
   "$PILEPREP" preprocess --input "$work/t.jsonl" --output-prefix "$work/tm" --tokenizer-model gpt2
 expect "preprocess: --log-interval 0" 2 "--log-interval 0: expected a whole number" -- \
   "$PILEPREP" preprocess --input "$work/t.jsonl" --output-prefix "$work/li" --log-interval 0
+# Whole numbers as argparse's type=int (Python's int()) reads them: a sign, blanks, underscores.
+expect "preprocess: --workers +2 and --log-interval 1_000 as int() reads them" 0 "" -- \
+  "$PILEPREP" preprocess --input "$work/t.jsonl" --output-prefix "$work/plus" --workers +2 \
+  --log-interval " 1_000 " --append-eod -q
+cmp -s "$work/plus_text_document.bin" "$work/part_text_document.bin" \
+  || { echo "FAIL: the --workers +2 run's .bin differs"; fail=1; }
+expect "a doubled underscore is no number (as int())" 2 "--log-interval 1__000: expected a whole number" -- \
+  "$PILEPREP" preprocess --input "$work/t.jsonl" --output-prefix "$work/li" --log-interval 1__000
+expect "a sign alone is no number" 2 "--workers +: expected a whole number" -- \
+  "$PILEPREP" preprocess --input "$work/t.jsonl" --output-prefix "$work/li" --workers +
 expect "an ambiguous abbreviation" 2 "ambiguous flag --re: it could be --remake-other-settings, --retries, --retry-wait" -- \
   "$PILEPREP" --re 1
 expect "a hidden flag only by its full name" 2 "flag --ins: write it out as --insecure (this flag is not taken abbreviated)" -- \

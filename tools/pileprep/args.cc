@@ -1,6 +1,8 @@
 #include "args.h"
 
 #include <charconv>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -160,13 +162,37 @@ const std::vector<std::string>& Args::GetAll(const std::string& name) const {
   return f != nullptr ? f->values : kEmpty;
 }
 
+namespace {
+// A whole number as Python's int() reads a command-line string (argparse's type=int, which
+// Megatron's flags use): blanks around it, a sign ('+' too), and single underscores between digits
+// ("+2", " 8 ", "1_000"). Digits of other scripts, which int() also reads, are refused.
+bool ParsePythonInt(std::string_view v, long long* out) {
+  auto blank = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
+  while (!v.empty() && blank(v.front())) v.remove_prefix(1);
+  while (!v.empty() && blank(v.back())) v.remove_suffix(1);
+  std::string digits;
+  if (!v.empty() && (v.front() == '+' || v.front() == '-')) {
+    if (v.front() == '-') digits = "-";
+    v.remove_prefix(1);
+  }
+  for (size_t i = 0; i < v.size(); ++i) {
+    const bool between = i > 0 && i + 1 < v.size() && v[i - 1] != '_';
+    if (v[i] == '_' && between) continue;
+    if (v[i] < '0' || v[i] > '9') return false;
+    digits += v[i];
+  }
+  if (digits.empty() || digits == "-") return false;
+  const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), *out);
+  return ec == std::errc() && ptr == digits.data() + digits.size();
+}
+}  // namespace
+
 absl::Status Args::GetInt(const std::string& name, long long min, long long max,
                           long long* out) const {
   if (!Has(name)) return absl::OkStatus();
   const std::string v = Get(name);
   long long x = 0;
-  const auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-  if (ec != std::errc() || ptr != v.data() + v.size() || x < min || x > max) {
+  if (!ParsePythonInt(v, &x) || x < min || x > max) {
     return absl::InvalidArgumentError(
         absl::StrCat("--", name, " ", v, ": expected a whole number from ", min, " to ", max));
   }

@@ -39,6 +39,8 @@ class Args {
   int Times(const std::string& name) const;
   std::string Get(const std::string& name, const std::string& fallback = "") const;
   const std::vector<std::string>& GetAll(const std::string& name) const;
+  // The flag's last value as a whole number in [min, max], read as Python's int() reads it ("+2",
+  // "1_000"); untouched `out` when the flag is absent.
   absl::Status GetInt(const std::string& name, long long min, long long max, long long* out) const;
   const std::vector<std::string>& positional() const { return positional_; }
 
