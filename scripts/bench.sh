@@ -232,7 +232,8 @@ row() {  # name threads seconds rss [text bytes]
   local mbps per ratio tb=${5:-$text_bytes}
   mbps=$($PY -c "print('%.1f' % ($tb/1e6/$3))")
   per=$($PY -c "print('%.1f' % ($tb/1e6/$3/$2))")
-  ratio=$([[ -n $tik_mbps ]] && $PY -c "print('%.1f' % ($tb/1e6/$3/$2/$tik_mbps))" || echo "-")
+  # Two decimals: at one, a ratio of 19.96 reads as the target's 20.0.
+  ratio=$([[ -n $tik_mbps ]] && $PY -c "print('%.2f' % ($tb/1e6/$3/$2/$tik_mbps))" || echo "-")
   printf '%-34s %7s %12s %12s %10s %10s\n' "$1" "$2" "$mbps" "$per" "$ratio" "$4"
 }
 [[ -n $tik_mbps ]] && row "tiktoken (Rust core via npm)" 1 "$(json "$tik" seconds)" "$(rss "$work/tik.time") MB"
