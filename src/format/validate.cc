@@ -827,8 +827,7 @@ class Checker {
                             docs_ok ? " a final EOD"
                                     : " a final EOD (the document indices are "
                                       "broken, so every sequence was looked at)",
-                            ": the dataset was not made with --append-eod (drop --expect-eod if "
-                            "that is intended)");
+                            ": the dataset was not made with --append-eod");
       });
     }
   }

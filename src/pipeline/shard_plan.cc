@@ -29,6 +29,13 @@ bool ParseNumber(std::string_view s, int* out) {
   return ec == std::errc() && ptr == s.data() + s.size() && *out >= 0 && *out <= kMaxFileNumber;
 }
 
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<int>> ParseFileNumbers(std::string_view spec) {
@@ -81,13 +88,44 @@ absl::StatusOr<ShardSource> ParseShardSource(std::string_view url) {
   if (url.empty()) return absl::InvalidArgumentError("--url is empty");
   std::string_view rest = url;
   // Schemes are case-insensitive (RFC 3986), as for http(s) below: FILE:///data is file:///data.
-  if (absl::AsciiStrToLower(std::string(rest.substr(0, 7))) == "file://") {
-    rest.remove_prefix(7);
+  // A file URL as RFC 8089 (and curl, and Python's url2pathname) reads it: file:///p, the host
+  // localhost (file://localhost/p) and file:/p are the path /p, percent-escapes decoded
+  // (pathlib's as_uri() writes "a b" as a%20b).
+  if (absl::AsciiStrToLower(std::string(rest.substr(0, 5))) == "file:") {
+    rest.remove_prefix(5);
+    if (rest.substr(0, 2) == "//") {
+      rest.remove_prefix(2);
+      const std::string_view host = rest.substr(0, rest.find('/'));
+      if (!host.empty() && absl::AsciiStrToLower(std::string(host)) != "localhost" &&
+          host.size() < rest.size()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--url ", std::string(url),
+                         ": a file:// URL names a directory on this machine: its "
+                         "host must be empty or localhost, not \"",
+                         std::string(host), "\" (file:///data/pile)"));
+      }
+      rest.remove_prefix(host.size());
+    }
     if (rest.empty() || rest.front() != '/') {
       return absl::InvalidArgumentError(
           absl::StrCat("--url ", std::string(url), ": a file:// URL needs an absolute path (file:///data/pile)"));
     }
-    return ShardSource{SourceKind::kLocalDirectory, std::string(rest), ""};
+    std::string path;
+    for (size_t i = 0; i < rest.size(); ++i) {
+      int hi, lo;
+      if (rest[i] == '%' && i + 2 < rest.size() && (hi = HexValue(rest[i + 1])) >= 0 &&
+          (lo = HexValue(rest[i + 2])) >= 0) {
+        path.push_back(static_cast<char>(hi * 16 + lo));
+        i += 2;
+      } else {
+        path.push_back(rest[i]);  // a '%' not followed by two hex digits stays, as in unquote()
+      }
+    }
+    if (path.find('\0') != std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--url ", std::string(url), ": %00 cannot be in a file name"));
+    }
+    return ShardSource{SourceKind::kLocalDirectory, path, ""};
   }
   const std::string lower = absl::AsciiStrToLower(std::string(url.substr(0, 8)));
   if (lower.rfind("http://", 0) == 0 || lower.rfind("https://", 0) == 0) {

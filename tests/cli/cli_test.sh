@@ -143,6 +143,29 @@ expect "a shard past 29 at another --url" 0 "" -- "$PILEPREP" --files 28-30 --ur
 expect "a missing --ca-file is a set-up error" 2 "--ca-file $work/no-such.pem: no such file" -- \
   "$PILEPREP" --files 1-3 --url https://127.0.0.1:9/ --ca-file "$work/no-such.pem" \
   --output-dir "$work/cafile" --dry-run
+expect "an empty --ca-file= (an unset \$CA) is a usage error" 2 "--ca-file is empty: name a PEM file" -- \
+  "$PILEPREP" --files 1-3 --url https://127.0.0.1:9/ --ca-file= --output-dir "$work/cafile" --dry-run
+expect "an empty --output-prefix= is named as empty" 2 "--output-prefix is empty: name the datasets' prefix, or leave the flag out (my-gpt3)" -- \
+  "$PILEPREP" --url "$root/data/samples" --output-prefix= --output-dir "$work/o" --dry-run
+expect "a file URL with localhost and escapes is this machine's directory" 0 "" -- \
+  "$PILEPREP" --url "file://localhost${root// /%20}/data/sam%70les" --files 0 --output-dir "$work/furl" --dry-run
+# A Slurm array task whose number --files does not list is the job's set-up: refused, nothing made.
+expect "an array task not among the --files numbers is a set-up error" 2 \
+  "Slurm array task 12 is not among the --files numbers; use --array with the same numbers as --files" -- \
+  env SLURM_ARRAY_TASK_ID=12 SLURM_ARRAY_TASK_MIN=0 SLURM_ARRAY_TASK_MAX=29 \
+  "$PILEPREP" --url "$root/data/samples" --files 0-9 --output-dir "$work/array12"
+[[ -e "$work/array12" ]] && { echo "FAIL: a refused array task made its output directory"; fail=1; }
+expect "a file URL naming another host is refused" 2 'host must be empty or localhost, not "nas"' -- \
+  "$PILEPREP" --url "file://nas/data" --files 0 --output-dir "$work/furl" --dry-run
+# Flags as argparse reads them: an unknown single-dash flag is a usage error (exit 2), not a file
+# or dataset named "-expect-eod" that fails to open (exit 1) while the check asked for never ran;
+# "--" ends the flags.
+expect "validate: a single-dash flag is unknown, with a hint" 2 "unknown flag -expect-eod; flags take two dashes: --expect-eod" -- \
+  "$PILEPREP" validate -expect-eod "$root/data/samples"
+expect "merge: a single-dash flag is unknown" 2 "unknown flag -input-dir" -- \
+  "$PILEPREP" merge --output-prefix "$work/m" -input-dir "$work"
+expect "preprocess: a single-dash flag is unknown" 2 "unknown flag -input; flags take two dashes: --input" -- \
+  "$PILEPREP" preprocess -input "$work/x.jsonl" --output-prefix "$work/p"
 expect "a directory as --ca-file is a set-up error" 2 "--ca-file $work: a directory, not a file" -- \
   "$PILEPREP" --files 1-3 --url https://127.0.0.1:9/ --ca-file "$work" --output-dir "$work/cafile"
 mkfifo "$work/ca-fifo"

@@ -210,6 +210,8 @@ grep -q "^$work/r2/my-gpt3_05_text_document: existing outputs do not validate ($
   { bad "resume: a token outside the vocabulary is not found"; cat "$work/err"; }
 grep -q "^$work/r2/my-gpt3_06_text_document: existing outputs do not validate ($b6: byte $((size6 - 2)): sequence [0-9]* (the last of document [0-9]*) ends with token 0, not EOD 50256.*); making them again$" "$work/err" ||
   { bad "resume: a missing final EOD is not found"; cat "$work/err"; }
+# validate's advice to drop --expect-eod is not the shard job's: it has no such flag.
+grep -q -e "--expect-eod" "$work/err" && bad "resume: the shard job's log advises a flag it does not have"
 for n in 00 01 02 03 04 05 06; do
   for ext in bin idx; do
     cmp -s "$work/ref/my-gpt3_${n}_text_document.$ext" "$work/r2/my-gpt3_${n}_text_document.$ext" ||

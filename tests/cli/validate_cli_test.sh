@@ -36,11 +36,15 @@ expect "index only" 0 "tokens not checked" -- "$PILEPREP" validate --index-only 
 expect "--index-only leaves the final EOD unread" 2 "--expect-eod reads the .bin" -- \
   "$PILEPREP" validate --index-only --expect-eod "$p0"
 expect "help" 0 "--expect-eod" -- "$PILEPREP" validate --help
+expect "-- ends the flags: what follows is a dataset" 0 "my-gpt3_00_text_document: ok" -- \
+  "$PILEPREP" validate --expect-eod -- "$p0"
 expect "--eod-id alone checks nothing: a usage error" 2 "--eod-id names the token --expect-eod looks for" -- \
   "$PILEPREP" validate --eod-id 0 "$p0"
 expect "--eod-id past --vocab-size is a usage error" 2 "--eod-id 70000 is not below --vocab-size 50257" -- \
   "$PILEPREP" validate --expect-eod --eod-id 70000 "$p0"
 expect "--eod-id with --expect-eod checks for it" 1 "ends with token 50256, not EOD 50255" -- \
+  "$PILEPREP" validate --expect-eod --eod-id 50255 "$p0"
+expect "validate's missing-EOD message gives its own advice" 1 "made with --append-eod (drop --expect-eod if that is intended)" -- \
   "$PILEPREP" validate --expect-eod --eod-id 50255 "$p0"
 expect "no argument" 2 "at least one PREFIX" -- "$PILEPREP" validate
 expect "missing dataset" 1 "nope.idx" -- "$PILEPREP" validate "$work/nope"

@@ -54,6 +54,24 @@ TEST(ParseShardSource, ClassifiesUrls) {
   EXPECT_EQ(ShardInput(*ParseShardSource("https://h/x#frag"), 0), "https://h/x/00.jsonl.zst");
   EXPECT_FALSE(ParseShardSource("ftp://h/x").ok());
   EXPECT_FALSE(ParseShardSource("file://relative").ok());
+}
+
+TEST(ParseShardSource, FileUrlsAreReadAsRfc8089) {
+  // localhost is this machine; file:/p is file:///p; escapes are decoded (pathlib's as_uri()).
+  EXPECT_EQ(ParseShardSource("file://localhost/data/pile")->base, "/data/pile");
+  EXPECT_EQ(ParseShardSource("file://LocalHost/data")->base, "/data");
+  EXPECT_EQ(ParseShardSource("file:/data/pile")->base, "/data/pile");
+  EXPECT_EQ(ParseShardSource("file:///data/my%20pile%2fx")->base, "/data/my pile/x");
+  // A '%' without two hex digits after it stays, as in Python's unquote().
+  EXPECT_EQ(ParseShardSource("file:///data/100%/x%4")->base, "/data/100%/x%4");
+  EXPECT_EQ(ParseShardSource("file:///data/%zz")->base, "/data/%zz");
+  const auto other_host = ParseShardSource("file://nas/data");
+  ASSERT_FALSE(other_host.ok());
+  EXPECT_THAT(std::string(other_host.status().message()),
+              testing::HasSubstr("host must be empty or localhost, not \"nas\""));
+  EXPECT_FALSE(ParseShardSource("file://localhost").ok());
+  EXPECT_FALSE(ParseShardSource("file:relative").ok());
+  EXPECT_FALSE(ParseShardSource("file:///data/a%00b").ok());
   // A password may hold '?' or '#': the query and fragment start after user:password@ (split
   // before it, the password was taken for the host and printed).
   EXPECT_EQ(ShardInput(*ParseShardSource("http://alice:p?w@h/x?t=1"), 0),

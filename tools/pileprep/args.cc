@@ -62,8 +62,18 @@ absl::Status Args::Resolve(const std::string& name, Flag** flag) {
 }
 
 absl::Status Args::Parse(int argc, char** argv, int first) {
+  bool options_ended = false;
   for (int i = first; i < argc; ++i) {
     std::string arg = argv[i];
+    // As argparse: "--" ends the flags; every argument after it is positional ("-" is stdin).
+    if (options_ended) {
+      positional_.push_back(arg);
+      continue;
+    }
+    if (arg == "--") {
+      options_ended = true;
+      continue;
+    }
     // -q or -v where the command has no --quiet or --verbose: named as typed, not as the long
     // flag the user never wrote.
     if ((arg == "-q" && Find("quiet") == nullptr) || (arg == "-v" && Find("verbose") == nullptr)) {
@@ -73,7 +83,16 @@ absl::Status Args::Parse(int argc, char** argv, int first) {
       if (arg == "-h") arg = "--help";
       else if (arg == "-q") arg = "--quiet";
       else if (arg == "-v") arg = "--verbose";
-      else {
+      else if (LooksLikeFlag(arg)) {
+        // An unknown short flag, as argparse: not a dataset or file named "-expect-eod" that
+        // fails to open (exit 1, as if the data were bad) while the check asked for never ran.
+        std::string hint;
+        if (Find(arg.substr(1, arg.find('=') - 1)) != nullptr) {
+          hint = absl::StrCat("; flags take two dashes: -", arg);
+        }
+        return absl::InvalidArgumentError(
+            absl::StrCat("unknown flag ", arg, hint, " (see --help)"));
+      } else {
         positional_.push_back(arg);
         continue;
       }

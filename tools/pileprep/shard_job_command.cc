@@ -885,6 +885,12 @@ int RunShardJob(int argc, char** argv, int first) {
   job.fetch.queue_bytes = static_cast<size_t>(buffer_mb) << 20;
   job.fetch.insecure = args.Has("insecure");
   job.fetch.ca_file = args.Get("ca-file");
+  if (args.Has("ca-file") && job.fetch.ca_file.empty()) {
+    // (`--ca-file=$CA` with CA unset verified against the system's CAs without a word, and every
+    // shard of a private server then failed on TLS.)
+    PrintError("--ca-file is empty: name a PEM file of CA certificates, or leave the flag out");
+    return kExitUsage;
+  }
   job.fetch.user_agent = absl::StrCat("pileprep/", PILEPREP_VERSION);
   if (args.Has("retry-wait")) {
     double wait = 0;
@@ -1013,7 +1019,13 @@ int RunShardJob(int argc, char** argv, int first) {
     return kExitUsage;
   }
   job.output_prefix = args.Get("output-prefix", kDefaultOutputPrefix);
-  if (job.output_prefix.empty() || job.output_prefix.find('/') != std::string::npos) {
+  if (job.output_prefix.empty()) {
+    PrintError(
+        absl::StrCat("--output-prefix is empty: name the datasets' prefix, or leave the flag ",
+                     "out (", kDefaultOutputPrefix, ")"));
+    return kExitUsage;
+  }
+  if (job.output_prefix.find('/') != std::string::npos) {
     PrintError("--output-prefix must be a plain name without '/'; use --output-dir for the directory");
     return kExitUsage;
   }

@@ -176,6 +176,12 @@ int RunValidate(int argc, char** argv, int first) {
         continue;
       }
       if (!report->ok()) exit_code = kExitFailed;
+      // The advice is this command's (the shard job, which validates its outputs with the same
+      // check, has no --expect-eod to drop).
+      for (Violation& v : report->violations) {
+        if (v.kind == "eod")
+          absl::StrAppend(&v.message, " (drop --expect-eod if that is intended)");
+      }
       if (json) {
         std::printf("%s\n", ValidationReportToJson(*report).c_str());
       } else if (!report->ok() || !quiet) {
