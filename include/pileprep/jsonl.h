@@ -72,8 +72,8 @@
 namespace pileprep {
 
 struct JsonlOptions {
-  // Top-level keys whose string values are the documents (Megatron --json-keys). A record is good
-  // only if every key is present with a string value.
+  // Top-level keys whose string values are the documents (Megatron --json-keys), at least one
+  // (RunPipeline refuses none). A record is good only if every key is present with a string value.
   std::vector<std::string> json_keys = {"text"};
   // More bad records than this fail the shard (JsonlReader returns kDataLoss); -1 = unlimited.
   int64_t max_bad_records = 1000;

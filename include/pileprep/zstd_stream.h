@@ -9,6 +9,7 @@
 //   PILEPREP_RETURN_IF_ERROR(decoder.Finish());   // the stream must end on a frame boundary
 //                                                  // (so a stream cut exactly between two frames
 //                                                  // cannot be told from a whole one)
+//   PILEPREP_RETURN_IF_ERROR(jsonl.Finish(on_document));  // a last line without '\n' counts too
 //
 // Accepts what `zstd -d` accepts: one or more frames back to back (a frame may end anywhere, also
 // in the middle of a line or a UTF-8 character), skippable frames (magic 0x184D2A50..0x184D2A5F)

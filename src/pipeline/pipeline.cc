@@ -481,8 +481,15 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
   ShardStats& stats = *stats_out;
   stats = ShardStats{};
   const size_t num_keys = options.jsonl.json_keys.size();
-  if (num_keys == 0 || output_prefixes.size() != num_keys) {
-    return absl::InvalidArgumentError("one output prefix is needed per JSON key");
+  if (num_keys == 0) {
+    return absl::InvalidArgumentError(
+        "no JSON key: options.jsonl.json_keys names none (a document is the string value of each)");
+  }
+  if (output_prefixes.size() != num_keys) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        output_prefixes.size(), output_prefixes.size() == 1 ? " output prefix" : " output prefixes",
+        " for ", num_keys, num_keys == 1 ? " JSON key" : " JSON keys",
+        ": one is needed per key, in order"));
   }
   // Two datasets under one prefix would share their temporaries: found at the end, after all the
   // work, as a missing temporary.

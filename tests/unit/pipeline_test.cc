@@ -310,6 +310,25 @@ TEST_F(PipelineTest, OnePrefixForTwoKeysIsRefusedBeforeAnyWork) {
   ExpectNothingNamed(prefix);
 }
 
+// No key, or a prefix count that is not the key count: refused before any work, naming which.
+TEST_F(PipelineTest, NoJsonKeyOrAPrefixCountOtherThanTheKeysIsRefusedNamingWhich) {
+  PipelineOptions options;
+  options.jsonl.json_keys = {};
+  MemorySource source("{\"text\": \"a\"}\n", 64);
+  ShardStats stats;
+  absl::Status s = RunPipeline(source, InputFormat::kPlain, *tokenizer_, {}, options, &stats);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(std::string(s.message()).find("no JSON key"), std::string::npos) << s;
+  options.jsonl.json_keys = {"text"};
+  const std::string prefix = (dir_ / "count").string();
+  s = RunPipeline(source, InputFormat::kPlain, *tokenizer_, {prefix, prefix + "2"}, options,
+                  &stats);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(std::string(s.message()).find("2 output prefixes for 1 JSON key:"), std::string::npos)
+      << s;
+  ExpectNothingNamed(prefix);
+}
+
 // A program that caps oneTBB's threads itself (a global_control of its own, lower than the threads
 // asked for): the library raised its limit but the smaller one stays in force, and the arena of
 // the threads asked for made oneTBB print a warning on stderr, from a library that prints nothing.
