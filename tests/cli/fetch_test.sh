@@ -288,11 +288,17 @@ stop_server
 
 # 7. SIGTERM while a shard waits to retry (503 asking for 30 s): the job stops at once, exit 143, with
 # its summary. The download thread once deadlocked there and only SIGKILL ended the process.
-start_server --plan 00.jsonl.zst=503:30
-"$PILEPREP" --url "$url" --files 0 --output-dir "$work/t" >"$work/out" 2>"$work/err" &
+# The next shard's download, begun ahead and retrying too, is counted in its row (it read 0
+# retries under log lines of its retries).
+start_server --plan 00.jsonl.zst=503:30 --plan 01.jsonl.zst=503:30
+"$PILEPREP" --url "$url" --files 0,1 --shards-at-once 1 --output-dir "$work/t" >"$work/out" 2>"$work/err" &
 pid=$!
-for _ in $(seq 200); do grep -q "retry 1" "$work/err" && break; sleep 0.05; done
-grep -q "retry 1" "$work/err" || bad "SIGTERM in a retry wait: the 503 was not retried: $(cat "$work/err")"
+for _ in $(seq 200); do
+  grep -q "00.jsonl.zst.*retry 1" "$work/err" && grep -q "01.jsonl.zst.*retry 1" "$work/err" && break
+  sleep 0.05
+done
+grep -q "00.jsonl.zst.*retry 1" "$work/err" && grep -q "01.jsonl.zst.*retry 1" "$work/err" ||
+  bad "SIGTERM in a retry wait: the 503s were not retried: $(cat "$work/err")"
 kill -TERM $pid
 for _ in $(seq 100); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
 if kill -0 $pid 2>/dev/null; then
@@ -301,6 +307,13 @@ fi
 wait $pid; rc=$?
 [[ $rc -eq 143 ]] || { bad "SIGTERM in a retry wait: exit $rc, want 143"; cat "$work/err"; }
 [[ -f "$work/t/pileprep-summary-rank0.json" ]] || bad "SIGTERM in a retry wait: no summary"
+/usr/bin/python3 - "$work/t/pileprep-summary-rank0.json" <<'PY' || bad "SIGTERM in a retry wait: the read-ahead shard's row"
+import json, sys
+sh = {s["shard"]: s for s in json.load(open(sys.argv[1]))["shards"]}
+one = sh["01.jsonl.zst"]
+assert one["status"] == "cancelled" and one["retries"] >= 1, one
+assert "its download, begun ahead, stopped" in one["error"], one
+PY
 stop_server
 
 # 8. A shard that fails at its first line (--max-bad-records 0) while its download stalls for 40 s:

@@ -1329,6 +1329,14 @@ int RunShardJob(int argc, char** argv, int first) {
     const size_t i = todo[t];
     const int n = (*mine)[i];
     ShardOutcome& outcome = outcomes[i];
+    // What a download did, into the shard's row (its retries are in the log as they happen).
+    auto count_download = [&outcome](const OpenedSource& opened) {
+      if (opened.http == nullptr) return;
+      const FetchStats f = opened.http->stats();
+      outcome.bytes_downloaded += f.bytes_delivered + f.bytes_skipped;
+      outcome.retries += f.retries;
+      outcome.resumes += f.resumes;
+    };
     outcome.threads = threads;
     PipelineOptions pipeline = shard_c.pipeline;
     pipeline.threads = threads;
@@ -1372,11 +1380,16 @@ int RunShardJob(int argc, char** argv, int first) {
       return absl::OkStatus();
     };
     if (Cancelled()) {
-      // Stopped by a signal: the shards not started yet are listed as such in the summary.
+      // Stopped by a signal: the shards not started yet are listed as such in the summary. One
+      // whose download ran ahead while the shard before it was made says what it did (a row of
+      // 0 retries under log lines of its retries read as a shard never tried).
       outcome.status = "cancelled";
+      count_download(cur);
       outcome.error = unchecked[i] ? "not checked: stopped by a signal; the outputs of an "
                                      "earlier run are left in place (a rerun checks them)"
-                                   : "not started: stopped by a signal";
+                      : cur.http != nullptr
+                          ? "not started: stopped by a signal (its download, begun ahead, stopped)"
+                          : "not started: stopped by a signal";
       return;
     }
     const std::vector<std::string> prefixes = PrefixesFor(job, shard_c, n);
@@ -1401,12 +1414,7 @@ int RunShardJob(int argc, char** argv, int first) {
       status = RunPipeline(*cur.source, InputFormat::kZstd, **tokenizer, prefixes, pipeline,
                            &outcome.stats, &progress);
       progress.Finish();
-      if (cur.http != nullptr) {
-        const FetchStats f = cur.http->stats();
-        outcome.bytes_downloaded += f.bytes_delivered + f.bytes_skipped;
-        outcome.retries += f.retries;
-        outcome.resumes += f.resumes;
-      }
+      count_download(cur);
       if (IsRestartRequired(status) && outcome.restarts < kMaxRestarts) {
         ++outcome.restarts;
         if (!c.console.quiet) {
