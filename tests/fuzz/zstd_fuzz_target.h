@@ -113,7 +113,7 @@ inline int RunZstdFuzzInput(const uint8_t* data, size_t size) {
   if (whole.ok) {
     if (whole.out != pieces.out) std::abort();
     if (whole.bytes_in != in.size() || pieces.bytes_in != in.size()) std::abort();
-    if (whole.bytes_out != whole.out.size()) std::abort();
+    if (whole.bytes_out != whole.out.size() || pieces.bytes_out != pieces.out.size()) std::abort();
     std::string reference;
     if (!ReferenceZstdDecode(in, whole.out.size(), &reference)) std::abort();  // zstd refuses it
     if (reference != whole.out) std::abort();
