@@ -93,6 +93,9 @@ absl::StatusOr<ShardSource> ParseShardSource(std::string_view url) {
   // (pathlib's as_uri() writes "a b" as a%20b).
   if (absl::AsciiStrToLower(std::string(rest.substr(0, 5))) == "file:") {
     rest.remove_prefix(5);
+    // A query or a fragment names no part of a directory (curl leaves them out too); a '?' or '#'
+    // in a directory's name is written %3F or %23.
+    rest = rest.substr(0, rest.find_first_of("?#"));
     if (rest.substr(0, 2) == "//") {
       rest.remove_prefix(2);
       const std::string_view host = rest.substr(0, rest.find('/'));

@@ -162,6 +162,8 @@ expect "a file URL naming another host is refused" 2 'host must be empty or loca
 # "--" ends the flags.
 expect "validate: a single-dash flag is unknown, with a hint" 2 "unknown flag -expect-eod; flags take two dashes: --expect-eod" -- \
   "$PILEPREP" validate -expect-eod "$root/data/samples"
+expect "the hint names the flag, not its value" 2 "unknown flag -expect-eod=1; flags take two dashes: --expect-eod (see" -- \
+  "$PILEPREP" validate -expect-eod=1 "$root/data/samples"
 expect "merge: a single-dash flag is unknown" 2 "unknown flag -input-dir" -- \
   "$PILEPREP" merge --output-prefix "$work/m" -input-dir "$work"
 expect "preprocess: a single-dash flag is unknown" 2 "unknown flag -input; flags take two dashes: --input" -- \

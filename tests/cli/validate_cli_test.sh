@@ -38,6 +38,14 @@ expect "--index-only leaves the final EOD unread" 2 "--expect-eod reads the .bin
 expect "help" 0 "--expect-eod" -- "$PILEPREP" validate --help
 expect "-- ends the flags: what follows is a dataset" 0 "my-gpt3_00_text_document: ok" -- \
   "$PILEPREP" validate --expect-eod -- "$p0"
+# Even a dataset named --version: after "--" it is no flag, and the check runs.
+mkdir -p "$work/vdir" && cp "$p0.bin" "$work/vdir/--version.bin" && cp "$p0.idx" "$work/vdir/--version.idx"
+expect "-- then a dataset named --version validates it" 0 "--version: ok" -- \
+  bash -c 'cd "$1/vdir" && "$2" validate --expect-eod -- --version' _ "$work" "$PILEPREP"
+# One dash, as argparse: "-1x" is an unknown flag (not a negative number), "-my data" a name.
+expect "validate: -1x is an unknown flag" 2 "unknown flag -1x" -- "$PILEPREP" validate -1x
+expect "validate: a one-dash name with a space is a dataset's" 1 "-my data.idx" -- \
+  "$PILEPREP" validate "-my data"
 expect "--eod-id alone checks nothing: a usage error" 2 "--eod-id names the token --expect-eod looks for" -- \
   "$PILEPREP" validate --eod-id 0 "$p0"
 expect "--eod-id past --vocab-size is a usage error" 2 "--eod-id 70000 is not below --vocab-size 50257" -- \

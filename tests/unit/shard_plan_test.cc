@@ -65,6 +65,10 @@ TEST(ParseShardSource, FileUrlsAreReadAsRfc8089) {
   // A '%' without two hex digits after it stays, as in Python's unquote().
   EXPECT_EQ(ParseShardSource("file:///data/100%/x%4")->base, "/data/100%/x%4");
   EXPECT_EQ(ParseShardSource("file:///data/%zz")->base, "/data/%zz");
+  // A query or fragment is no part of the path (curl); escaped, '?' and '#' are.
+  EXPECT_EQ(ParseShardSource("file:///data/pile?x=1")->base, "/data/pile");
+  EXPECT_EQ(ParseShardSource("file:///data/pile#f")->base, "/data/pile");
+  EXPECT_EQ(ParseShardSource("file:///data/a%3Fb%23c")->base, "/data/a?b#c");
   const auto other_host = ParseShardSource("file://nas/data");
   ASSERT_FALSE(other_host.ok());
   EXPECT_THAT(std::string(other_host.status().message()),

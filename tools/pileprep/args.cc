@@ -17,9 +17,23 @@ void Args::Add(std::string name, Kind kind, std::string value_name, std::string 
 }
 
 namespace {
-// As argparse: "-x" and "--x" are flags, "-" and negative numbers are values.
+// As argparse: "-x" and "--x" are flags; "-", negative numbers (^-\d+$ or ^-\d*\.\d+$: "-5",
+// "-.5", not "-1x") and, of one dash, words with a space in them ("-my data") are values.
 bool LooksLikeFlag(const std::string& arg) {
-  return arg.size() > 1 && arg[0] == '-' && !(arg[1] >= '0' && arg[1] <= '9') && arg[1] != '.';
+  if (arg.size() < 2 || arg[0] != '-') return false;
+  if (arg[1] == '-') return true;
+  if (arg.find(' ') != std::string::npos) return false;
+  auto digits = [&](size_t from, size_t to) {
+    for (size_t i = from; i < to; ++i) {
+      if (arg[i] < '0' || arg[i] > '9') return false;
+    }
+    return true;
+  };
+  const size_t dot = arg.find('.');
+  const bool negative_number = dot == std::string::npos ? digits(1, arg.size())
+                                                        : dot + 1 < arg.size() && digits(1, dot) &&
+                                                              digits(dot + 1, arg.size());
+  return !negative_number;
 }
 }  // namespace
 
@@ -87,8 +101,8 @@ absl::Status Args::Parse(int argc, char** argv, int first) {
         // An unknown short flag, as argparse: not a dataset or file named "-expect-eod" that
         // fails to open (exit 1, as if the data were bad) while the check asked for never ran.
         std::string hint;
-        if (Find(arg.substr(1, arg.find('=') - 1)) != nullptr) {
-          hint = absl::StrCat("; flags take two dashes: -", arg);
+        if (const std::string name = arg.substr(1, arg.find('=') - 1); Find(name) != nullptr) {
+          hint = absl::StrCat("; flags take two dashes: --", name);
         }
         return absl::InvalidArgumentError(
             absl::StrCat("unknown flag ", arg, hint, " (see --help)"));

@@ -62,8 +62,9 @@ int Dispatch(int argc, char** argv) {
     }
     // --version anywhere, as after a command name (`pileprep validate --version`): an argument that
     // is exactly "--version" is never a flag's value (a value that starts with '-' goes inline,
-    // --name=-value), so it can be answered before any command parses its flags.
-    for (int i = 1; i < argc; ++i) {
+    // --name=-value), so it can be answered before any command parses its flags. Not after "--",
+    // which ends the flags: there it is a dataset's or a file's name.
+    for (int i = 1; i < argc && std::strcmp(argv[i], "--") != 0; ++i) {
       if (std::strcmp(argv[i], "--version") == 0) {
         std::printf("pileprep %s\n", PILEPREP_VERSION);
         return kExitOk;
