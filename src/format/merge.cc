@@ -90,15 +90,20 @@ absl::Status CheckSame(const std::string& path, const Seen& before, const struct
 
 using internal::MappedFile;
 using ReleaseBehind = MappedFile::ReleaseBehind;
-// Where `array` (one of the reader's .idx arrays) starts in its .idx.
-size_t Offset(const IndexedDatasetReader& reader, std::string_view array) {
-  return static_cast<size_t>(array.data() - reader.idx_bytes().data());
-}
 // Releases the pages of the reader's .idx (a file mapping: IndexedDatasetReader::Open) behind a
-// scan of `array`: merge's RSS then does not grow with an input's index (mapped pages count in it).
-ReleaseBehind Behind(const IndexedDatasetReader& reader, std::string_view array) {
-  return ReleaseBehind(reader.idx_bytes(), Offset(reader, array));
-}
+// scan of `array` (one of its arrays): merge's RSS then does not grow with an input's index (mapped
+// pages count in it). At(i): the scan has read the array up to its byte i.
+class Behind {
+ public:
+  Behind(const IndexedDatasetReader& reader, std::string_view array)
+      : at_(static_cast<size_t>(array.data() - reader.idx_bytes().data())),
+        behind_(reader.idx_bytes(), at_) {}
+  void At(size_t i) { behind_.At(at_ + i); }
+
+ private:
+  size_t at_;  // the array's offset in the .idx
+  ReleaseBehind behind_;
+};
 
 absl::Status CheckSamePath(const std::string& path, const Seen& before) {
   struct stat st;
@@ -195,10 +200,9 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
     {
       const std::string_view lengths = reader->lengths_bytes();
       uint64_t input_tokens = 0;
-      ReleaseBehind behind = Behind(*reader, lengths);
-      const size_t at = Offset(*reader, lengths);
+      Behind behind(*reader, lengths);
       for (size_t i = 0; i < lengths.size(); i += sizeof(int32_t)) {
-        behind.At(at + i);
+        behind.At(i);
         int32_t length;
         std::memcpy(&length, lengths.data() + i, sizeof(length));
         if (length < 0) {
@@ -224,10 +228,9 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
       const std::string_view doc = reader->document_indices_bytes();
       const size_t count = doc.size() / sizeof(int64_t);
       int64_t previous = 0;
-      ReleaseBehind behind = Behind(*reader, doc);
-      const size_t at = Offset(*reader, doc);
+      Behind behind(*reader, doc);
       for (size_t j = 0; j < count; ++j) {
-        behind.At(at + j * sizeof(int64_t));
+        behind.At(j * sizeof(int64_t));
         int64_t value;
         std::memcpy(&value, doc.data() + j * sizeof(int64_t), sizeof(value));
         const bool wrong =
@@ -321,12 +324,11 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
       if (cancelled()) return cancelled_error();
       PILEPREP_ASSIGN_OR_RETURN(auto reader, reopen(k));
       const std::string_view lengths = reader->lengths_bytes();
-      ReleaseBehind behind = Behind(*reader, lengths);
-      const size_t at = Offset(*reader, lengths);
+      Behind behind(*reader, lengths);
       for (size_t i = 0; i < lengths.size(); i += MappedFile::kReleaseStep) {
         const size_t n = std::min(MappedFile::kReleaseStep, lengths.size() - i);
         PILEPREP_RETURN_IF_ERROR(idx->Append(lengths.data() + i, n));
-        behind.At(at + i + n);
+        behind.At(i + n);
       }
     }
     uint64_t pointer = 0;
@@ -335,10 +337,9 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
       if (cancelled()) return cancelled_error();
       PILEPREP_ASSIGN_OR_RETURN(auto reader, reopen(k));
       const std::string_view lengths = reader->lengths_bytes();
-      ReleaseBehind behind = Behind(*reader, lengths);
-      const size_t at = Offset(*reader, lengths);
+      Behind behind(*reader, lengths);
       for (size_t i = 0; i < lengths.size(); i += sizeof(int32_t)) {
-        behind.At(at + i);
+        behind.At(i);
         int32_t length;  // not negative: pass 1 checked the file, and it is the same file
         std::memcpy(&length, lengths.data() + i, sizeof(length));
         PILEPREP_RETURN_IF_ERROR(idx->AppendValue(static_cast<int64_t>(pointer)));
@@ -353,10 +354,9 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
       if (cancelled()) return cancelled_error();
       PILEPREP_ASSIGN_OR_RETURN(auto reader, reopen(k));
       const std::string_view doc = reader->document_indices_bytes();
-      ReleaseBehind behind = Behind(*reader, doc);
-      const size_t at = Offset(*reader, doc);
+      Behind behind(*reader, doc);
       for (size_t j = sizeof(int64_t); j < doc.size(); j += sizeof(int64_t)) {
-        behind.At(at + j);
+        behind.At(j);
         int64_t value;
         std::memcpy(&value, doc.data() + j, sizeof(value));
         // In 0..sequences[k] (pass 1), so the sum does not overflow.

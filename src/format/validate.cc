@@ -581,6 +581,7 @@ class Checker {
   //
   // Unit u's last sequence: the sequence before the next document's first (an empty document's is
   // the unit's before it), or u itself; -1 for empty documents at the start.
+  uint64_t NumUnits(bool docs_ok) const { return docs_ok ? num_doc_indices_ - 1 : num_sequences_; }
   int64_t LastSequenceOf(uint64_t u, bool docs_ok) const {
     return docs_ok ? DocIndex(u + 1) - 1 : static_cast<int64_t>(u);
   }
@@ -596,7 +597,7 @@ class Checker {
   // sequences' lengths and pointers), where the .idx is a file mapping.
   void ReleaseIdxOfUnits(uint64_t first, uint64_t last, bool docs_ok) const {
     if (!release_mapped_) return;
-    const uint64_t units = docs_ok ? num_doc_indices_ - 1 : num_sequences_;
+    const uint64_t units = NumUnits(docs_ok);
     last = std::min(last, units);
     if (first >= last) return;
     uint64_t seq_from = first, seq_to = last + 1;
@@ -619,7 +620,7 @@ class Checker {
   // a binary search per span instead read pages all over a large .idx (each fault maps a whole
   // window or folio around it), and they stayed resident (650 MB of a 680 MB .idx).
   std::vector<uint64_t> FirstUnitOfSpans(uint64_t spans, bool docs_ok) const {
-    const uint64_t units = docs_ok ? num_doc_indices_ - 1 : num_sequences_;
+    const uint64_t units = NumUnits(docs_ok);
     const uint64_t span_bytes = kSpanTokens * itemsize_;
     std::vector<uint64_t> first(spans + 1, units);
     internal::MappedFile::ReleaseBehind docs(idx_, doc_offset_, release_mapped_);
@@ -644,7 +645,7 @@ class Checker {
   // mapped, so that each page of the .bin is read (and faulted in) once, before the scan releases
   // it.
   void CheckEodIn(uint64_t u, uint64_t to, bool docs_ok, Found* found) const {
-    const uint64_t units = docs_ok ? num_doc_indices_ - 1 : num_sequences_;
+    const uint64_t units = NumUnits(docs_ok);
     const uint64_t from = u;
     for (; u < units; ++u) {
       const uint64_t end = UnitEnd(u, docs_ok);

@@ -13,6 +13,7 @@ extern char** environ;
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "fetch/url.h"
+#include "jsonl/utf8.h"
 #include "pileprep/fetch.h"
 #include "pileprep/status_macros.h"
 
@@ -27,13 +28,6 @@ bool ParseNumber(std::string_view s, int* out) {
   if (s.empty()) return false;
   const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
   return ec == std::errc() && ptr == s.data() + s.size() && *out >= 0 && *out <= kMaxFileNumber;
-}
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
 }
 
 }  // namespace
@@ -116,8 +110,9 @@ absl::StatusOr<ShardSource> ParseShardSource(std::string_view url) {
     std::string path;
     for (size_t i = 0; i < rest.size(); ++i) {
       int hi, lo;
-      if (rest[i] == '%' && i + 2 < rest.size() && (hi = HexValue(rest[i + 1])) >= 0 &&
-          (lo = HexValue(rest[i + 2])) >= 0) {
+      if (rest[i] == '%' && i + 2 < rest.size() &&
+          (hi = internal::kHexDigit.v[static_cast<unsigned char>(rest[i + 1])]) >= 0 &&
+          (lo = internal::kHexDigit.v[static_cast<unsigned char>(rest[i + 2])]) >= 0) {
         path.push_back(static_cast<char>(hi * 16 + lo));
         i += 2;
       } else {
