@@ -67,6 +67,11 @@ expect "preprocess: a vocabulary that does not load is a set-up error" 2 "vocabu
   "$PILEPREP" preprocess --input "$root/data/samples/00.jsonl.zst" --output-prefix "$work/not-made/sub/x" \
   --vocab-file "$root/README.md" --merge-file "$root/README.md"
 [[ -e "$work/not-made" ]] && { echo "FAIL: preprocess: a tokenizer set-up error left the output directory"; fail=1; }
+# A missing input fails (exit 1, its row in the summary) before the output directory is made.
+expect "preprocess: a missing input fails by name" 1 "$work/no-such.jsonl: no such file" -- \
+  "$PILEPREP" preprocess --input "$work/no-such.jsonl" --output-prefix "$work/not-made/sub/x"
+grep -q "^no-such.jsonl  *FAILED " "$work/err" || { echo "FAIL: preprocess: no FAILED row for a missing input"; cat "$work/err"; fail=1; }
+[[ -e "$work/not-made" ]] && { echo "FAIL: preprocess: a missing input left the output directory"; fail=1; }
 # A file of CR-only line ends (old Mac) is one line, one bad record: the error says why.
 printf '{"text":"a"}\r{"text":"b"}\r' >"$work/cr-only.jsonl"
 expect "a file of CR-only line ends is named as one line" 1 "if its lines end in CR alone: lines end at LF" -- \

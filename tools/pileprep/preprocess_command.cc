@@ -2,6 +2,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -203,17 +204,30 @@ int RunPreprocess(int argc, char** argv, int first) {
   std::vector<std::string> prefixes, lock_paths, stale;
   for (const std::string& key : c.pipeline.jsonl.json_keys) {
     prefixes.push_back(absl::StrCat(prefix, "_", key, "_document"));
+  }
+  // A missing input fails as the run would (exit 1, its row in the summary), but before the output
+  // directories are made: a mistyped --input left an empty directory tree behind.
+  if (struct stat st; ::stat(input.c_str(), &st) != 0 && errno == ENOENT) {
+    ShardOutcome outcome;
+    outcome.name = std::filesystem::path(input).filename().string();
+    ReportOutcome(outcome.name, input, absl::NotFoundError(absl::StrCat(input, ": no such file")),
+                  prefixes, c, &outcome);
+    std::fprintf(stderr, "\n%s", SummaryTable({outcome}, used_threads).c_str());
+    return kExitFailed;
+  }
+  for (size_t k = 0; k < prefixes.size(); ++k) {
+    const std::string& key = c.pipeline.jsonl.json_keys[k];
     // A key with a '/' puts its dataset in a directory of its own, as in Megatron (which writes
     // there only when it exists): created like --output-prefix's, not a failed input (exit 1).
     const std::string made_by = key.find('/') == std::string::npos
                                     ? std::string("--output-prefix")
                                     : absl::StrCat("--json-keys ", key, ": the directory");
-    if (auto s = EnsureDirectory(DirectoryOf(prefixes.back()), made_by); !s.ok()) {
+    if (auto s = EnsureDirectory(DirectoryOf(prefixes[k]), made_by); !s.ok()) {
       PrintError(std::string(s.message()));
       return kExitUsage;
     }
-    lock_paths.push_back(DatasetLockPath(prefixes.back()));
-    for (std::string& t : DatasetTemporaries(prefixes.back())) stale.push_back(std::move(t));
+    lock_paths.push_back(DatasetLockPath(prefixes[k]));
+    for (std::string& t : DatasetTemporaries(prefixes[k])) stale.push_back(std::move(t));
   }
   // Two writers of one dataset (two preprocess runs, a merge, a shard job) would share its
   // temporaries: one at a time. Then a killed run's temporaries go.
