@@ -191,8 +191,17 @@ expect "prefix with a slash is refused" 2 "--output-prefix must be a plain name"
   "$PILEPREP" --url "$root/data/samples" --output-prefix a/b --output-dir "$work/o"
 expect "bad thread count" 2 "--threads 0: expected a whole number from 1 to 4096" -- \
   "$PILEPREP" --threads 0
-expect "--retry-wait nan is a usage error" 2 "--retry-wait: expected seconds from 0 to 3600" -- \
+expect "--retry-wait nan is a usage error" 2 "--retry-wait nan: expected seconds from 0 to 3600" -- \
   "$PILEPREP" --url "$root/data/samples" --retry-wait nan
+# Seconds as Python's float() reads them (argparse's type=float): C's hex forms are refused.
+for w in 0x10 0x1p4 1__0 _1 1_ 1e 1.e+ . "1 0" 1e400; do
+  expect "--retry-wait '$w' is a usage error" 2 "--retry-wait $w: expected seconds from 0 to 3600" -- \
+    "$PILEPREP" --url "$root/data/samples" --files 0 --output-dir "$work/rw" --retry-wait "$w" --dry-run
+done
+for w in 1_0 " 2.5 " +.5 1. 5e-1 1E+0_1 3_600; do
+  expect "--retry-wait '$w' reads as Python's float()" 0 "" -- \
+    "$PILEPREP" --url "$root/data/samples" --files 0 --output-dir "$work/rw" --retry-wait "$w" --dry-run
+done
 # A value flag does not take the next flag for its value (an empty $OUT must not turn the dry run
 # into a real run into a directory named "--dry-run"); a value starting with '-' goes inline.
 expect "a value flag followed by a flag is a usage error" 2 \

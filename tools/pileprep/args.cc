@@ -218,7 +218,60 @@ bool ParsePythonInt(std::string_view v, long long* out) {
   const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), *out);
   return ec == std::errc() && ptr == digits.data() + digits.size();
 }
+
+// A number as Python's float() reads a command-line string (argparse's type=float): blanks around
+// it, a sign, digits with single underscores between them, a fraction, an exponent. Not the hex
+// ("0x10") and hex-float forms that strtod and absl::SimpleAtod also take; "inf" and "nan", which
+// float() reads, are refused here: no flag takes them.
+bool ParsePythonFloat(std::string_view v, double* out) {
+  auto blank = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
+  while (!v.empty() && blank(v.front())) v.remove_prefix(1);
+  while (!v.empty() && blank(v.back())) v.remove_suffix(1);
+  std::string plain;  // v without its sign's '+' and its underscores, for from_chars
+  size_t i = 0;
+  if (i < v.size() && (v[i] == '+' || v[i] == '-')) {
+    if (v[i] == '-') plain += '-';
+    ++i;
+  }
+  auto is_digit = [&](size_t k) { return k < v.size() && v[k] >= '0' && v[k] <= '9'; };
+  // digitpart: digit (["_"] digit)*. Returns how many digits it took.
+  auto digits = [&]() {
+    size_t taken = 0;
+    while (is_digit(i)) {
+      plain += v[i++];
+      ++taken;
+      if (i + 1 < v.size() && v[i] == '_' && is_digit(i + 1)) ++i;
+    }
+    return taken;
+  };
+  size_t mantissa = digits();
+  if (i < v.size() && v[i] == '.') {
+    plain += v[i++];
+    mantissa += digits();
+  }
+  if (mantissa == 0) return false;
+  if (i < v.size() && (v[i] == 'e' || v[i] == 'E')) {
+    plain += v[i++];
+    if (i < v.size() && (v[i] == '+' || v[i] == '-')) plain += v[i++];
+    if (digits() == 0) return false;
+  }
+  if (i != v.size()) return false;
+  const auto [ptr, ec] = std::from_chars(plain.data(), plain.data() + plain.size(), *out);
+  return ec == std::errc() && ptr == plain.data() + plain.size();
+}
 }  // namespace
+
+absl::Status Args::GetSeconds(const std::string& name, double min, double max, double* out) const {
+  if (!Has(name)) return absl::OkStatus();
+  const std::string v = Get(name);
+  double x = 0;
+  if (!ParsePythonFloat(v, &x) || !(x >= min) || x > max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, " ", v, ": expected seconds from ", min, " to ", max));
+  }
+  *out = x;
+  return absl::OkStatus();
+}
 
 absl::Status Args::GetInt(const std::string& name, long long min, long long max,
                           long long* out) const {

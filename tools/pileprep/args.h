@@ -42,6 +42,9 @@ class Args {
   // The flag's last value as a whole number in [min, max], read as Python's int() reads it ("+2",
   // "1_000"); untouched `out` when the flag is absent.
   absl::Status GetInt(const std::string& name, long long min, long long max, long long* out) const;
+  // The flag's last value as seconds in [min, max], read as Python's float() reads it ("1.5",
+  // "2e1", "1_0"; not C's hex "0x10"); untouched `out` when the flag is absent.
+  absl::Status GetSeconds(const std::string& name, double min, double max, double* out) const;
   const std::vector<std::string>& positional() const { return positional_; }
 
   // Flag table for --help: "  --name VALUE   help (default: x)".

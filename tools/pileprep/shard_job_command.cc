@@ -894,9 +894,8 @@ int RunShardJob(int argc, char** argv, int first) {
   job.fetch.user_agent = absl::StrCat("pileprep/", PILEPREP_VERSION);
   if (args.Has("retry-wait")) {
     double wait = 0;
-    // !(wait >= 0): NaN too, which every comparison passes and which would make the back-off NaN.
-    if (!absl::SimpleAtod(args.Get("retry-wait"), &wait) || !(wait >= 0) || wait > 3600) {
-      PrintError("--retry-wait: expected seconds from 0 to 3600");
+    if (auto s = args.GetSeconds("retry-wait", 0, 3600, &wait); !s.ok()) {
+      PrintError(std::string(s.message()));
       return kExitUsage;
     }
     job.fetch.backoff_initial_s = wait;
