@@ -309,10 +309,16 @@ struct Batch {
   std::vector<Bad> bad;
   uint64_t bad_count = 0;
   // The line (1-based) of each bad record, up to max_bad_records + 1 of them (and at most
-  // kBadLinesKept: 4 bytes a line where a limit of millions meets a batch of blank lines): where
-  // the run's limit is passed, if it is in this batch, and so how many documents come before it.
+  // kBadLinesKept: 24 bytes a line where a limit of millions meets a batch of blank lines): where
+  // the run's limit is passed, if it is in this batch, and so how many documents come before it,
+  // and the batch's U+FFFD repairs up to and including that line (a FAILED row's repairs are those
+  // of the lines it got to, as its documents are, however the input was cut into batches).
   static constexpr size_t kBadLinesKept = size_t{1} << 16;
-  std::vector<uint32_t> bad_lines;
+  struct BadLine {
+    uint32_t line;
+    uint64_t replaced_invalid_utf8, replaced_lone_surrogates;
+  };
+  std::vector<BadLine> bad_lines;
   uint64_t replaced_invalid_utf8 = 0;
   uint64_t replaced_lone_surrogates = 0;
   // Set when the input cannot go on after the batch's lines (num_lines of them). By the read stage,
@@ -984,7 +990,9 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
           if (options.jsonl.max_bad_records >= 0 &&
               batch->bad_lines.size() <= static_cast<uint64_t>(options.jsonl.max_bad_records) &&
               batch->bad_lines.size() < Batch::kBadLinesKept) {
-            batch->bad_lines.push_back(static_cast<uint32_t>(line_no));
+            batch->bad_lines.push_back({static_cast<uint32_t>(line_no),
+                                        w.parser.replaced_invalid_utf8() - utf8_before,
+                                        w.parser.replaced_lone_surrogates() - surrogates_before});
           }
           ++batch->bad_count;
           return;
@@ -1036,12 +1044,17 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
       // the limit plus one, however the input was cut into batches.
       if (options.jsonl.max_bad_records >= 0 &&
           stats.bad_records > static_cast<uint64_t>(options.jsonl.max_bad_records)) {
-        // The run got as far as this line: the batch's documents before it count, as the
-        // batches' before did (a FAILED row's counts are how far it got). i <= max_bad_records,
-        // so its line is among bad_lines unless past kBadLinesKept (then the batch's lines and
-        // documents are left out). Of the lines before it, i were bad and the rest documents.
+        // The run got as far as this line: the batch's documents and repairs before it (and its
+        // own repairs) count, as the batches' before did (a FAILED row's counts are how far it
+        // got). i <= max_bad_records, so its line is among bad_lines unless past kBadLinesKept
+        // (then the batch's lines, documents and repairs are left out). Of the lines before it,
+        // i were bad and the rest documents.
         const bool known = i < batch->bad_lines.size();
-        const uint64_t at = known ? batch->bad_lines[i] : 0;
+        const uint64_t at = known ? batch->bad_lines[i].line : 0;
+        if (known) {
+          stats.replaced_invalid_utf8 += batch->bad_lines[i].replaced_invalid_utf8;
+          stats.replaced_lone_surrogates += batch->bad_lines[i].replaced_lone_surrogates;
+        }
         const uint64_t docs = known ? at - 1 - i : 0;
         for (uint64_t doc = 0; doc < docs; ++doc) {
           bool empty = true;

@@ -678,6 +678,34 @@ TEST_F(PipelineTest, TooManyBadRecordsFailAndPublishNothing) {
   }
 }
 
+// A run stopped by the bad-records limit counts the U+FFFD repairs of the lines it got to, the
+// line that passed the limit included, as it counts their documents, however the input is cut into
+// batches: a batch that held the line counted none of its repairs, so one batch for all gave 0 and
+// small batches all but the last batch's (found by tests/fuzz/pipeline_fuzz_target.h).
+TEST_F(PipelineTest, ARunStoppedByBadRecordsCountsTheRepairsOfTheLinesItGotTo) {
+  const std::string plain =
+      "{\"text\": \"a\xff\"}\n"                        // a document, one repair
+      "{\"text\" \xff\xfe: 1}\n"                       // bad, two repairs
+      "not json \xff \\ud800\n"                        // bad: the limit passed, one repair
+      "{\"text\": \"later \xff\xff\xff \\udc00\"}\n";  // not reached
+  PipelineOptions options;
+  options.jsonl.max_bad_records = 1;
+  for (int threads : {1, 2, 3}) {
+    for (size_t batch_bytes : {size_t{1}, size_t{20}, size_t{40}, size_t{1} << 20}) {
+      SCOPED_TRACE(::testing::Message() << threads << " threads, batches of " << batch_bytes);
+      absl::Status status;
+      ShardStats stats;
+      EXPECT_EQ(Run(plain, InputFormat::kPlain, 7, threads, batch_bytes, &status, &stats, options),
+                "");
+      EXPECT_NE(status.message().find("the limit passed at line 3)"), std::string::npos) << status;
+      EXPECT_EQ(stats.lines, 3u);
+      EXPECT_EQ(stats.documents, 1u);
+      EXPECT_EQ(stats.replaced_invalid_utf8, 4u);
+      EXPECT_EQ(stats.replaced_lone_surrogates, 1u);  // a bad line's repairs count too
+    }
+  }
+}
+
 TEST_F(PipelineTest, CorruptZstdFailsWithOffsetAndPublishesNothing) {
   std::string zst = ReadFile(PILEPREP_SOURCE_DIR "/data/samples/01.jsonl.zst");
   zst.resize(zst.size() / 2);
