@@ -121,18 +121,19 @@ run_tsan() {
   sanitizer_no_aslr
   "${no_aslr[@]}" cmake --build build-tsan -j "$jobs" \
     --target pileprep pipeline_test validate_test merge_test fetch_http_source_test indexed_dataset_test \
-    loader_test pileprep_fs_fault_shim
+    fuzz_corpus_replay_test loader_test pileprep_fs_fault_shim
   # The executables must load the instrumented libtbb (CMake's build RPATH names its directory),
   # not Debian's: otherwise every stage hand-off is a false report again.
   local exe lib
-  for exe in build-tsan/bin/{pileprep,pipeline_test,validate_test,merge_test,fetch_http_source_test,indexed_dataset_test}; do
+  for exe in build-tsan/bin/{pileprep,pipeline_test,validate_test,merge_test,fetch_http_source_test,indexed_dataset_test,fuzz_corpus_replay_test}; do
     lib=$(ldd "$exe" | awk '$1 ~ /^libtbb\.so/ { print $3 }')
     if [[ -z $lib || $(nm -D "$lib") != *__tsan_* ]]; then
       echo "test.sh: $exe loads '${lib:-no libtbb}', not a libtbb built with -fsanitize=thread" >&2
       return 1
     fi
   done
-  # The tests of those six executables (the .bin writer's direct mode has a thread of its own) and
+  # The tests of those seven executables (the .bin writer's direct mode has a thread of its own; of
+  # the fuzz corpora's replay, the pipeline's, PipelineFuzzCorpus) and
   # the loader's (no TBB: ranks opening one dataset at once, threads reading samples at once); the
   # CLI ones run the pipeline, validate's parallel_reduce, merge and downloads (fault server) through
   # build-tsan/bin/pileprep.

@@ -1,4 +1,4 @@
-// Replays the seed corpora of the .idx, zstd, JSON-lines and tokenizer fuzzers
+// Replays the seed corpora of the .idx, zstd, JSON-lines, tokenizer and pipeline fuzzers
 // (tests/fuzz/corpus/NAME) through the fuzzers' entry points, so the corpora (and any crash
 // reproducer added to them) run in every build, with g++ and under scripts/test.sh --sanitize. A
 // target that finds a violated property aborts, which fails the test.
@@ -10,6 +10,7 @@
 
 #include "fuzz/idx_fuzz_target.h"
 #include "fuzz/jsonl_fuzz_target.h"
+#include "fuzz/pipeline_fuzz_target.h"
 #include "fuzz/tokenizer_fuzz_target.h"
 #include "fuzz/zstd_fuzz_target.h"
 #include "gtest/gtest.h"
@@ -51,6 +52,10 @@ TEST(JsonlFuzzCorpus, EveryFileReplaysWithoutCrashing) {
 
 TEST(TokenizerFuzzCorpus, EveryFileRoundTripsAndMatchesTheReference) {
   EXPECT_GE(ReplayCorpus("tokenizer", fuzz::RunTokenizerFuzzInput), 10);
+}
+
+TEST(PipelineFuzzCorpus, EveryFileGivesTheBytesOfOneThreadAndWholeBatches) {
+  EXPECT_GE(ReplayCorpus("pipeline", fuzz::RunPipelineFuzzInput), 10);
 }
 
 }  // namespace

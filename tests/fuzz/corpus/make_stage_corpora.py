@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Writes the seed corpora of the zstd, jsonl and tokenizer fuzzers (tests/fuzz/*_fuzz_target.h give
-the layouts: zstd = window byte | chunk-seed byte | stream; jsonl = option byte | chunk-seed byte |
-lines; tokenizer = flag byte | text). Needs the zstd and gzip programs. Deterministic."""
+"""Writes the seed corpora of the zstd, jsonl, tokenizer and pipeline fuzzers (tests/fuzz/*_fuzz_target.h
+give the layouts: zstd = window byte | chunk-seed byte | stream; jsonl = option byte | chunk-seed byte |
+lines; tokenizer = flag byte | text; pipeline = flag byte | batch byte | read-size byte | lines). Needs the
+zstd and gzip programs. Deterministic."""
 import gzip, os, struct, subprocess
 here = os.path.dirname(os.path.abspath(__file__))
 bad = os.path.join(here, '..', '..', 'data', 'bad')
@@ -93,3 +94,29 @@ for name, text in sorted(T.items()):
     write('tokenizer', name, b'\x00' + text.encode())
     write('tokenizer', name + '_ordinary', b'\x01' + text.encode())
 write('tokenizer', 'invalid_utf8_bytes', b'\x00' + b'ok \xff\xfe \xc3 \xed\xa0\x80 \xf4\x90\x80\x80 end')
+
+# ---- pipeline: flag byte (bits 0-1 threads, 2 zstd, 3 keys text+meta, 4 EOD, 5 max_line_bytes 64,
+# 6 at most 2 bad records, 7 zstd decoded in the read stage) | batch byte | read-size byte | lines.
+docs = b''.join(b'{"text": "document %d: caf\\u00e9 \\u4f60\\u597d, it\'s %d tokens.", "meta": "m%d"}\n'
+                % (i, i * 7, i) for i in range(30))
+mixed = (b'{"text": "good one"}\n\n{"text": 5}\nnot json\n{"text": "bad \xff utf8 \\ud800"}\n'
+         b'{"meta": "no text"}\n{"text": ""}\n{"text": "<|endoftext|> inside"}\n{"text": "last, no newline"}')
+long_lines = b'{"text": "' + b'y' * 300 + b'"}\n{"text": "short"}\n' + b'{"text": "' + b'z ' * 100 + b'"}\n'
+P = {
+    'docs_one_thread_whole': (0x10, 255, 255, docs),
+    'docs_two_threads_tiny_batches': (0x11, 0, 0, docs),
+    'docs_three_threads_odd_reads': (0x12, 3, 5, docs),
+    'docs_zstd_two_threads': (0x15, 2, 1, docs),
+    'docs_zstd_decoded_in_read_stage': (0x95, 4, 9, docs),
+    'docs_two_keys': (0x19, 1, 2, docs),
+    'mixed_bad_records': (0x11, 1, 1, mixed),
+    'mixed_bad_records_limit': (0x51, 0, 0, mixed),
+    'mixed_zstd_two_keys': (0x1e, 2, 3, mixed),
+    'long_lines_small_limit': (0x31, 0, 0, long_lines),
+    'long_lines_any_length': (0x12, 1, 0, long_lines),
+    'empty': (0x11, 0, 0, b''),
+    'only_bad': (0x11, 0, 0, b'x\ny\n{"text": 1}\n'),
+    'crlf_and_blank': (0x12, 0, 0, b'{"text": "a"}\r\n\r\n{"text": "b"}\r\n'),
+}
+for name, (flags, batch, read, data) in sorted(P.items()):
+    write('pipeline', name, bytes([flags, batch, read]) + data)
