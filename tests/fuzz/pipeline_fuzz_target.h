@@ -12,7 +12,9 @@
 // zstd-compressed here first; bit 3: keys {"text", "meta"} instead of {"text"}; bit 4: append EOD;
 // bit 5: a max_line_bytes of 64; bit 6: at most 2 bad records instead of any number; bit 7: zstd
 // decoded in the read stage instead of on a thread of its own), byte 1 the batch size (1 to 4,336
-// bytes), byte 2 the source's read size (1 to 766 bytes), the rest is JSON lines. Oracle beyond "no
+// bytes), byte 2 the source's read size (1 to 766 bytes), byte 3 more flags (bit 0: plain input
+// given through View(), as a mapped file is, in a heap block of exactly its size, so that ASan sees
+// a read past its end), the rest is JSON lines. Oracle beyond "no
 // crash" (ASan, UBSan, TSan in the replay test): the run equals a reference run of the same input
 // and options with one thread, 1 MiB batches and 64 KiB reads: the same status (code and message),
 // the same counts (lines, documents, tokens, bad records with their line numbers, kinds and
@@ -33,7 +35,9 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pileprep/gpt2_tokenizer.h"
@@ -88,16 +92,46 @@ inline std::string ReadWholeFileForFuzz(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
+// A source read where it lies (ByteSource::View()), as a mapped file is: the pipeline cuts its
+// batches out of the view and parses lines in place, copying only where a line needs padding.
+class ViewSourceForFuzz : public ByteSource {
+ public:
+  explicit ViewSourceForFuzz(const std::string& data)
+      : bytes_(new char[data.size()]), size_(data.size()) {
+    std::copy(data.begin(), data.end(), bytes_.get());
+  }
+  absl::StatusOr<size_t> Read(char*, size_t) override {
+    std::fprintf(stderr, "pipeline fuzz: a viewed source was read\n");
+    std::abort();
+  }
+  const std::string& name() const override { return name_; }
+  std::optional<std::string_view> View() override { return std::string_view(bytes_.get(), size_); }
+  absl::Status Fetch(size_t from, size_t to) override {
+    if (from > to || to > size_) {
+      std::fprintf(stderr, "pipeline fuzz: Fetch(%zu, %zu) of %zu bytes\n", from, to, size_);
+      std::abort();
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  std::unique_ptr<char[]> bytes_;  // exactly the input: a read past it is ASan's
+  size_t size_;
+  std::string name_ = "fuzz.jsonl";
+};
+
 inline PipelineFuzzRun RunPipelineForFuzz(const std::string& input, InputFormat format,
                                           size_t chunk, const PipelineOptions& options,
-                                          const std::string& name) {
+                                          const std::string& name, bool view = false) {
   PipelineFuzzState& st = PipelineFuzz();
   PipelineFuzzRun run;
   std::vector<std::string> prefixes;
   for (const std::string& key : options.jsonl.json_keys) {
     prefixes.push_back(st.dir + "/" + name + "_" + key);
   }
-  testing::MemorySource source(input, chunk, "fuzz.jsonl");
+  testing::MemorySource read_source(input, chunk, "fuzz.jsonl");
+  ViewSourceForFuzz view_source(input);
+  ByteSource& source = view ? static_cast<ByteSource&>(view_source) : read_source;
   PipelineOptions o = options;
   o.caches = &st.caches;
   o.writer.sync = false;
@@ -164,9 +198,9 @@ inline void ExpectSameRunForFuzz(const PipelineFuzzRun& got, const PipelineFuzzR
 }
 
 inline int RunPipelineFuzzInput(const uint8_t* data, size_t size) {
-  if (size < 3) return 0;
+  if (size < 4) return 0;
   const uint8_t flags = data[0];
-  std::string input(reinterpret_cast<const char*>(data) + 3, size - 3);
+  std::string input(reinterpret_cast<const char*>(data) + 4, size - 4);
   InputFormat format = InputFormat::kPlain;
   if (flags & 4) {
     std::string zst(ZSTD_compressBound(input.size()), '\0');
@@ -192,7 +226,8 @@ inline int RunPipelineFuzzInput(const uint8_t* data, size_t size) {
   options.batch_bytes = 1 + size_t{data[1]} * 17;
   const size_t chunk = 1 + size_t{data[2]} * 3;
   options.read_bytes = chunk;
-  const PipelineFuzzRun got = RunPipelineForFuzz(input, format, chunk, options, "fuzzed");
+  const bool view = format == InputFormat::kPlain && (data[3] & 1) != 0;
+  const PipelineFuzzRun got = RunPipelineForFuzz(input, format, chunk, options, "fuzzed", view);
   ExpectSameRunForFuzz(got, want);
   return 0;
 }

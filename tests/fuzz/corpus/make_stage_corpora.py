@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Writes the seed corpora of the zstd, jsonl, tokenizer and pipeline fuzzers (tests/fuzz/*_fuzz_target.h
 give the layouts: zstd = window byte | chunk-seed byte | stream; jsonl = option byte | chunk-seed byte |
-lines; tokenizer = flag byte | text; pipeline = flag byte | batch byte | read-size byte | lines). Needs the
-zstd and gzip programs. Deterministic."""
+lines; tokenizer = flag byte | text; pipeline = flag byte | batch byte | read-size byte | view byte | lines).
+Needs the zstd and gzip programs. Deterministic."""
 import gzip, os, struct, subprocess
 here = os.path.dirname(os.path.abspath(__file__))
 bad = os.path.join(here, '..', '..', 'data', 'bad')
@@ -96,7 +96,8 @@ for name, text in sorted(T.items()):
 write('tokenizer', 'invalid_utf8_bytes', b'\x00' + b'ok \xff\xfe \xc3 \xed\xa0\x80 \xf4\x90\x80\x80 end')
 
 # ---- pipeline: flag byte (bits 0-1 threads, 2 zstd, 3 keys text+meta, 4 EOD, 5 max_line_bytes 64,
-# 6 at most 2 bad records, 7 zstd decoded in the read stage) | batch byte | read-size byte | lines.
+# 6 at most 2 bad records, 7 zstd decoded in the read stage) | batch byte | read-size byte | view byte (bit 0:
+# plain input through View(), as a mapped file) | lines.
 docs = b''.join(b'{"text": "document %d: caf\\u00e9 \\u4f60\\u597d, it\'s %d tokens.", "meta": "m%d"}\n'
                 % (i, i * 7, i) for i in range(30))
 mixed = (b'{"text": "good one"}\n\n{"text": 5}\nnot json\n{"text": "bad \xff utf8 \\ud800"}\n'
@@ -119,4 +120,10 @@ P = {
     'crlf_and_blank': (0x12, 0, 0, b'{"text": "a"}\r\n\r\n{"text": "b"}\r\n'),
 }
 for name, (flags, batch, read, data) in sorted(P.items()):
-    write('pipeline', name, bytes([flags, batch, read]) + data)
+    write('pipeline', name, bytes([flags, batch, read, 0]) + data)
+# The same inputs read where they lie (View(), as a mapped file): the last line ends the block.
+for name in ('docs_two_threads_tiny_batches', 'mixed_bad_records', 'mixed_bad_records_limit',
+             'long_lines_small_limit', 'crlf_and_blank', 'only_bad'):
+    flags, batch, read, data = P[name]
+    write('pipeline', name + '_viewed', bytes([flags, batch, read, 1]) + data)
+write('pipeline', 'one_line_no_newline_viewed', bytes([0x11, 0, 0, 1]) + b'{"text": "x"}')
