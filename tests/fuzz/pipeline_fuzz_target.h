@@ -14,7 +14,8 @@
 // decoded in the read stage instead of on a thread of its own), byte 1 the batch size (1 to 4,336
 // bytes), byte 2 the source's read size (1 to 766 bytes), byte 3 more flags (bit 0: plain input
 // given through View(), as a mapped file is, in a heap block of exactly its size, so that ASan sees
-// a read past its end), the rest is JSON lines. Oracle beyond "no
+// a read past its end; bit 1: the first 2 bad records kept with their lines instead of 100; bit 2:
+// one batch in flight instead of 2 x threads + 2), the rest is JSON lines. Oracle beyond "no
 // crash" (ASan, UBSan, TSan in the replay test): the run equals a reference run of the same input
 // and options with one thread, 1 MiB batches and 64 KiB reads: the same status (code and message),
 // the same counts (lines, documents, tokens, bad records with their line numbers, kinds and
@@ -216,6 +217,7 @@ inline int RunPipelineFuzzInput(const uint8_t* data, size_t size) {
   if (flags & 32) options.jsonl.max_line_bytes = 64;
   options.jsonl.max_bad_records = (flags & 64) ? 2 : -1;
   options.zstd_decode_thread = (flags & 128) == 0;
+  if (data[3] & 2) options.max_bad_record_reports = 2;
 
   PipelineOptions reference = options;
   reference.threads = 1;
@@ -226,6 +228,7 @@ inline int RunPipelineFuzzInput(const uint8_t* data, size_t size) {
   options.batch_bytes = 1 + size_t{data[1]} * 17;
   const size_t chunk = 1 + size_t{data[2]} * 3;
   options.read_bytes = chunk;
+  if (data[3] & 4) options.max_batches_in_flight = 1;
   const bool view = format == InputFormat::kPlain && (data[3] & 1) != 0;
   const PipelineFuzzRun got = RunPipelineForFuzz(input, format, chunk, options, "fuzzed", view);
   ExpectSameRunForFuzz(got, want);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the seed corpora of the zstd, jsonl, tokenizer and pipeline fuzzers (tests/fuzz/*_fuzz_target.h
 give the layouts: zstd = window byte | chunk-seed byte | stream; jsonl = option byte | chunk-seed byte |
-lines; tokenizer = flag byte | text; pipeline = flag byte | batch byte | read-size byte | view byte | lines).
+lines; tokenizer = flag byte | text; pipeline = flag byte | batch byte | read-size byte | flag byte | lines).
 Needs the zstd and gzip programs. Deterministic."""
 import gzip, os, struct, subprocess
 here = os.path.dirname(os.path.abspath(__file__))
@@ -96,8 +96,9 @@ for name, text in sorted(T.items()):
 write('tokenizer', 'invalid_utf8_bytes', b'\x00' + b'ok \xff\xfe \xc3 \xed\xa0\x80 \xf4\x90\x80\x80 end')
 
 # ---- pipeline: flag byte (bits 0-1 threads, 2 zstd, 3 keys text+meta, 4 EOD, 5 max_line_bytes 64,
-# 6 at most 2 bad records, 7 zstd decoded in the read stage) | batch byte | read-size byte | view byte (bit 0:
-# plain input through View(), as a mapped file) | lines.
+# 6 at most 2 bad records, 7 zstd decoded in the read stage) | batch byte | read-size byte | byte of more
+# flags (bit 0: plain input through View(), as a mapped file; 1: 2 bad records kept, not 100; 2: one batch
+# in flight) | lines.
 docs = b''.join(b'{"text": "document %d: caf\\u00e9 \\u4f60\\u597d, it\'s %d tokens.", "meta": "m%d"}\n'
                 % (i, i * 7, i) for i in range(30))
 mixed = (b'{"text": "good one"}\n\n{"text": 5}\nnot json\n{"text": "bad \xff utf8 \\ud800"}\n'
@@ -127,3 +128,6 @@ for name in ('docs_two_threads_tiny_batches', 'mixed_bad_records', 'mixed_bad_re
     flags, batch, read, data = P[name]
     write('pipeline', name + '_viewed', bytes([flags, batch, read, 1]) + data)
 write('pipeline', 'one_line_no_newline_viewed', bytes([0x11, 0, 0, 1]) + b'{"text": "x"}')
+write('pipeline', 'mixed_two_reports_kept', bytes([0x12, 0, 0, 2]) + mixed)
+write('pipeline', 'docs_one_batch_in_flight', bytes([0x12, 1, 1, 4]) + docs)
+write('pipeline', 'mixed_zstd_one_batch_in_flight_two_reports', bytes([0x16, 0, 2, 6]) + mixed)
