@@ -71,6 +71,11 @@ class ByteSource {
   // than as SIGBUS wherever the bytes are read. Release(offset) says bytes before `offset` will not
   // be read again: their pages leave the process's RSS, which so stays flat over a 43 GB input.
   virtual std::optional<std::string_view> View() { return std::nullopt; }
+  // How many bytes past the end of View() may be read (as a file's mapping may be read to the end
+  // of its last page, which zeros fill). Lines are parsed where they lie, read up to
+  // JsonRecordParser::kPadding bytes past their end; the last lines are copied and padded when the
+  // view has less slack than that. The default, 0, suits a view of any buffer.
+  virtual size_t ViewSlack() const { return 0; }
   virtual absl::Status Fetch(size_t /*from*/, size_t /*to*/) { return absl::OkStatus(); }
   virtual void Release(size_t /*offset*/) {}
 

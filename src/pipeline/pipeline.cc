@@ -122,6 +122,11 @@ class FileSource final : public ByteSource {
     if (map_ == nullptr) return std::nullopt;
     return std::string_view(map_, static_cast<size_t>(size_));
   }
+  // The zeros that fill the mapping's last page (the guard page after it faults).
+  size_t ViewSlack() const override {
+    const size_t page = PageSize();
+    return map_ == nullptr ? 0 : (page - static_cast<size_t>(size_) % page) % page;
+  }
 
   // One madvise per batch (a few where its last line is long) fills its page-table entries (rather
   // than a fault per 64 KiB), reads what is not cached yet, and fails, rather than leaving a SIGBUS
@@ -904,10 +909,11 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
       batch->bytes_in_total = bytes_in;
       batch->bytes_decompressed_total = bytes_decompressed;
       // Lines are parsed where they lie, reading up to kPadding bytes past their end: the next
-      // line's, or after the last line the zeros that fill the file's last page. Where that page
-      // has fewer than kPadding left, the last batch is copied and padded.
-      const size_t page = PageSize();
-      if (to == all.size() && (page - all.size() % page) % page < JsonRecordParser::kPadding) {
+      // line's, or after the last line what the source says may be read past the view (a mapped
+      // file: the zeros that fill its last page). Where that is less than kPadding, the last batch
+      // is copied and padded. (Taken for granted before, as for a mapped file: a View() of a
+      // heap buffer was read past its end, which the pipeline fuzz target found.)
+      if (to == all.size() && source.ViewSlack() < JsonRecordParser::kPadding) {
         // Copied only up to a line longer than max_line_bytes, if the batch has one: the input
         // fails at that line's start, as when it is streamed, instead of copying the line whole
         // (up to the rest of the file) only for the parser to refuse it. Each line end is looked

@@ -429,6 +429,61 @@ TEST_F(PipelineTest, MappedFileEndingAnywhereInItsLastPageGivesTheStreamedBytes)
   }
 }
 
+// A source's View() of any buffer (ViewSlack() 0, the default: nothing past the view may be read):
+// the last lines are copied and padded, never read past the view's end. Here the buffer ends right
+// before a page that cannot be read, so an over-read crashes; the pipeline took every view to be
+// readable to the end of its last page, as a mapped file is, and read past such a buffer (found by
+// tests/fuzz/pipeline_fuzz_target.h under ASan).
+TEST_F(PipelineTest, AViewWithoutSlackIsNeverReadPastItsEnd) {
+  class GuardedViewSource : public ByteSource {
+   public:
+    explicit GuardedViewSource(const std::string& data) : size_(data.size()) {
+      const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+      pages_ = (size_ + page - 1) / page * page + page;
+      void* area =
+          ::mmap(nullptr, pages_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (area == MAP_FAILED) return;
+      area_ = static_cast<char*>(area);
+      ::mprotect(area_ + pages_ - page, page, PROT_NONE);
+      begin_ = area_ + pages_ - page - size_;  // the data ends where the guard page starts
+      std::memcpy(begin_, data.data(), size_);
+    }
+    ~GuardedViewSource() override {
+      if (area_ != nullptr) ::munmap(area_, pages_);
+    }
+    bool ok() const { return area_ != nullptr; }
+    absl::StatusOr<size_t> Read(char*, size_t) override {
+      return absl::InternalError("read, not viewed");
+    }
+    const std::string& name() const override { return name_; }
+    std::optional<std::string_view> View() override { return std::string_view(begin_, size_); }
+
+   private:
+    size_t size_, pages_ = 0;
+    char* area_ = nullptr;
+    char* begin_ = nullptr;
+    std::string name_ = "view.jsonl";
+  };
+  std::string lines;
+  for (int i = 0; i < 50; ++i)
+    lines += "{\"text\": \"line " + std::to_string(i) + " caf\u00e9\"}\n";
+  for (const std::string& plain :
+       {lines, lines + "{\"text\": \"no final line end\"}", std::string("{\"text\": \"one\"}\n"),
+        std::string("{\"text\": \"x\"}")}) {
+    const std::string streamed = Run(plain, InputFormat::kPlain, 1 << 16, 1, 1 << 20);
+    ASSERT_FALSE(streamed.empty());
+    for (size_t batch_bytes : {size_t{1}, size_t{100}, size_t{1} << 20}) {
+      GuardedViewSource source(plain);
+      ASSERT_TRUE(source.ok());
+      absl::Status status;
+      EXPECT_EQ(RunSource(source, InputFormat::kPlain, 2, batch_bytes, &status, nullptr, {}),
+                streamed)
+          << batch_bytes;
+      EXPECT_TRUE(status.ok()) << status;
+    }
+  }
+}
+
 // Caches the caller keeps (PipelineOptions::caches), made ahead or by the run, carry from one run
 // to the next and never change the output.
 TEST_F(PipelineTest, CallersCachesAreFilledKeptAndReusedWithTheSameOutput) {
