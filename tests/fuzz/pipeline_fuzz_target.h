@@ -15,12 +15,13 @@
 // bytes), byte 2 the source's read size (1 to 766 bytes), byte 3 more flags (bit 0: plain input
 // given through View(), as a mapped file is, in a heap block of exactly its size, so that ASan sees
 // a read past its end; bit 1: the first 2 bad records kept with their lines instead of 100; bit 2:
-// one batch in flight instead of 2 x threads + 2), the rest is JSON lines. Oracle beyond "no
-// crash" (ASan, UBSan, TSan in the replay test): the run equals a reference run of the same input
-// and options with one thread, 1 MiB batches and 64 KiB reads: the same status (code and message),
-// the same counts (lines, documents, tokens, bad records with their line numbers, kinds and
-// details, repairs), and when it succeeds the same .bin and .idx bytes; when it fails, nothing
-// published.
+// one batch in flight instead of 2 x threads + 2; bit 3, with byte 0's bit 2: the rest taken as
+// zstd as it is, not compressed here, so that damaged and odd streams meet the pipeline too), the
+// rest is JSON lines. Oracle beyond "no crash" (ASan, UBSan, TSan in the replay test): the run
+// equals a reference run of the same input and options with one thread, 1 MiB batches and 64 KiB
+// reads: the same status (code and message), the same counts (lines, documents, tokens, bad records
+// with their line numbers, kinds and details, repairs), and when it succeeds the same .bin and .idx
+// bytes; when it fails, nothing published.
 #ifndef PILEPREP_TESTS_FUZZ_PIPELINE_FUZZ_TARGET_H_
 #define PILEPREP_TESTS_FUZZ_PIPELINE_FUZZ_TARGET_H_
 
@@ -203,7 +204,9 @@ inline int RunPipelineFuzzInput(const uint8_t* data, size_t size) {
   const uint8_t flags = data[0];
   std::string input(reinterpret_cast<const char*>(data) + 4, size - 4);
   InputFormat format = InputFormat::kPlain;
-  if (flags & 4) {
+  if ((flags & 4) && (data[3] & 8)) {
+    format = InputFormat::kZstd;  // the bytes as they are: damaged frames, skippable ones, garbage
+  } else if (flags & 4) {
     std::string zst(ZSTD_compressBound(input.size()), '\0');
     const size_t n = ZSTD_compress(zst.data(), zst.size(), input.data(), input.size(), 1);
     if (ZSTD_isError(n)) std::abort();

@@ -98,7 +98,7 @@ write('tokenizer', 'invalid_utf8_bytes', b'\x00' + b'ok \xff\xfe \xc3 \xed\xa0\x
 # ---- pipeline: flag byte (bits 0-1 threads, 2 zstd, 3 keys text+meta, 4 EOD, 5 max_line_bytes 64,
 # 6 at most 2 bad records, 7 zstd decoded in the read stage) | batch byte | read-size byte | byte of more
 # flags (bit 0: plain input through View(), as a mapped file; 1: 2 bad records kept, not 100; 2: one batch
-# in flight) | lines.
+# in flight; 3: with zstd, the rest is zstd as it is) | lines.
 docs = b''.join(b'{"text": "document %d: caf\\u00e9 \\u4f60\\u597d, it\'s %d tokens.", "meta": "m%d"}\n'
                 % (i, i * 7, i) for i in range(30))
 mixed = (b'{"text": "good one"}\n\n{"text": 5}\nnot json\n{"text": "bad \xff utf8 \\ud800"}\n'
@@ -131,3 +131,17 @@ write('pipeline', 'one_line_no_newline_viewed', bytes([0x11, 0, 0, 1]) + b'{"tex
 write('pipeline', 'mixed_two_reports_kept', bytes([0x12, 0, 0, 2]) + mixed)
 write('pipeline', 'docs_one_batch_in_flight', bytes([0x12, 1, 1, 4]) + docs)
 write('pipeline', 'mixed_zstd_one_batch_in_flight_two_reports', bytes([0x16, 0, 2, 6]) + mixed)
+# zstd streams as they are (bit 3 of the fourth byte): damage must fail the same, at the same byte,
+# however the stream is read and decoded.
+Z = {
+    'one_frame': frame,
+    'two_frames': frame + zstd(b'{"text": "x"}\n'),
+    'truncated': frame[:len(frame) // 2],
+    'trailing_garbage': frame + b'garbage\n',
+    'bitflip': frame[:20] + bytes([frame[20] ^ 0x10]) + frame[21:],
+    'skippable_then_frame': struct.pack('<II', 0x184D2A50, 5) + b'hello' + frame,
+    'empty_frame': zstd(b''),
+}
+for i, (name, stream) in enumerate(sorted(Z.items())):
+    write('pipeline', 'zstd_as_is_' + name, bytes([0x14 | (i % 3), i, 2 * i + 1, 8 | (i & 4)]) + stream)
+    write('pipeline', 'zstd_as_is_' + name + '_read_stage', bytes([0x94, 0, 0, 8]) + stream)
