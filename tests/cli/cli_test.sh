@@ -67,11 +67,20 @@ expect "preprocess: a vocabulary that does not load is a set-up error" 2 "vocabu
   "$PILEPREP" preprocess --input "$root/data/samples/00.jsonl.zst" --output-prefix "$work/not-made/sub/x" \
   --vocab-file "$root/README.md" --merge-file "$root/README.md"
 [[ -e "$work/not-made" ]] && { echo "FAIL: preprocess: a tokenizer set-up error left the output directory"; fail=1; }
-# A missing input fails (exit 1, its row in the summary) before the output directory is made.
-expect "preprocess: a missing input fails by name" 1 "$work/no-such.jsonl: no such file" -- \
-  "$PILEPREP" preprocess --input "$work/no-such.jsonl" --output-prefix "$work/not-made/sub/x"
-grep -q "^no-such.jsonl  *FAILED " "$work/err" || { echo "FAIL: preprocess: no FAILED row for a missing input"; cat "$work/err"; fail=1; }
-[[ -e "$work/not-made" ]] && { echo "FAIL: preprocess: a missing input left the output directory"; fail=1; }
+# An input that cannot be opened (missing, a directory, a file with a slash after it, a symlink
+# loop) fails (exit 1, its row in the summary) before the output directory is made.
+mkdir -p "$work/in-dir" && echo '{"text": "a"}' >"$work/in-file.jsonl"
+ln -sfn "$work/loop-b" "$work/loop-a" && ln -sfn "$work/loop-a" "$work/loop-b"
+for bad in "no-such.jsonl|no such file|no-such.jsonl" "in-dir|is a directory, not a file|in-dir" \
+           "in-file.jsonl/|cannot open: Not a directory|$work/in-file.jsonl/" \
+           "loop-a|cannot open: Too many levels of symbolic links|loop-a"; do
+  IFS='|' read -r name why row <<<"$bad"
+  expect "preprocess: an input that cannot be opened ($name) fails by name" 1 "$work/$name: $why" -- \
+    "$PILEPREP" preprocess --input "$work/$name" --output-prefix "$work/not-made/sub/x"
+  grep -qF "$row " "$work/err" && grep -q " FAILED " "$work/err" ||
+    { echo "FAIL: preprocess: no FAILED row named $row for $name"; cat "$work/err"; fail=1; }
+  [[ -e "$work/not-made" ]] && { echo "FAIL: preprocess: input $name left the output directory"; fail=1; }
+done
 # A file of CR-only line ends (old Mac) is one line, one bad record: the error says why.
 printf '{"text":"a"}\r{"text":"b"}\r' >"$work/cr-only.jsonl"
 expect "a file of CR-only line ends is named as one line" 1 "if its lines end in CR alone: lines end at LF" -- \

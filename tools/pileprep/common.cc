@@ -382,21 +382,15 @@ std::vector<std::string> UniqueKeys(const std::vector<std::string>& keys) {
   return out;
 }
 
-ShardOutcome RunOne(const std::string& display_name, const std::string& input, InputFormat format,
-                    const std::vector<std::string>& prefixes, const Gpt2Tokenizer& tokenizer,
-                    const Common& c) {
+ShardOutcome RunOne(const std::string& display_name, const std::string& input, ByteSource& source,
+                    InputFormat format, const std::vector<std::string>& prefixes,
+                    const Gpt2Tokenizer& tokenizer, const Common& c) {
   ShardOutcome outcome;
   outcome.name = display_name;
-  absl::Status status;
-  auto source = OpenFileSource(input, c.file_source);
-  if (!source.ok()) {
-    status = source.status();
-  } else {
-    ConsoleProgress progress(c.console, display_name);
-    status = RunPipeline(**source, format, tokenizer, prefixes, c.pipeline, &outcome.stats,
-                         &progress);
-    progress.Finish();
-  }
+  ConsoleProgress progress(c.console, display_name);
+  absl::Status status =
+      RunPipeline(source, format, tokenizer, prefixes, c.pipeline, &outcome.stats, &progress);
+  progress.Finish();
   ReportOutcome(display_name, input, std::move(status), prefixes, c, &outcome);
   return outcome;
 }

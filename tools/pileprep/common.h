@@ -95,11 +95,11 @@ bool LockOutputs(const std::vector<std::string>& lock_paths, const std::string& 
 // a file "x.bin" nor "x.idx" is there but "x.bin.idx" is (the prefix "x.bin").
 std::string StripPairSuffix(const std::string& arg);
 
-// Runs one input and turns the result into an outcome line for the summary, printing errors, bad
-// records and replacement counts as it goes.
-ShardOutcome RunOne(const std::string& display_name, const std::string& input, InputFormat format,
-                    const std::vector<std::string>& prefixes, const Gpt2Tokenizer& tokenizer,
-                    const Common& c);
+// Runs one input, opened by the caller (OpenFileSource), and turns the result into an outcome line
+// for the summary, printing errors, bad records and replacement counts as it goes.
+ShardOutcome RunOne(const std::string& display_name, const std::string& input, ByteSource& source,
+                    InputFormat format, const std::vector<std::string>& prefixes,
+                    const Gpt2Tokenizer& tokenizer, const Common& c);
 
 // The reporting half of RunOne, for callers that run the pipeline themselves (the shard job, which
 // downloads and may restart): fills outcome->status/error/outputs from `status` and outcome->stats,

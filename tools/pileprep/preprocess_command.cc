@@ -2,7 +2,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -205,13 +204,16 @@ int RunPreprocess(int argc, char** argv, int first) {
   for (const std::string& key : c.pipeline.jsonl.json_keys) {
     prefixes.push_back(absl::StrCat(prefix, "_", key, "_document"));
   }
-  // A missing input fails as the run would (exit 1, its row in the summary), but before the output
-  // directories are made: a mistyped --input left an empty directory tree behind.
-  if (struct stat st; ::stat(input.c_str(), &st) != 0 && errno == ENOENT) {
+  // The input is opened before the output directories are made: one that cannot be (missing, a
+  // directory, "f.jsonl/", a symlink loop, unreadable) fails as the run would (exit 1, its row in
+  // the summary) without leaving an empty directory tree behind, as a mistyped --input did.
+  std::string display_name = std::filesystem::path(input).filename().string();
+  if (display_name.empty()) display_name = input;  // "f.jsonl/": its row was unnamed
+  auto source = OpenFileSource(input, c.file_source);
+  if (!source.ok()) {
     ShardOutcome outcome;
-    outcome.name = std::filesystem::path(input).filename().string();
-    ReportOutcome(outcome.name, input, absl::NotFoundError(absl::StrCat(input, ": no such file")),
-                  prefixes, c, &outcome);
+    outcome.name = display_name;
+    ReportOutcome(display_name, input, source.status(), prefixes, c, &outcome);
     std::fprintf(stderr, "\n%s", SummaryTable({outcome}, used_threads).c_str());
     return kExitFailed;
   }
@@ -240,8 +242,8 @@ int RunPreprocess(int argc, char** argv, int first) {
   c.pipeline.before_publish = [&prefixes](const std::vector<PreparedDataset>&) {
     return ForgetRecords(prefixes);
   };
-  ShardOutcome outcome = RunOne(std::filesystem::path(input).filename().string(), input,
-                                InputFormatForPath(input), prefixes, **tokenizer, c);
+  ShardOutcome outcome =
+      RunOne(display_name, input, **source, InputFormatForPath(input), prefixes, **tokenizer, c);
   // Always, as the shard job's: -q means errors and the summary only.
   std::fprintf(stderr, "\n%s", SummaryTable({outcome}, used_threads).c_str());
   // The locks go before the last words, so that they report a signal that came while the lock files
