@@ -207,7 +207,7 @@ for w in 0x10 0x1p4 1__0 _1 1_ 1e 1.e+ . "1 0" 1e400; do
   expect "--retry-wait '$w' is a usage error" 2 "--retry-wait $w: expected seconds from 0 to 3600" -- \
     "$PILEPREP" --url "$root/data/samples" --files 0 --output-dir "$work/rw" --retry-wait "$w" --dry-run
 done
-for w in 1_0 " 2.5 " +.5 1. 5e-1 1E+0_1 3_600; do
+for w in 1_0 " 2.5 " +.5 1. 5e-1 1E+0_1 3_600 1e-400 0.0000e-99999999999; do
   expect "--retry-wait '$w' reads as Python's float()" 0 "" -- \
     "$PILEPREP" --url "$root/data/samples" --files 0 --output-dir "$work/rw" --retry-wait "$w" --dry-run
 done

@@ -1,6 +1,8 @@
 #include "args.h"
 
+#include <algorithm>
 #include <charconv>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -222,7 +224,9 @@ bool ParsePythonInt(std::string_view v, long long* out) {
 // A number as Python's float() reads a command-line string (argparse's type=float): blanks around
 // it, a sign, digits with single underscores between them, a fraction, an exponent. Not the hex
 // ("0x10") and hex-float forms that strtod and absl::SimpleAtod also take; "inf" and "nan", which
-// float() reads, are refused here: no flag takes them.
+// float() reads, are refused here: no flag takes them. Too small or too large a number is 0 or
+// inf, as in float(). As in ParsePythonInt, digits of other scripts and non-ASCII blanks (U+00A0,
+// U+0085), which float() also reads, are refused.
 bool ParsePythonFloat(std::string_view v, double* out) {
   auto blank = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
   while (!v.empty() && blank(v.front())) v.remove_prefix(1);
@@ -257,7 +261,31 @@ bool ParsePythonFloat(std::string_view v, double* out) {
   }
   if (i != v.size()) return false;
   const auto [ptr, ec] = std::from_chars(plain.data(), plain.data() + plain.size(), *out);
-  return ec == std::errc() && ptr == plain.data() + plain.size();
+  if (ptr != plain.data() + plain.size()) return false;
+  if (ec == std::errc::result_out_of_range) {
+    // Too small or too large for a double: float() gives 0.0 ("1e-400") or inf ("1e400"), with
+    // the sign. Which, from the decimal exponent of the first non-zero digit (there is one: an
+    // all-zero mantissa is 0 whatever its exponent).
+    const bool negative = plain[0] == '-';
+    const size_t e = plain.find_first_of("eE");
+    const std::string_view mantissa = std::string_view(plain).substr(negative, e - negative);
+    const size_t point = std::min(mantissa.find('.'), mantissa.size());
+    const size_t first = mantissa.find_first_not_of("0.");
+    long long magnitude = static_cast<long long>(point) - static_cast<long long>(first);
+    if (first > point) ++magnitude;  // "0.001": the '.' is before the digit
+    if (e != std::string::npos) {
+      // Clamped: a long exponent only has to keep its side of zero.
+      const std::string_view exponent = std::string_view(plain).substr(e + 1);
+      const bool down = !exponent.empty() && exponent[0] == '-';
+      const size_t digits = exponent.size() - (exponent[0] == '-' || exponent[0] == '+');
+      const long long size = digits > 6 ? 1000000 : std::stoll(std::string(exponent));
+      magnitude += digits > 6 ? (down ? -size : size) : size;
+    }
+    const double value = magnitude > 0 ? std::numeric_limits<double>::infinity() : 0.0;
+    *out = negative ? -value : value;
+    return true;
+  }
+  return ec == std::errc();
 }
 }  // namespace
 
