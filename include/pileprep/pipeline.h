@@ -73,8 +73,9 @@ class ByteSource {
   virtual std::optional<std::string_view> View() { return std::nullopt; }
   // How many bytes past the end of View() may be read (as a file's mapping may be read to the end
   // of its last page, which zeros fill). Lines are parsed where they lie, read up to
-  // JsonRecordParser::kPadding bytes past their end; the last lines are copied and padded when the
-  // view has less slack than that. The default, 0, suits a view of any buffer.
+  // JsonRecordParser::kPadding bytes past their end; a batch with fewer bytes than that after it,
+  // in the view and its slack together, is copied and padded (the last lines, and lines before one
+  // too long when max_line_bytes is that small). The default, 0, suits a view of any buffer.
   virtual size_t ViewSlack() const { return 0; }
   virtual absl::Status Fetch(size_t /*from*/, size_t /*to*/) { return absl::OkStatus(); }
   virtual void Release(size_t /*offset*/) {}

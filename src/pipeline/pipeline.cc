@@ -910,10 +910,12 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
       batch->bytes_decompressed_total = bytes_decompressed;
       // Lines are parsed where they lie, reading up to kPadding bytes past their end: the next
       // line's, or after the last line what the source says may be read past the view (a mapped
-      // file: the zeros that fill its last page). Where that is less than kPadding, the last batch
-      // is copied and padded. (Taken for granted before, as for a mapped file: a View() of a
-      // heap buffer was read past its end, which the pipeline fuzz target found.)
-      if (to == all.size() && source.ViewSlack() < JsonRecordParser::kPadding) {
+      // file: the zeros that fill its last page). Where the view's rest and that slack are less
+      // than kPadding, the batch is copied and padded: the last batch, or one that ends before a
+      // line too long when max_line_bytes is below kPadding. (A page's zeros were taken for
+      // granted before: a View() of a heap buffer, or a file of whole pages, was read past its
+      // end, which the pipeline fuzz target and a review found.)
+      if (all.size() - to + source.ViewSlack() < JsonRecordParser::kPadding) {
         // Copied only up to a line longer than max_line_bytes, if the batch has one: the input
         // fails at that line's start, as when it is streamed, instead of copying the line whole
         // (up to the rest of the file) only for the parser to refuse it. Each line end is looked

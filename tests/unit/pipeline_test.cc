@@ -484,6 +484,46 @@ TEST_F(PipelineTest, AViewWithoutSlackIsNeverReadPastItsEnd) {
   }
 }
 
+// A batch that ends before a line too long is parsed where it lies too, read up to kPadding bytes
+// past its last line end; with a max_line_bytes below kPadding, fewer may follow it before the end
+// of the file. A mapped file of exactly one page (no zeros after it, the guard page next): the
+// batch is copied, and the run fails at that line as a streamed one does, instead of crashing.
+TEST_F(PipelineTest, ABatchBeforeALineTooLongNearTheEndOfAViewIsNotReadPastIt) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  for (size_t max_line : {size_t{4}, size_t{20}, size_t{40}, size_t{60}}) {
+    // Lines of at most 4 bytes (bad records: the limit is off), then one too long.
+    const std::string line = "\"a\"\n";
+    const std::string tail(max_line + 3, 'x');  // too long, and no line end
+    std::string head;
+    while (head.size() + line.size() + tail.size() + 3 <= page) head += "{}\n";
+    head += std::string(page - head.size() - line.size() - tail.size(), '\n');  // blank lines
+    const std::string plain = head + line + tail;
+    ASSERT_EQ(plain.size(), page);
+    const std::string path = (dir_ / "one_page.jsonl").string();
+    WriteFile(path, plain);
+    PipelineOptions options;
+    options.jsonl.max_line_bytes = max_line;
+    options.jsonl.max_bad_records = -1;
+    absl::Status streamed_status, status;
+    Run(plain, InputFormat::kPlain, 1 << 16, 1, head.size() + line.size() + 1, &streamed_status,
+        nullptr, options);
+    auto source = OpenFileSource(path, {.map = true});
+    ASSERT_TRUE(source.ok()) << source.status();
+    ASSERT_TRUE((*source)->View().has_value());
+    RunSource(**source, InputFormat::kPlain, 1, head.size() + line.size() + 1, &status, nullptr,
+              options);
+    EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+    const std::string want(streamed_status.message());
+    EXPECT_TRUE(absl::EndsWith(status.message(), want.substr(want.find(": line "))))
+        << status << " against " << streamed_status;
+    EXPECT_NE(
+        want.find(": line " + std::to_string(std::count(plain.begin(), plain.end(), '\n') + 1) +
+                  ": line too long"),
+        std::string::npos)
+        << streamed_status;
+  }
+}
+
 // Caches the caller keeps (PipelineOptions::caches), made ahead or by the run, carry from one run
 // to the next and never change the output.
 TEST_F(PipelineTest, CallersCachesAreFilledKeptAndReusedWithTheSameOutput) {
