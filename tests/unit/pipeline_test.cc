@@ -801,6 +801,33 @@ TEST_F(PipelineTest, ARunStoppedByBadRecordsCountsTheRepairsOfTheLinesItGotTo) {
   }
 }
 
+// The same when the line that passes the limit comes after tens of thousands of bad lines in its
+// batch (a high limit, a run of blank lines): the batch's documents, repairs and the line it got to
+// count with any batch size. (The places of a batch's first 65,536 bad lines were kept; past them
+// its counts were left out, and the message lost "the limit passed at line N".)
+TEST_F(PipelineTest, ARunStoppedByBadRecordsDeepInABatchCountsWhatItGotTo) {
+  std::string plain;
+  for (int i = 0; i < 10; ++i) plain += "{\"text\": \"doc " + std::to_string(i) + " \xff\"}\n";
+  plain += std::string(100000, '\n');
+  plain += "{\"text\": \"after\"}\n";
+  PipelineOptions options;
+  options.jsonl.max_bad_records = 70000;
+  for (size_t batch_bytes : {size_t{1} << 20, size_t{4096}}) {
+    SCOPED_TRACE(::testing::Message() << "batches of " << batch_bytes);
+    absl::Status status;
+    ShardStats stats;
+    EXPECT_EQ(Run(plain, InputFormat::kPlain, 1 << 16, 2, batch_bytes, &status, &stats, options),
+              "");
+    EXPECT_NE(status.message().find("the limit passed at line 70011)"), std::string::npos)
+        << status;
+    EXPECT_EQ(stats.bad_records, 70001u);
+    EXPECT_EQ(stats.lines, 70011u);
+    EXPECT_EQ(stats.documents, 10u);
+    EXPECT_EQ(stats.replaced_invalid_utf8, 10u);
+    EXPECT_GT(stats.tokens, 20u);
+  }
+}
+
 TEST_F(PipelineTest, CorruptZstdFailsWithOffsetAndPublishesNothing) {
   std::string zst = ReadFile(PILEPREP_SOURCE_DIR "/data/samples/01.jsonl.zst");
   zst.resize(zst.size() / 2);
