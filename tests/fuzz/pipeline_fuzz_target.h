@@ -13,19 +13,22 @@
 // bit 5: a max_line_bytes of 64; bit 6: at most 2 bad records instead of any number; bit 7: zstd
 // decoded in the read stage instead of on a thread of its own), byte 1 the batch size (1 to 4,336
 // bytes), byte 2 the source's read size (1 to 766 bytes), byte 3 more flags (bit 0: plain input
-// given through View(), as a mapped file is, in a heap block of exactly its size, so that ASan sees
-// a read past its end; bit 1: the first 2 bad records kept with their lines instead of 100; bit 2:
-// one batch in flight instead of 2 x threads + 2; bit 3, with byte 0's bit 2: the rest taken as
-// zstd as it is, not compressed here, so that damaged and odd streams meet the pipeline too), the
-// rest is JSON lines. Oracle beyond "no crash" (ASan, UBSan, TSan in the replay test): the run
-// equals a reference run of the same input and options with one thread, 1 MiB batches and 64 KiB
-// reads: the same status (code and message), the same counts (lines, documents, tokens, bad records
-// with their line numbers, kinds and details, repairs), and when it succeeds the same .bin and .idx
-// bytes; when it fails, nothing published.
+// given through View(), as a mapped file is, ending right before a page that cannot be read; bit 1:
+// the first 2 bad records kept with their lines instead of 100; bit 2: one batch in flight instead
+// of 2 x threads + 2; bit 3, with byte 0's bit 2: the rest taken as zstd as it is, not compressed
+// here, so that damaged and odd streams meet the pipeline too; bit 4, with byte 0's bit 5: a
+// max_line_bytes of 16, below the parser's padding; bit 5, with bit 0: the view followed by
+// kPadding zeros that ViewSlack() says may be read), the rest is JSON lines. Oracle beyond "no
+// crash" (ASan, UBSan, TSan in the replay test): the run equals a reference run of the same input
+// and options with one thread, 1 MiB batches and 64 KiB reads: the same status (code and message),
+// the same counts (lines, documents, tokens, bad records with their line numbers, kinds and
+// details, repairs), and when it succeeds the same .bin and .idx bytes; when it fails, nothing
+// published.
 #ifndef PILEPREP_TESTS_FUZZ_PIPELINE_FUZZ_TARGET_H_
 #define PILEPREP_TESTS_FUZZ_PIPELINE_FUZZ_TARGET_H_
 
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -95,19 +98,33 @@ inline std::string ReadWholeFileForFuzz(const std::string& path) {
 }
 
 // A source read where it lies (ByteSource::View()), as a mapped file is: the pipeline cuts its
-// batches out of the view and parses lines in place, copying only where a line needs padding.
+// batches out of the view and parses lines in place, copying only where a line needs padding. The
+// bytes end `slack` zeros before a page that cannot be read (ViewSlack() says so), so that a read
+// past what the source allows crashes, in simdjson (not instrumented) too.
 class ViewSourceForFuzz : public ByteSource {
  public:
-  explicit ViewSourceForFuzz(const std::string& data)
-      : bytes_(new char[data.size()]), size_(data.size()) {
-    std::copy(data.begin(), data.end(), bytes_.get());
+  ViewSourceForFuzz(const std::string& data, size_t slack) : size_(data.size()), slack_(slack) {
+    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    mapped_ = (size_ + slack_ + page - 1) / page * page + page;
+    void* area =
+        ::mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (area == MAP_FAILED ||
+        ::mprotect(static_cast<char*>(area) + mapped_ - page, page, PROT_NONE) != 0) {
+      std::perror("pipeline fuzz: mmap");
+      std::abort();
+    }
+    area_ = static_cast<char*>(area);
+    begin_ = area_ + mapped_ - page - slack_ - size_;
+    std::copy(data.begin(), data.end(), begin_);  // the slack after it: the mapping's zeros
   }
+  ~ViewSourceForFuzz() override { ::munmap(area_, mapped_); }
   absl::StatusOr<size_t> Read(char*, size_t) override {
     std::fprintf(stderr, "pipeline fuzz: a viewed source was read\n");
     std::abort();
   }
   const std::string& name() const override { return name_; }
-  std::optional<std::string_view> View() override { return std::string_view(bytes_.get(), size_); }
+  std::optional<std::string_view> View() override { return std::string_view(begin_, size_); }
+  size_t ViewSlack() const override { return slack_; }
   absl::Status Fetch(size_t from, size_t to) override {
     if (from > to || to > size_) {
       std::fprintf(stderr, "pipeline fuzz: Fetch(%zu, %zu) of %zu bytes\n", from, to, size_);
@@ -117,14 +134,16 @@ class ViewSourceForFuzz : public ByteSource {
   }
 
  private:
-  std::unique_ptr<char[]> bytes_;  // exactly the input: a read past it is ASan's
-  size_t size_;
+  size_t size_, slack_, mapped_ = 0;
+  char* area_ = nullptr;
+  char* begin_ = nullptr;
   std::string name_ = "fuzz.jsonl";
 };
 
 inline PipelineFuzzRun RunPipelineForFuzz(const std::string& input, InputFormat format,
                                           size_t chunk, const PipelineOptions& options,
-                                          const std::string& name, bool view = false) {
+                                          const std::string& name, bool view = false,
+                                          size_t slack = 0) {
   PipelineFuzzState& st = PipelineFuzz();
   PipelineFuzzRun run;
   std::vector<std::string> prefixes;
@@ -132,8 +151,9 @@ inline PipelineFuzzRun RunPipelineForFuzz(const std::string& input, InputFormat 
     prefixes.push_back(st.dir + "/" + name + "_" + key);
   }
   testing::MemorySource read_source(input, chunk, "fuzz.jsonl");
-  ViewSourceForFuzz view_source(input);
-  ByteSource& source = view ? static_cast<ByteSource&>(view_source) : read_source;
+  std::optional<ViewSourceForFuzz> view_source;
+  if (view) view_source.emplace(input, slack);
+  ByteSource& source = view ? static_cast<ByteSource&>(*view_source) : read_source;
   PipelineOptions o = options;
   o.caches = &st.caches;
   o.writer.sync = false;
@@ -217,7 +237,7 @@ inline int RunPipelineFuzzInput(const uint8_t* data, size_t size) {
   PipelineOptions options;
   if (flags & 8) options.jsonl.json_keys = {"text", "meta"};
   options.append_eod = (flags & 16) != 0;
-  if (flags & 32) options.jsonl.max_line_bytes = 64;
+  if (flags & 32) options.jsonl.max_line_bytes = (data[3] & 16) ? 16 : 64;
   options.jsonl.max_bad_records = (flags & 64) ? 2 : -1;
   options.zstd_decode_thread = (flags & 128) == 0;
   if (data[3] & 2) options.max_bad_record_reports = 2;
@@ -233,7 +253,9 @@ inline int RunPipelineFuzzInput(const uint8_t* data, size_t size) {
   options.read_bytes = chunk;
   if (data[3] & 4) options.max_batches_in_flight = 1;
   const bool view = format == InputFormat::kPlain && (data[3] & 1) != 0;
-  const PipelineFuzzRun got = RunPipelineForFuzz(input, format, chunk, options, "fuzzed", view);
+  const size_t slack = (data[3] & 32) ? JsonRecordParser::kPadding : 0;
+  const PipelineFuzzRun got =
+      RunPipelineForFuzz(input, format, chunk, options, "fuzzed", view, slack);
   ExpectSameRunForFuzz(got, want);
   return 0;
 }

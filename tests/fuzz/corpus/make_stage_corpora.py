@@ -98,7 +98,8 @@ write('tokenizer', 'invalid_utf8_bytes', b'\x00' + b'ok \xff\xfe \xc3 \xed\xa0\x
 # ---- pipeline: flag byte (bits 0-1 threads, 2 zstd, 3 keys text+meta, 4 EOD, 5 max_line_bytes 64,
 # 6 at most 2 bad records, 7 zstd decoded in the read stage) | batch byte | read-size byte | byte of more
 # flags (bit 0: plain input through View(), as a mapped file; 1: 2 bad records kept, not 100; 2: one batch
-# in flight; 3: with zstd, the rest is zstd as it is) | lines.
+# in flight; 3: with zstd, the rest is zstd as it is; 4: with bit 5 of the first, max_line_bytes 16; 5: the
+# view with kPadding bytes of slack) | lines.
 docs = b''.join(b'{"text": "document %d: caf\\u00e9 \\u4f60\\u597d, it\'s %d tokens.", "meta": "m%d"}\n'
                 % (i, i * 7, i) for i in range(30))
 mixed = (b'{"text": "good one"}\n\n{"text": 5}\nnot json\n{"text": "bad \xff utf8 \\ud800"}\n'
@@ -131,6 +132,15 @@ write('pipeline', 'one_line_no_newline_viewed', bytes([0x11, 0, 0, 1]) + b'{"tex
 write('pipeline', 'mixed_two_reports_kept', bytes([0x12, 0, 0, 2]) + mixed)
 write('pipeline', 'docs_one_batch_in_flight', bytes([0x12, 1, 1, 4]) + docs)
 write('pipeline', 'mixed_zstd_one_batch_in_flight_two_reports', bytes([0x16, 0, 2, 6]) + mixed)
+# Lines shorter than the parser's padding, then one too long, near the end of a view.
+# Batch byte 10 (171 bytes) ends a batch inside the run of x, which is then found too long: the batch
+# before it ends 40 bytes before the end of the view.
+short_then_long = b'{}\n' * 50 + b'"a"\n' + b'x' * 40
+for batch in (0, 1, 10):
+    write('pipeline', 'short_lines_limit16_viewed_batch%d' % batch, bytes([0x31, batch, 0, 1 | 16]) + short_then_long)
+write('pipeline', 'short_lines_limit16_read', bytes([0x31, 1, 0, 16]) + short_then_long)
+write('pipeline', 'docs_viewed_with_slack', bytes([0x11, 1, 0, 1 | 32]) + docs)
+write('pipeline', 'one_line_no_newline_viewed_with_slack', bytes([0x11, 0, 0, 1 | 32]) + b'{"text": "x"}')
 # zstd streams as they are (bit 3 of the fourth byte): damage must fail the same, at the same byte,
 # however the stream is read and decoded.
 Z = {
