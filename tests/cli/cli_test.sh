@@ -202,12 +202,14 @@ expect "bad thread count" 2 "--threads 0: expected a whole number from 1 to 4096
   "$PILEPREP" --threads 0
 expect "--retry-wait nan is a usage error" 2 "--retry-wait nan: expected seconds from 0 to 3600" -- \
   "$PILEPREP" --url "$root/data/samples" --retry-wait nan
-# Seconds as Python's float() reads them (argparse's type=float): C's hex forms are refused.
-for w in 0x10 0x1p4 1__0 _1 1_ 1e 1.e+ . "1 0" 1e400; do
+# Seconds as Python's float() reads them (argparse's type=float): C's hex forms are refused; too
+# small a number is 0 and too large one inf, whatever zeros its mantissa and exponent are written with.
+z400=$(printf '0%.0s' {1..400})
+for w in 0x10 0x1p4 1__0 _1 1_ 1e 1.e+ . "1 0" 1e400 "1${z400}e-0000001"; do
   expect "--retry-wait '$w' is a usage error" 2 "--retry-wait $w: expected seconds from 0 to 3600" -- \
     "$PILEPREP" --url "$root/data/samples" --files 0 --output-dir "$work/rw" --retry-wait "$w" --dry-run
 done
-for w in 1_0 " 2.5 " +.5 1. 5e-1 1E+0_1 3_600 1e-400 0.0000e-99999999999; do
+for w in 1_0 " 2.5 " +.5 1. 5e-1 1E+0_1 3_600 1e-400 0.0000e-99999999999 "0.${z400}1e+0000001"; do
   expect "--retry-wait '$w' reads as Python's float()" 0 "" -- \
     "$PILEPREP" --url "$root/data/samples" --files 0 --output-dir "$work/rw" --retry-wait "$w" --dry-run
 done

@@ -274,12 +274,14 @@ bool ParsePythonFloat(std::string_view v, double* out) {
     long long magnitude = static_cast<long long>(point) - static_cast<long long>(first);
     if (first > point) ++magnitude;  // "0.001": the '.' is before the digit
     if (e != std::string::npos) {
-      // Clamped: a long exponent only has to keep its side of zero.
-      const std::string_view exponent = std::string_view(plain).substr(e + 1);
-      const bool down = !exponent.empty() && exponent[0] == '-';
-      const size_t digits = exponent.size() - (exponent[0] == '-' || exponent[0] == '+');
-      const long long size = digits > 6 ? 1000000 : std::stoll(std::string(exponent));
-      magnitude += digits > 6 ? (down ? -size : size) : size;
+      // Clamped: a long exponent only has to keep its side of zero. Its leading zeros do not
+      // count ("e-0000001" is e-1).
+      std::string_view exponent = std::string_view(plain).substr(e + 1);
+      const bool down = exponent[0] == '-';  // digits() took at least one after 'e' and a sign
+      if (exponent[0] == '-' || exponent[0] == '+') exponent.remove_prefix(1);
+      while (exponent.size() > 1 && exponent[0] == '0') exponent.remove_prefix(1);
+      const long long size = exponent.size() > 6 ? 1000000 : std::stoll(std::string(exponent));
+      magnitude += down ? -size : size;
     }
     const double value = magnitude > 0 ? std::numeric_limits<double>::infinity() : 0.0;
     *out = negative ? -value : value;
