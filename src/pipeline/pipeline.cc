@@ -313,6 +313,17 @@ struct Batch {
   // bytes each: 30 M blank lines made 1.1 GB with 4 workers.
   std::vector<Bad> bad;
   uint64_t bad_count = 0;
+  // The line (1-based) of each bad record, up to max_bad_records + 1 of them and at most
+  // kBadLinesKept (24 bytes a line where a limit of millions meets a batch of blank lines), with
+  // the batch's U+FFFD repairs up to and including it: where the run's limit passes, if it is in
+  // this batch, and so what the run got to (write_batch; past kBadLinesKept it parses the batch
+  // again).
+  static constexpr size_t kBadLinesKept = size_t{1} << 16;
+  struct BadLine {
+    uint32_t line;
+    uint64_t replaced_invalid_utf8, replaced_lone_surrogates;
+  };
+  std::vector<BadLine> bad_lines;
   uint64_t replaced_invalid_utf8 = 0;
   uint64_t replaced_lone_surrogates = 0;
   // Set when the input cannot go on after the batch's lines (num_lines of them). By the read stage,
@@ -339,6 +350,7 @@ struct Batch {
     tokens.Clear();
     doc_lengths.clear();
     bad.clear();
+    bad_lines.clear();
     bad_count = 0;
     replaced_invalid_utf8 = replaced_lone_surrogates = 0;
   }
@@ -986,6 +998,13 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
           if (batch->bad.size() < options.max_bad_record_reports) {
             batch->bad.push_back({line_no, r.kind, std::move(r.detail)});
           }
+          if (options.jsonl.max_bad_records >= 0 &&
+              batch->bad_lines.size() <= static_cast<uint64_t>(options.jsonl.max_bad_records) &&
+              batch->bad_lines.size() < Batch::kBadLinesKept) {
+            batch->bad_lines.push_back({static_cast<uint32_t>(line_no),
+                                        w.parser.replaced_invalid_utf8() - utf8_before,
+                                        w.parser.replaced_lone_surrogates() - surrogates_before});
+          }
           ++batch->bad_count;
           return;
         }
@@ -1039,28 +1058,41 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
         // The run got as far as this line: the batch's documents and U+FFFD repairs before it
         // (and its own repairs) count, as the batches' before did (a FAILED row's counts are how
         // far it got, however the input was cut into batches). Where it is, the batch's i-th bad
-        // line, is found again by parsing the batch's lines as the parallel stage did: once per
-        // run, on its failing batch. (The parallel stage kept every bad line's place, 24 bytes a
-        // line, up to 65,536 a batch; past them the batch's counts were left out, so they
-        // depended on the batch size.) Of the lines before it, i were bad and the rest documents.
-        JsonRecordParser again(options.jsonl);
-        uint64_t at = 0, bad_before = 0;
-        bool known = false, stop = false;
-        ForEachLine(batch->bytes, [&](std::string_view line) {
-          if (known || stop) return;
-          JsonRecordParser::Result r = again.ParsePadded(line);
-          if (!r.ok && r.kind == BadRecordKind::kLineTooLong) {
-            stop = true;  // where the parallel stage stopped (never before the i-th bad line)
-            return;
-          }
-          ++at;
-          if (!r.ok && bad_before++ == i) known = true;
-        });
-        if (known) {
-          stats.replaced_invalid_utf8 += again.replaced_invalid_utf8();
-          stats.replaced_lone_surrogates += again.replaced_lone_surrogates();
+        // line, and the repairs up to it, the parallel stage kept (bad_lines). Past the first
+        // kBadLinesKept of a batch (a limit over 65,535 and a run of blank lines) they are found
+        // again by parsing the batch's lines as the parallel stage did, once per run: the batch's
+        // counts were left out there before, so they depended on the batch size. (Not always: a
+        // huge bad line at the limit was then parsed twice at once, here and in its worker's
+        // parser, which keeps its buffers; 2x the peak memory, and under a limit another error.)
+        // Of the lines before it, i were bad and the rest documents.
+        uint64_t at = 0;
+        bool known = false;
+        if (i < batch->bad_lines.size()) {
+          const Batch::BadLine& b = batch->bad_lines[i];
+          known = true;
+          at = b.line;
+          stats.replaced_invalid_utf8 += b.replaced_invalid_utf8;
+          stats.replaced_lone_surrogates += b.replaced_lone_surrogates;
         } else {
-          at = 0;  // (cannot be: the parallel stage counted it) the batch is left out
+          JsonRecordParser again(options.jsonl);
+          uint64_t bad_before = 0;
+          bool stop = false;
+          ForEachLine(batch->bytes, [&](std::string_view line) {
+            if (known || stop) return;
+            JsonRecordParser::Result r = again.ParsePadded(line);
+            if (!r.ok && r.kind == BadRecordKind::kLineTooLong) {
+              stop = true;  // where the parallel stage stopped (never before the i-th bad line)
+              return;
+            }
+            ++at;
+            if (!r.ok && bad_before++ == i) known = true;
+          });
+          if (known) {
+            stats.replaced_invalid_utf8 += again.replaced_invalid_utf8();
+            stats.replaced_lone_surrogates += again.replaced_lone_surrogates();
+          } else {
+            at = 0;  // (cannot be: the parallel stage counted it) the batch is left out
+          }
         }
         const uint64_t docs = known ? at - 1 - i : 0;
         for (uint64_t doc = 0; doc < docs; ++doc) {
