@@ -198,13 +198,20 @@ const std::vector<std::string>& Args::GetAll(const std::string& name) const {
 }
 
 namespace {
+// `v` without the ASCII blanks that Python's int() and float() strip around a number (str.strip()'s
+// ASCII whitespace but \x1c..\x1f, which they keep).
+std::string_view StripPythonBlanks(std::string_view v) {
+  auto blank = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
+  while (!v.empty() && blank(v.front())) v.remove_prefix(1);
+  while (!v.empty() && blank(v.back())) v.remove_suffix(1);
+  return v;
+}
+
 // A whole number as Python's int() reads a command-line string (argparse's type=int, which
 // Megatron's flags use): blanks around it, a sign ('+' too), and single underscores between digits
 // ("+2", " 8 ", "1_000"). Digits of other scripts, which int() also reads, are refused.
 bool ParsePythonInt(std::string_view v, long long* out) {
-  auto blank = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
-  while (!v.empty() && blank(v.front())) v.remove_prefix(1);
-  while (!v.empty() && blank(v.back())) v.remove_suffix(1);
+  v = StripPythonBlanks(v);
   std::string digits;
   if (!v.empty() && (v.front() == '+' || v.front() == '-')) {
     if (v.front() == '-') digits = "-";
@@ -228,9 +235,7 @@ bool ParsePythonInt(std::string_view v, long long* out) {
 // inf, as in float(). As in ParsePythonInt, digits of other scripts and non-ASCII blanks (U+00A0,
 // U+0085), which float() also reads, are refused.
 bool ParsePythonFloat(std::string_view v, double* out) {
-  auto blank = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
-  while (!v.empty() && blank(v.front())) v.remove_prefix(1);
-  while (!v.empty() && blank(v.back())) v.remove_suffix(1);
+  v = StripPythonBlanks(v);
   std::string plain;  // v without its sign's '+' and its underscores, for from_chars
   size_t i = 0;
   if (i < v.size() && (v[i] == '+' || v[i] == '-')) {
