@@ -28,7 +28,6 @@
 #define PILEPREP_TESTS_FUZZ_PIPELINE_FUZZ_TARGET_H_
 
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -47,6 +46,7 @@
 
 #include "pileprep/gpt2_tokenizer.h"
 #include "pileprep/pipeline.h"
+#include "testing/guarded_view_source.h"
 #include "testing/memory_source.h"
 
 namespace pileprep::fuzz {
@@ -97,49 +97,6 @@ inline std::string ReadWholeFileForFuzz(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-// A source read where it lies (ByteSource::View()), as a mapped file is: the pipeline cuts its
-// batches out of the view and parses lines in place, copying only where a line needs padding. The
-// bytes end `slack` zeros before a page that cannot be read (ViewSlack() says so), so that a read
-// past what the source allows crashes, in simdjson (not instrumented) too.
-class ViewSourceForFuzz : public ByteSource {
- public:
-  ViewSourceForFuzz(const std::string& data, size_t slack) : size_(data.size()), slack_(slack) {
-    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-    mapped_ = (size_ + slack_ + page - 1) / page * page + page;
-    void* area =
-        ::mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (area == MAP_FAILED ||
-        ::mprotect(static_cast<char*>(area) + mapped_ - page, page, PROT_NONE) != 0) {
-      std::perror("pipeline fuzz: mmap");
-      std::abort();
-    }
-    area_ = static_cast<char*>(area);
-    begin_ = area_ + mapped_ - page - slack_ - size_;
-    std::copy(data.begin(), data.end(), begin_);  // the slack after it: the mapping's zeros
-  }
-  ~ViewSourceForFuzz() override { ::munmap(area_, mapped_); }
-  absl::StatusOr<size_t> Read(char*, size_t) override {
-    std::fprintf(stderr, "pipeline fuzz: a viewed source was read\n");
-    std::abort();
-  }
-  const std::string& name() const override { return name_; }
-  std::optional<std::string_view> View() override { return std::string_view(begin_, size_); }
-  size_t ViewSlack() const override { return slack_; }
-  absl::Status Fetch(size_t from, size_t to) override {
-    if (from > to || to > size_) {
-      std::fprintf(stderr, "pipeline fuzz: Fetch(%zu, %zu) of %zu bytes\n", from, to, size_);
-      std::abort();
-    }
-    return absl::OkStatus();
-  }
-
- private:
-  size_t size_, slack_, mapped_ = 0;
-  char* area_ = nullptr;
-  char* begin_ = nullptr;
-  std::string name_ = "fuzz.jsonl";
-};
-
 inline PipelineFuzzRun RunPipelineForFuzz(const std::string& input, InputFormat format,
                                           size_t chunk, const PipelineOptions& options,
                                           const std::string& name, bool view = false,
@@ -151,8 +108,15 @@ inline PipelineFuzzRun RunPipelineForFuzz(const std::string& input, InputFormat 
     prefixes.push_back(st.dir + "/" + name + "_" + key);
   }
   testing::MemorySource read_source(input, chunk, "fuzz.jsonl");
-  std::optional<ViewSourceForFuzz> view_source;
-  if (view) view_source.emplace(input, slack);
+  // Read where it lies, as a mapped file is: the bytes end before a page that cannot be read.
+  std::optional<testing::GuardedViewSource> view_source;
+  if (view) {
+    view_source.emplace(input, slack, "fuzz.jsonl");
+    if (!view_source->ok()) {
+      std::perror("pipeline fuzz: mmap");
+      std::abort();
+    }
+  }
   ByteSource& source = view ? static_cast<ByteSource&>(*view_source) : read_source;
   PipelineOptions o = options;
   o.caches = &st.caches;

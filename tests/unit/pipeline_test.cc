@@ -29,6 +29,7 @@
 #include "gtest/gtest.h"
 #include "oneapi/tbb/global_control.h"
 #include "testing/files.h"
+#include "testing/guarded_view_source.h"
 #include "testing/memory_source.h"
 #include "testing/peak_rss.h"
 
@@ -435,35 +436,6 @@ TEST_F(PipelineTest, MappedFileEndingAnywhereInItsLastPageGivesTheStreamedBytes)
 // readable to the end of its last page, as a mapped file is, and read past such a buffer (found by
 // tests/fuzz/pipeline_fuzz_target.h under ASan).
 TEST_F(PipelineTest, AViewWithoutSlackIsNeverReadPastItsEnd) {
-  class GuardedViewSource : public ByteSource {
-   public:
-    explicit GuardedViewSource(const std::string& data) : size_(data.size()) {
-      const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-      pages_ = (size_ + page - 1) / page * page + page;
-      void* area =
-          ::mmap(nullptr, pages_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (area == MAP_FAILED) return;
-      area_ = static_cast<char*>(area);
-      ::mprotect(area_ + pages_ - page, page, PROT_NONE);
-      begin_ = area_ + pages_ - page - size_;  // the data ends where the guard page starts
-      std::memcpy(begin_, data.data(), size_);
-    }
-    ~GuardedViewSource() override {
-      if (area_ != nullptr) ::munmap(area_, pages_);
-    }
-    bool ok() const { return area_ != nullptr; }
-    absl::StatusOr<size_t> Read(char*, size_t) override {
-      return absl::InternalError("read, not viewed");
-    }
-    const std::string& name() const override { return name_; }
-    std::optional<std::string_view> View() override { return std::string_view(begin_, size_); }
-
-   private:
-    size_t size_, pages_ = 0;
-    char* area_ = nullptr;
-    char* begin_ = nullptr;
-    std::string name_ = "view.jsonl";
-  };
   std::string lines;
   for (int i = 0; i < 50; ++i)
     lines += "{\"text\": \"line " + std::to_string(i) + " caf\u00e9\"}\n";
@@ -473,7 +445,7 @@ TEST_F(PipelineTest, AViewWithoutSlackIsNeverReadPastItsEnd) {
     const std::string streamed = Run(plain, InputFormat::kPlain, 1 << 16, 1, 1 << 20);
     ASSERT_FALSE(streamed.empty());
     for (size_t batch_bytes : {size_t{1}, size_t{100}, size_t{1} << 20}) {
-      GuardedViewSource source(plain);
+      testing::GuardedViewSource source(plain);
       ASSERT_TRUE(source.ok());
       absl::Status status;
       EXPECT_EQ(RunSource(source, InputFormat::kPlain, 2, batch_bytes, &status, nullptr, {}),
