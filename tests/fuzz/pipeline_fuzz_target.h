@@ -18,12 +18,17 @@
 // of 2 x threads + 2; bit 3, with byte 0's bit 2: the rest taken as zstd as it is, not compressed
 // here, so that damaged and odd streams meet the pipeline too; bit 4, with byte 0's bit 5: a
 // max_line_bytes of 16, below the parser's padding; bit 5, with bit 0: the view followed by
-// kPadding zeros that ViewSlack() says may be read), the rest is JSON lines. Oracle beyond "no
-// crash" (ASan, UBSan, TSan in the replay test): the run equals a reference run of the same input
-// and options with one thread, 1 MiB batches and 64 KiB reads: the same status (code and message),
-// the same counts (lines, documents, tokens, bad records with their line numbers, kinds and
-// details, repairs), and when it succeeds the same .bin and .idx bytes; when it fails, nothing
-// published.
+// kPadding zeros that ViewSlack() says may be read; bit 6: the run cancelled (options.cancel)
+// before it starts or, with bit 7, when its third batch is reported), the rest is JSON lines.
+// Oracle beyond "no crash" (ASan, UBSan, TSan in the replay test): the run equals a reference run
+// of the same input and options with one thread, 1 MiB batches, 64 KiB reads and zstd decoded on a
+// thread of its own (so byte 0's bit 7 compares the two decoders): the same status (code and
+// message), the same counts (lines, documents, tokens, bad records with their line numbers, kinds
+// and details, repairs), and when it succeeds the same .bin and .idx bytes; when it fails, nothing
+// published. Once its cancel flag is set a run never succeeds: it ends Cancelled (always, when set
+// before it began), with nothing published and its counts and bad records a prefix of the
+// reference's (it stops at a batch boundary: what it did, it did as the reference did), or with
+// the reference's failure, met first.
 #ifndef PILEPREP_TESTS_FUZZ_PIPELINE_FUZZ_TARGET_H_
 #define PILEPREP_TESTS_FUZZ_PIPELINE_FUZZ_TARGET_H_
 
@@ -31,6 +36,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -90,6 +96,7 @@ struct PipelineFuzzRun {
   absl::Status status;
   ShardStats stats;
   std::string bin, idx;  // per key, joined; empty when nothing was published
+  bool cancel_set = false;  // options.cancel was set before the run returned
 };
 
 inline std::string ReadWholeFileForFuzz(const std::string& path) {
@@ -97,10 +104,26 @@ inline std::string ReadWholeFileForFuzz(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
+// Sets the cancel flag when the in-order stage reports its `after`th batch (0: before the run).
+class CancelAfterBatches : public ProgressObserver {
+ public:
+  CancelAfterBatches(std::atomic<bool>* flag, int after) : flag_(flag), after_(after) {
+    if (after_ == 0) flag_->store(true);
+  }
+  void OnProgress(const ShardStats&, int64_t) override {
+    if (++reported_ == after_) flag_->store(true);
+  }
+
+ private:
+  std::atomic<bool>* flag_;
+  int after_;
+  int reported_ = 0;
+};
+
 inline PipelineFuzzRun RunPipelineForFuzz(const std::string& input, InputFormat format,
                                           size_t chunk, const PipelineOptions& options,
                                           const std::string& name, bool view = false,
-                                          size_t slack = 0) {
+                                          size_t slack = 0, int cancel_after = -1) {
   PipelineFuzzState& st = PipelineFuzz();
   PipelineFuzzRun run;
   std::vector<std::string> prefixes;
@@ -121,7 +144,15 @@ inline PipelineFuzzRun RunPipelineForFuzz(const std::string& input, InputFormat 
   PipelineOptions o = options;
   o.caches = &st.caches;
   o.writer.sync = false;
-  run.status = RunPipeline(source, format, *st.tokenizer, prefixes, o, &run.stats);
+  std::atomic<bool> cancel{false};
+  std::optional<CancelAfterBatches> canceller;
+  if (cancel_after >= 0) {
+    o.cancel = &cancel;
+    canceller.emplace(&cancel, cancel_after);
+  }
+  run.status = RunPipeline(source, format, *st.tokenizer, prefixes, o, &run.stats,
+                           canceller ? &*canceller : nullptr);
+  run.cancel_set = cancel.load();
   for (const std::string& p : prefixes) {
     const bool bin = std::filesystem::exists(p + ".bin"), idx = std::filesystem::exists(p + ".idx");
     if (bin != idx || (bin && !run.status.ok())) {
@@ -150,6 +181,33 @@ inline PipelineFuzzRun RunPipelineForFuzz(const std::string& input, InputFormat 
     std::filesystem::remove(entry.path());
   }
   return run;
+}
+
+// A run cancelled at a batch boundary did part of what the reference did, and published nothing
+// (RunPipelineForFuzz checks that).
+inline void ExpectCancelledPrefixForFuzz(const PipelineFuzzRun& got, const PipelineFuzzRun& want) {
+  auto fail = [&](const char* what) {
+    std::fprintf(stderr, "pipeline fuzz: cancelled run: %s: got %s, want %s\n", what,
+                 got.status.ToString().c_str(), want.status.ToString().c_str());
+    std::abort();
+  };
+  if (!absl::IsCancelled(got.status) || got.status.message() != "fuzz.jsonl: cancelled") {
+    fail("status");
+  }
+  const ShardStats& a = got.stats;
+  const ShardStats& b = want.stats;
+  if (a.published || a.lines > b.lines || a.documents > b.documents ||
+      a.empty_documents > b.empty_documents || a.tokens > b.tokens ||
+      a.bad_records > b.bad_records || a.replaced_invalid_utf8 > b.replaced_invalid_utf8 ||
+      a.replaced_lone_surrogates > b.replaced_lone_surrogates) {
+    fail("counts beyond the reference's");
+  }
+  if (a.bad_record_samples.size() > b.bad_record_samples.size()) fail("more bad records");
+  for (size_t i = 0; i < a.bad_record_samples.size(); ++i) {
+    const BadRecord& x = a.bad_record_samples[i];
+    const BadRecord& y = b.bad_record_samples[i];
+    if (x.line != y.line || x.kind != y.kind || x.detail != y.detail) fail("a bad record");
+  }
 }
 
 inline void ExpectSameRunForFuzz(const PipelineFuzzRun& got, const PipelineFuzzRun& want) {
@@ -208,6 +266,7 @@ inline int RunPipelineFuzzInput(const uint8_t* data, size_t size) {
 
   PipelineOptions reference = options;
   reference.threads = 1;
+  reference.zstd_decode_thread = true;
   const PipelineFuzzRun want =
       RunPipelineForFuzz(input, format, size_t{64} << 10, reference, "reference");
 
@@ -218,9 +277,16 @@ inline int RunPipelineFuzzInput(const uint8_t* data, size_t size) {
   if (data[3] & 4) options.max_batches_in_flight = 1;
   const bool view = format == InputFormat::kPlain && (data[3] & 1) != 0;
   const size_t slack = (data[3] & 32) ? JsonRecordParser::kPadding : 0;
+  const int cancel_after = (data[3] & 64) ? ((data[3] & 128) ? 3 : 0) : -1;
   const PipelineFuzzRun got =
-      RunPipelineForFuzz(input, format, chunk, options, "fuzzed", view, slack);
-  ExpectSameRunForFuzz(got, want);
+      RunPipelineForFuzz(input, format, chunk, options, "fuzzed", view, slack, cancel_after);
+  // Once the flag is set the run may not succeed: it ends Cancelled or with the failure it had met
+  // already (the reference's). Set before the run began: Cancelled, always.
+  if (got.cancel_set && (cancel_after == 0 || absl::IsCancelled(got.status) || got.status.ok())) {
+    ExpectCancelledPrefixForFuzz(got, want);
+  } else {
+    ExpectSameRunForFuzz(got, want);
+  }
   return 0;
 }
 

@@ -99,7 +99,8 @@ write('tokenizer', 'invalid_utf8_bytes', b'\x00' + b'ok \xff\xfe \xc3 \xed\xa0\x
 # 6 at most 2 bad records, 7 zstd decoded in the read stage) | batch byte | read-size byte | byte of more
 # flags (bit 0: plain input through View(), as a mapped file; 1: 2 bad records kept, not 100; 2: one batch
 # in flight; 3: with zstd, the rest is zstd as it is; 4: with bit 5 of the first, max_line_bytes 16; 5: the
-# view with kPadding bytes of slack) | lines.
+# view with kPadding bytes of slack; 6: cancelled before the run, 7: with 6, when its third batch is
+# reported) | lines.
 docs = b''.join(b'{"text": "document %d: caf\\u00e9 \\u4f60\\u597d, it\'s %d tokens.", "meta": "m%d"}\n'
                 % (i, i * 7, i) for i in range(30))
 mixed = (b'{"text": "good one"}\n\n{"text": 5}\nnot json\n{"text": "bad \xff utf8 \\ud800"}\n'
@@ -155,3 +156,14 @@ Z = {
 for i, (name, stream) in enumerate(sorted(Z.items())):
     write('pipeline', 'zstd_as_is_' + name, bytes([0x14 | (i % 3), i, 2 * i + 1, 8 | (i & 4)]) + stream)
     write('pipeline', 'zstd_as_is_' + name + '_read_stage', bytes([0x94, 0, 0, 8]) + stream)
+# Cancelled (bit 6 of the fourth byte) before the run begins, or (bit 7) when its third batch is reported:
+# Cancelled, nothing published, and what it did a prefix of what the reference did.
+for name in ('docs_two_threads_tiny_batches', 'mixed_bad_records', 'mixed_bad_records_limit',
+             'docs_zstd_two_threads', 'docs_zstd_decoded_in_read_stage'):
+    flags, batch, read, data = P[name]
+    write('pipeline', name + '_cancelled_at_start', bytes([flags, batch, read, 64]) + data)
+    write('pipeline', name + '_cancelled_at_batch3', bytes([flags, batch, read, 64 | 128]) + data)
+# Cancelled when the last batch is reported (the outputs complete, not yet published): batch byte 45
+# (766 bytes) cuts these 30 lines into three batches.
+flags, batch, read, data = P['docs_two_threads_tiny_batches']
+write('pipeline', 'docs_cancelled_at_the_last_batch', bytes([flags, 45, read, 64 | 128]) + data)
