@@ -817,6 +817,17 @@ absl::StatusOr<std::array<std::optional<SequenceRange>, 3>> ComputeSplit(
     for (int i = 0; i < 3; ++i) index[i + 1] = index[i] + RoundHalfEven(w[i] * n);
     const int64_t diff = index[3] - num_sequences;
     for (int i = 1; i < 4; ++i) index[i] -= diff;
+    // A first weight that rounds to 0 sequences, with the three roundings one over, is shifted to
+    // -1 ("0,1,1" of 23: 0, -1, 11, 23): the next split would start below 0, which legacy
+    // Megatron's GPTDataset refuses (`min(documents) >= 0`), so no ranges are made of it.
+    if (index[1] < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "split \"", split, "\" of ", num_sequences, " sequences: legacy rounding (each piece's ",
+          "count rounded, then every boundary shifted by ", diff, " so that the last is ",
+          num_sequences, ") puts a boundary at ", index[1],
+          ", below 0, which legacy Megatron refuses too; give the first weight more, or use the "
+          "current rounding"));
+    }
     for (int i = 0; i < 3; ++i) {
       if (index[i + 1] > index[i]) out[i] = SequenceRange{index[i], index[i + 1]};
     }

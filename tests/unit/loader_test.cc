@@ -1611,6 +1611,23 @@ TEST(Split, LegacyParsesPiecesAsPythonFloat) {
               HasSubstr("weight \"inf\" is not finite"));
 }
 
+// A first weight that rounds to no sequences, with the roundings one over the count, shifts the
+// next boundary below 0 (legacy Megatron: 0, -1, 11, 23, then GPTDataset's min(documents) >= 0
+// fails): refused for the split, not made into a range that starts at -1.
+TEST(Split, LegacyBoundaryShiftedBelowZeroIsRefusedNamingTheSplit) {
+  auto r = ComputeSplit("0,1,1", 23, SplitRounding::kLegacy);
+  ASSERT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("split \"0,1,1\" of 23 sequences: legacy rounding"));
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("puts a boundary at -1, below 0"));
+  // The same split where the roundings add up: taken (0, 0, 11, 22 for 22 sequences).
+  auto ok = ComputeSplit("0,1,1", 22, SplitRounding::kLegacy);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_FALSE((*ok)[0].has_value());
+  EXPECT_EQ((*ok)[1]->begin, 0);
+  EXPECT_EQ((*ok)[2]->end, 22);
+}
+
 TEST(GptDataset, SplitSelectsSequenceRange) {
   ScopedTempDir tmp("loader_test_split");
   std::string prefix = WriteVectorDataset(tmp.path());
