@@ -246,10 +246,19 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
         }
         previous = value;
       }
-      if (count == 0 || static_cast<uint64_t>(previous) != reader->num_sequences()) {
+      // A document count of 0 leaves no document_indices at all (not even the leading 0): said so,
+      // as validate says it, rather than as indices that "end at 0, not at 0".
+      if (count == 0) {
         return absl::FailedPreconditionError(absl::StrCat(
-            prefix, ".idx: its document indices end at ", count == 0 ? 0 : previous,
-            ", not at its ", reader->num_sequences(),
+            prefix,
+            ".idx: byte 26: document count 0: document_indices must hold at least its "
+            "leading 0: not a sound dataset (run `pileprep validate` on it); nothing was "
+            "published"));
+      }
+      if (static_cast<uint64_t>(previous) != reader->num_sequences()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            prefix, ".idx: its document indices end at ", previous, ", not at its ",
+            reader->num_sequences(),
             " sequences: not a sound dataset (run `pileprep validate` on it); nothing was "
             "published"));
       }

@@ -495,10 +495,25 @@ class Checker {
                               "belong together; regenerate the dataset");
         }
         if (extra % itemsize_ == 0) {
+          // With sound pointers and lengths the surplus lies after the last sequence, so that
+          // sequence's length, cut short, reads the same as bytes appended: named, as the
+          // truncated case below names it (the pair was blamed alone).
+          std::string last_length;
+          if (num_sequences_ > 0 && !per_sequence && !per_document && !Has("pointer") &&
+              !Has("length")) {
+            const uint64_t last = num_sequences_ - 1;
+            last_length = absl::StrCat(", all after the last sequence (", last, ", of length ",
+                                       Length(last), " at ", idx_name_, " byte ",
+                                       lengths_offset_ + 4 * last, ", from .bin byte ",
+                                       Pointer(last), "): that length is corrupt (short by ",
+                                       Plural(extra / itemsize_, "token", "tokens"), "),");
+          }
           return absl::StrCat(head, Plural(extra, "extra byte", "extra bytes"), " (",
                               Plural(extra / itemsize_, "token", "tokens"),
-                              " that no sequence covers): the .bin and .idx do not belong "
-                              "together, or the writer lost count; regenerate the dataset");
+                              " that no sequence covers)", last_length,
+                              last_length.empty() ? ": " : " ",
+                              "the .bin and .idx do not belong together, or the writer lost "
+                              "count; regenerate the dataset");
         }
         return absl::StrCat(head, Plural(extra, "extra byte", "extra bytes"),
                             ", not even a whole number of tokens: the .bin and .idx do not belong "

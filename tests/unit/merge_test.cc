@@ -366,6 +366,30 @@ TEST_F(MergeTest, InputDocumentIndicesAreCheckedEvenWithoutValidation) {
   }
 }
 
+// An index whose header counts no sequences and no documents has no document_indices at all (not
+// even the leading 0): the message says that, as validate does, not "end at 0, not at its 0".
+TEST_F(MergeTest, InputWithNoDocumentIndicesIsRefusedNamingTheCount) {
+  WriteTiny((dir_ / "a").string(), 1);
+  std::string idx = ReadFile((dir_ / "a.idx").string()).substr(0, 34);
+  const int64_t zero = 0;
+  std::memcpy(idx.data() + 18, &zero, sizeof(zero));  // sequence count
+  std::memcpy(idx.data() + 26, &zero, sizeof(zero));  // document count
+  WriteFile((dir_ / "b.idx").string(), idx);
+  WriteFile((dir_ / "b.bin").string(), "");
+  MergeOptions options;
+  options.validate_inputs = false;
+  options.sync = false;
+  auto result = MergeDatasets({(dir_ / "a").string(), (dir_ / "b").string()},
+                              (dir_ / "out").string(), options);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(result.status().message()),
+              HasSubstr("b.idx: byte 26: document count 0: document_indices must hold at least "
+                        "its leading 0"));
+  EXPECT_FALSE(fs::exists(dir_ / "out.bin"));
+  EXPECT_FALSE(fs::exists(dir_ / "out.idx"));
+}
+
 TEST_F(MergeTest, OutputThatIsAnInputIsRefused) {
   WriteTiny((dir_ / "a").string(), 1);
   auto result = MergeDatasets({(dir_ / "a").string()}, (dir_ / "a").string());

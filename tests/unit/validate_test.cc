@@ -262,6 +262,26 @@ TEST_F(ValidateTest, LastSequencePastTheBinsEndIsNamed) {
   EXPECT_THAT(v->message, HasSubstr("or that length is corrupt"));
 }
 
+// The last sequence's length cut short leaves tokens after it that no sequence covers, which reads
+// as bytes appended: named as that length, as above, not only as a pair that does not belong.
+TEST_F(ValidateTest, LastSequenceShortOfTheBinsEndIsNamed) {
+  std::string idx = idx_;
+  const int32_t length = Get<int32_t>(idx, LengthOffset(s_ - 1));
+  ASSERT_GT(length, 1);
+  Put<int32_t>(idx, LengthOffset(s_ - 1), length - 1);
+  const ValidationReport r = Check(idx, bin_);
+  EXPECT_EQ(r.Find("length"), nullptr) << FormatValidationReport(r);
+  const Violation* v = r.Find("bin_size");
+  ASSERT_NE(v, nullptr) << FormatValidationReport(r);
+  EXPECT_THAT(v->message, HasSubstr("2 extra bytes (1 token that no sequence covers), all after "
+                                    "the last sequence (" +
+                                    std::to_string(s_ - 1) + ", of length " +
+                                    std::to_string(length - 1) + " at "));
+  EXPECT_THAT(v->message, HasSubstr(".idx byte " + std::to_string(LengthOffset(s_ - 1))));
+  EXPECT_THAT(v->message, HasSubstr("that length is corrupt (short by 1 token), the .bin and "
+                                    ".idx do not belong together, or the writer lost count"));
+}
+
 TEST_F(ValidateTest, MegatronEodOffByOneIsNamed) {
   // Megatron 2023-06-26..2023-08-05: EOD written to the .bin but not counted in the lengths.
   ValidationReport r = Check(WithEodOffByOne(), bin_);
