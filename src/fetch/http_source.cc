@@ -824,6 +824,18 @@ class HttpSourceImpl final : public HttpSource {
                            "- was answered 416): a server or proxy that misstates the length; "
                            "not downloaded again")));
         }
+        // Every byte up to the 416's size has arrived, and no pair of strong ETags tells whether
+        // the file is the same (another ETag says it changed: below): a changed file and a
+        // misstated length read alike, so neither is blamed alone (a server without ETags whose
+        // Content-Length is wrong was said to change its file).
+        if (static_cast<uint64_t>(r.range_total) == delivered_ &&
+            (StrongEtag().empty() || r.etag.empty())) {
+          return Finish(RestartStatus(absl::StrCat(
+              name_, ": the server's Content-Length said ", total_.load(), " bytes, but a request ",
+              "for bytes ", delivered_, "- was answered 416 stating ", r.range_total,
+              ": the file changed, or the server or a proxy misstates the length (no strong ETag ",
+              "to tell which); restarting the shard")));
+        }
         return Finish(RestartStatus(
             absl::StrCat(name_, ": the file changed size from ", total_.load(), " to ",
                          r.range_total, " bytes between requests (a request for bytes ", delivered_,

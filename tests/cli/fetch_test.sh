@@ -94,7 +94,7 @@ stop_server
 start_server --rate 400000
 "$PILEPREP" --url "$url" --files 0 --output-dir "$work/p1" --progress-interval 1 >"$work/out" 2>"$work/err" ||
   { bad "progress: run failed"; cat "$work/err"; }
-line_re='^00\.jsonl\.zst: downloaded [0-9.]+ (B|kB|MB)( / 1\.5 MB \([0-9]+%\))?(, ETA [0-9]+(s|m[0-9]{2}s))?, [0-9.]+ (B|kB|MB)/s in, [0-9.]+ (B|kB|MB|GB)/s of JSON, [0-9.]+k? docs, [0-9.]+[kM]? tokens( \((no batch finished for|waiting for the first batch,) [0-9]+s\))?$'
+line_re='^00\.jsonl\.zst: downloaded [0-9.]+ (B|kB|MB)( / 1\.5 MB, [0-9]+% processed)?(, ETA [0-9]+(s|m[0-9]{2}s))?, [0-9.]+ (B|kB|MB)/s in, [0-9.]+ (B|kB|MB|GB)/s of JSON, [0-9.]+k? docs, [0-9.]+[kM]? tokens( \((no batch finished for|waiting for the first batch,) [0-9]+s\))?$'
 n_progress=$(grep -c ': downloaded ' "$work/err")
 n_matching=$(grep -Ec "$line_re" "$work/err")
 [[ $n_progress -ge 2 && $n_matching -eq $n_progress ]] && ! grep -q $'[\r\033]' "$work/err" ||

@@ -444,6 +444,24 @@ TEST(HttpSource, AContentLengthLongerThanTheFileIsNamedNotTakenForAChange) {
                         " bytes, but the file is " + std::to_string(size)));
 }
 
+// The same without validators (--no-etag): the 416's size is every byte delivered, but nothing
+// proves the file unchanged, so the shard restarts; the message names both readings instead of
+// saying the file "changed size" (a server whose Content-Length is wrong was blamed for a change).
+TEST(HttpSource, AContentLengthLongerThanTheFileWithoutAnEtagNamesBothCauses) {
+  const size_t size = ReadFile(kSamples + "/01.jsonl.zst").size();
+  Download d;
+  ASSERT_NO_FATAL_FAILURE(Fetch({"--no-etag", "--plan", "01.jsonl.zst=longer:100"}, &d));
+  ASSERT_FALSE(d.bytes.ok());
+  EXPECT_TRUE(IsRestartRequired(d.bytes.status())) << d.bytes.status();
+  EXPECT_THAT(d.message(),
+              HasSubstr("the server's Content-Length said " + std::to_string(size + 100) +
+                        " bytes, but a request for bytes " + std::to_string(size) +
+                        "- was answered 416 stating " + std::to_string(size)));
+  EXPECT_THAT(d.message(), HasSubstr("the file changed, or the server or a proxy misstates the "
+                                     "length (no strong ETag to tell which)"));
+  EXPECT_THAT(d.message(), Not(HasSubstr("changed size")));
+}
+
 // Every request asks for the bytes as they are (no content coding): a server free to gzip an
 // answer to a request without Accept-Encoding would hand the zstd decoder gzip.
 TEST(HttpSource, RequestsAskForNoContentCoding) {

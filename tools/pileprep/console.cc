@@ -79,7 +79,13 @@ std::vector<ProgressField> ConsoleProgress::Fields(const Snapshot& s) const {
   double frac = 0;
   if (size > 0) {
     frac = static_cast<double>(s.bytes_in) / size;
-    absl::StrAppendFormat(&head, " / %s (%.0f%%)", HumanBytes(size), 100 * frac);
+    // Beside a download's counter the share is labelled: it is what the pipeline has processed,
+    // and "downloaded 704.6 kB / 704.6 kB (43%)" read as a download stuck at 43%.
+    if (download_) {
+      absl::StrAppendFormat(&head, " / %s, %.0f%% processed", HumanBytes(size), 100 * frac);
+    } else {
+      absl::StrAppendFormat(&head, " / %s (%.0f%%)", HumanBytes(size), 100 * frac);
+    }
   }
   fields.push_back({std::move(head), 0});
   if (frac > 0.001) {

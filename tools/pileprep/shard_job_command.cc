@@ -803,7 +803,9 @@ int RunShardJob(int argc, char** argv, int first) {
            absl::StrCat(fetch_defaults.connect_timeout_s));
   args.Add("low-speed-time", Args::Kind::kValue, "SECONDS",
            absl::StrCat("a download below ", fetch_defaults.low_speed_limit,
-                        " bytes/s for this long is dropped and resumed"),
+                        " bytes/s for this long is dropped and resumed (libcurl's speed, an "
+                        "average over its last 5 s: one that stops dead after a fast start is "
+                        "dropped about 5 s later)"),
            absl::StrCat(fetch_defaults.low_speed_time_s));
   args.Add("download-buffer-mb", Args::Kind::kValue, "MiB",
            "memory between the socket and the pipeline, per download, in MiB (two with prefetch, "
