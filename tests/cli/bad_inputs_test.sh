@@ -46,10 +46,11 @@ while read -r file outcome docs tokens bin idx bad; do
     echo "FAIL: $what: want $docs documents, $tokens tokens; got: $(grep documents "$out.stderr")"; fail=1
   fi
   if [[ $bad -gt 0 ]]; then
-    if ! grep -q "^$file: $bad bad records skipped" "$out.stderr" || ! grep -q "^  line [0-9]*: " "$out.stderr"; then
-      echo "FAIL: $what: want $bad bad records reported with line numbers"; cat "$out.stderr"; fail=1
+    noun="bad records"; [[ $bad -eq 1 ]] && noun="bad record"
+    if ! grep -q "^$file: $bad $noun skipped:$" "$out.stderr" || ! grep -q "^  line [0-9]*: " "$out.stderr"; then
+      echo "FAIL: $what: want $bad $noun reported with line numbers"; cat "$out.stderr"; fail=1
     fi
-  elif grep -q "bad records" "$out.stderr"; then
+  elif grep -q "bad record" "$out.stderr"; then
     echo "FAIL: $what: unexpected bad records"; cat "$out.stderr"; fail=1
   fi
   if [[ -n "$(ls "$out" | grep -v -e '^x_text_document.bin$' -e '^x_text_document.idx$')" ]]; then

@@ -332,7 +332,7 @@ grep -q "TBB" "$work/err" && { echo "FAIL: TBB printed: $(cat "$work/err")"; fai
 # A failed input lists its bad records as found, not skipped: nothing was made to skip them from.
 printf '{"text": "a"}\nnot json\n{"text": "b"}\n' >"$work/onebad.jsonl"
 expect "preprocess: a failed input's bad records are not called skipped" 1 \
-  "onebad.jsonl: 1 bad records found before it stopped:" -- \
+  "onebad.jsonl: 1 bad record found; nothing was published:" -- \
   "$PILEPREP" preprocess --input "$work/onebad.jsonl" --output-prefix "$work/ob" --max-bad-records 0
 grep -q "skipped" "$work/err" && { echo "FAIL: a failed input's bad records called skipped"; fail=1; }
 # zstd under a plain name (the format is chosen by the name) and another compressor: named too.

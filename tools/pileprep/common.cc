@@ -436,10 +436,12 @@ void ReportOutcome(const std::string& display_name, const std::string& input, ab
   }
   if (s.bad_records > 0) {
     // "skipped" only when the input was made: a failed one skipped nothing, its records were
-    // found bad before it stopped.
-    std::fprintf(stderr, "%s: %llu bad records %s:\n", display_name.c_str(),
+    // found bad and nothing was made of them (not "before it stopped": a run that read the whole
+    // input and then failed, on no tokens at all, did not stop early).
+    std::fprintf(stderr, "%s: %llu %s %s:\n", display_name.c_str(),
                  static_cast<unsigned long long>(s.bad_records),
-                 outcome.status == "done" ? "skipped" : "found before it stopped");
+                 s.bad_records == 1 ? "bad record" : "bad records",
+                 outcome.status == "done" ? "skipped" : "found; nothing was published");
     const size_t shown = c.verbose ? s.bad_record_samples.size()
                                    : std::min<size_t>(5, s.bad_record_samples.size());
     for (size_t i = 0; i < shown; ++i) {
