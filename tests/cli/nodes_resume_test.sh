@@ -670,8 +670,17 @@ if ls "$work/l" | grep -q -E 'pileprep-(lock|tmp)'; then bad "lock files or temp
   bad "dry-run with a missing input: want exit 0 (nothing refused)"
 grep -q "29.jsonl.zst -> .*: FAILED: $work/src/29.jsonl.zst: no such file$" "$work/out" &&
   grep -q "00.jsonl.zst -> .*: made$" "$work/out" &&
-  grep -q "the run would fail 1 shard(s) whose input is missing (FAILED above) and exit 1" "$work/out" ||
+  grep -q "the run would fail 1 shard(s) whose input is missing or a directory (FAILED above) and exit 1" "$work/out" ||
   { bad "dry-run: a missing local input"; cat "$work/out"; }
+[[ -e "$work/dm" ]] && bad "dry-run created the output directory"
+# An input that is a directory fails its shard too ("is a directory, not a file"): the plan said
+# "made" of it.
+mkdir -p "$work/dirsrc/03.jsonl.zst"
+"$PILEPREP" --url "$work/dirsrc" --files 3 --output-dir "$work/dm" --dry-run >"$work/out" 2>&1 ||
+  bad "dry-run with an input that is a directory: want exit 0 (nothing refused)"
+grep -q "03.jsonl.zst -> .*: FAILED: $work/dirsrc/03.jsonl.zst: is a directory, not a file$" "$work/out" &&
+  grep -q "the run would fail 1 shard(s) whose input is missing or a directory" "$work/out" ||
+  { bad "dry-run: a local input that is a directory"; cat "$work/out"; }
 [[ -e "$work/dm" ]] && bad "dry-run created the output directory"
 touch "$work/a-file"
 "$PILEPREP" --url "$work/src" --files 0 --output-dir "$work/a-file/sub" --dry-run >"$work/out" 2>&1

@@ -677,10 +677,14 @@ bool PrintPlan(const std::vector<int>& files, const RankAssignment& a, const Job
       bool held = false;
       std::string state = ShardPlanState(job, c, tokenizer, n, &refused, &held);
       const std::string input = ShardInput(job.source, n);
-      // A local input that is not there fails the shard where it would be made.
-      if (std::error_code ec;
-          job.source.kind == SourceKind::kLocalDirectory && !std::filesystem::exists(input, ec)) {
-        const std::string missing = absl::StrCat(input, ": no such file");
+      // A local input that is not there, or is a directory, fails the shard where it would be
+      // made (the plan said "made" of a directory, exit 0, where the run fails it, exit 1).
+      std::error_code ec;
+      const bool local = job.source.kind == SourceKind::kLocalDirectory;
+      const bool absent = local && !std::filesystem::exists(input, ec);
+      if (local && (absent || std::filesystem::is_directory(input, ec))) {
+        const std::string missing =
+            absl::StrCat(input, absent ? ": no such file" : ": is a directory, not a file");
         if (absl::StartsWith(state, "made") || absl::StartsWith(state, "incomplete")) {
           state = absl::StrCat("FAILED: ", missing);
           ++missing_inputs;
@@ -716,7 +720,8 @@ bool PrintPlan(const std::vector<int>& files, const RankAssignment& a, const Job
     }
     if (missing_inputs > 0) {
       std::printf(
-          "the run would fail %d shard(s) whose input is missing (FAILED above) and exit 1\n",
+          "the run would fail %d shard(s) whose input is missing or a directory (FAILED above) "
+          "and exit 1\n",
           missing_inputs);
     }
   }
