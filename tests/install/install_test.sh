@@ -7,6 +7,29 @@ build=$1 src=$2 cmake=$3 python=${4:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$cmake" --install "$build" --prefix "$tmp/prefix" >/dev/null
+# The build tree has a pileprepConfig.cmake but exports no targets: found there, pileprep is not
+# found (a consumer without REQUIRED goes on), and with REQUIRED the error says why, not a failed
+# include() of pileprepCoreTargets.cmake.
+mkdir -p "$tmp/probe"
+cat >"$tmp/probe/CMakeLists.txt" <<'PROBE'
+cmake_minimum_required(VERSION 3.16)
+project(probe CXX)
+if(PROBE_REQUIRED)
+  find_package(pileprep REQUIRED COMPONENTS core loader)
+else()
+  find_package(pileprep COMPONENTS core)
+endif()
+message(STATUS "probe: pileprep_FOUND=${pileprep_FOUND}")
+PROBE
+probe=$("$cmake" -S "$tmp/probe" -B "$tmp/probe-build" -Dpileprep_DIR="$build" 2>&1) ||
+  { echo "install test: find_package without REQUIRED stopped the configure: $probe" >&2; exit 1; }
+grep -q "probe: pileprep_FOUND=0" <<<"$probe" ||
+  { echo "install test: a build tree's package was found: $probe" >&2; exit 1; }
+if probe=$("$cmake" -S "$tmp/probe" -B "$tmp/probe-build2" -Dpileprep_DIR="$build" -DPROBE_REQUIRED=ON 2>&1); then
+  echo "install test: REQUIRED against a build tree configured" >&2; exit 1
+fi
+grep -q "a build tree exports no targets" <<<"$probe" ||
+  { echo "install test: REQUIRED against a build tree: no reason given: $probe" >&2; exit 1; }
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 "$cmake" -S "$src/tests/install/consumer" -B "$tmp/build" "${generator[@]}" \
