@@ -86,8 +86,9 @@ class Gpt2Tokenizer {
                                                                     std::string_view merges_txt,
                                                                     Options options);
   // Finds GPT-2's encoder.json and vocab.bpe shipped with pileprep, in the first of:
-  // $PILEPREP_TOKENIZER_DIR (the directory holding the two files; when set, it must hold them:
-  // NotFound, rather than the shipped files in its place), next to the executable
+  // $PILEPREP_TOKENIZER_DIR (the directory holding the two files; when set and not empty, it must
+  // hold them: NotFound, rather than the shipped files in its place; set to "" it counts as unset,
+  // as a launcher clears it), next to the executable
   // (../share/pileprep/tokenizers/gpt2), where `cmake --install` put them
   // (PREFIX/share/pileprep/tokenizers/gpt2, PREFIX as configured), the source tree it was built
   // from (tokenizers/gpt2). NotFound names every place looked in.

@@ -129,7 +129,7 @@ struct PreparedDataset {
 };
 
 struct PipelineOptions {
-  int threads = 0;                          // 0: all cores
+  int threads = 0;                          // 0: all cores (negative: InvalidArgument)
   size_t batch_bytes = size_t{1} << 20;     // decompressed bytes per unit of parallel work (> 0)
   size_t read_bytes = size_t{1} << 16;      // bytes read from the source per call (> 0)
   int max_batches_in_flight = 0;            // 0: 2 x threads + 2; for zstd input with

@@ -517,6 +517,12 @@ absl::Status RunPipelineImpl(ByteSource& source, InputFormat format, const Gpt2T
   if (options.read_bytes == 0 || options.batch_bytes == 0) {
     return absl::InvalidArgumentError("PipelineOptions: read_bytes and batch_bytes must be > 0");
   }
+  // 0 is documented (all cores; 2 x threads + 2); a negative count was taken for it silently.
+  if (options.threads < 0 || options.max_batches_in_flight < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("PipelineOptions: threads (", options.threads, ") and max_batches_in_flight (",
+                     options.max_batches_in_flight, ") must be >= 0 (0: the default)"));
+  }
 
   // Writers first: an unwritable output directory fails before any work.
   IndexedDatasetWriterOptions writer_options = options.writer;

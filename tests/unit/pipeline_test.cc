@@ -1325,6 +1325,26 @@ TEST_F(PipelineTest, ZeroReadOrBatchBytesAreRefusedNotTakenForAnEmptyInput) {
   }
 }
 
+// 0 is the documented default of threads and max_batches_in_flight; a negative count is refused,
+// naming both, where it was taken for the default without a word.
+TEST_F(PipelineTest, NegativeThreadsOrBatchesInFlightAreRefused) {
+  const std::string plain = "{\"text\": \"one\"}\n";
+  for (bool negative_threads : {true, false}) {
+    PipelineOptions options;
+    if (!negative_threads) options.max_batches_in_flight = -3;
+    absl::Status status;
+    EXPECT_EQ(Run(plain, InputFormat::kPlain, 1 << 16, negative_threads ? -1 : 1, 1 << 16, &status,
+                  nullptr, options),
+              "");
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_NE(status.message().find("threads (" + std::to_string(negative_threads ? -1 : 1) +
+                                    ") and max_batches_in_flight (" +
+                                    std::to_string(negative_threads ? 0 : -3) + ")"),
+              std::string_view::npos)
+        << status;
+  }
+}
+
 // A line past max_line_bytes comes before damage later in the .zst: its error wins even when one
 // decoding step appends the whole line and then meets the damage (the read stage looks at the line
 // only between steps), as it does when the damage falls in a later read.

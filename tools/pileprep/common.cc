@@ -128,12 +128,13 @@ void AddCommonFlags(Args& args) {
   const PipelineOptions defaults;
   args.Add("vocab-file", Args::Kind::kValue, "FILE",
            "GPT-2 encoder.json / vocab.json, given with --merge-file (default: "
-           "$PILEPREP_TOKENIZER_DIR/encoder.json when that is set, else the copy shipped in "
-           "tokenizers/gpt2)");
-  args.Add("merge-file", Args::Kind::kValue, "FILE",
-           "GPT-2 vocab.bpe / merges.txt, given with --vocab-file (default: "
-           "$PILEPREP_TOKENIZER_DIR/vocab.bpe when that is set, else the copy shipped in "
-           "tokenizers/gpt2)");
+           "$PILEPREP_TOKENIZER_DIR/encoder.json when that is set and not empty, else the copy "
+           "shipped in tokenizers/gpt2)");
+  args.Add(
+      "merge-file", Args::Kind::kValue, "FILE",
+      "GPT-2 vocab.bpe / merges.txt, given with --vocab-file (default: "
+      "$PILEPREP_TOKENIZER_DIR/vocab.bpe when that is set and not empty, else the copy shipped in "
+      "tokenizers/gpt2)");
   args.Add("endoftext-as-text", Args::Kind::kSwitch, "",
            "tokenize a literal <|endoftext|> in text as ordinary text, as legacy Megatron-LM's "
            "preprocess_data.py and tiktoken's encode_ordinary do, instead of the single id 50256, "
