@@ -450,6 +450,9 @@ absl::StatusOr<std::unique_ptr<ByteSource>> OpenFileSource(const std::string& pa
   // signal's stop waited for a writer that may never come), and Read() polls until the writer
   // writes or closes, as for a pipe whose writer stalls. Taken off again for anything else, as
   // the file itself (not an earlier stat of its path) says.
+  // An empty path (an unset variable in the caller's code) read as ": no such file", naming
+  // nothing.
+  if (path.empty()) return absl::InvalidArgumentError("OpenFileSource: the path is empty");
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int err = errno;

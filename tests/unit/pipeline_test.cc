@@ -240,6 +240,14 @@ TEST(FileSource, AFifoWithNoWriterYetOpensAtOnceAndItsReadEndsOnCancel) {
 
 // The same FIFO read to its end: a writer that comes later is waited for (not an empty input),
 // its bytes read, and its close is the end; a writer that closes without writing is an empty one.
+// An empty path is named as such, not as ": no such file" (a file of no name).
+TEST(FileSource, AnEmptyPathIsRefusedAsEmpty) {
+  auto source = OpenFileSource("");
+  ASSERT_FALSE(source.ok());
+  EXPECT_EQ(source.status().code(), absl::StatusCode::kInvalidArgument) << source.status();
+  EXPECT_EQ(source.status().message(), "OpenFileSource: the path is empty");
+}
+
 TEST(FileSource, AFifoIsReadFromAWriterThatOpensItLater) {
   const fs::path fifo = fs::path(::testing::TempDir()) / "pileprep_late_writer_fifo";
   for (const std::string& payload : {std::string("{\"text\": \"late\"}\n"), std::string()}) {
