@@ -250,8 +250,8 @@ absl::StatusOr<MergeResult> MergeDatasets(const std::vector<std::string>& inputs
       // as validate says it, rather than as indices that "end at 0, not at 0".
       if (count == 0) {
         return absl::FailedPreconditionError(absl::StrCat(
-            prefix,
-            ".idx: byte 26: document count 0: document_indices must hold at least its "
+            prefix, ".idx: byte ", kIdxDocumentCountOffset,
+            ": document count 0: document_indices must hold at least its "
             "leading 0: not a sound dataset (run `pileprep validate` on it); nothing was "
             "published"));
       }

@@ -463,6 +463,14 @@ class Checker {
       std::string head = absl::StrCat(bin_name_, ": the .bin is ", bin_.size(),
                                       " bytes but the index describes ", want, " (", itemsize_,
                                       " × ", want / static_cast<int64_t>(itemsize_), " tokens): ");
+      // With sound pointers and lengths a size off by whole tokens at the end may be the last
+      // sequence's length, too long or too short: that sequence, its length and where they are.
+      const bool last_sound = num_sequences_ > 0 && !Has("pointer") && !Has("length");
+      auto last_sequence = [&] {
+        const uint64_t last = num_sequences_ - 1;
+        return absl::StrCat("(", last, ", of length ", Length(last), " at ", idx_name_, " byte ",
+                            lengths_offset_ + 4 * last, ", from .bin byte ", Pointer(last), ")");
+      };
       if (actual > expected_bin_) {
         const uint64_t extra = static_cast<uint64_t>(actual - expected_bin_);
         // The bug left one uncounted EOD per document that had a sequence: per sequence, unless
@@ -499,13 +507,9 @@ class Checker {
           // sequence's length, cut short, reads the same as bytes appended: named, as the
           // truncated case below names it (the pair was blamed alone).
           std::string last_length;
-          if (num_sequences_ > 0 && !per_sequence && !per_document && !Has("pointer") &&
-              !Has("length")) {
-            const uint64_t last = num_sequences_ - 1;
-            last_length = absl::StrCat(", all after the last sequence (", last, ", of length ",
-                                       Length(last), " at ", idx_name_, " byte ",
-                                       lengths_offset_ + 4 * last, ", from .bin byte ",
-                                       Pointer(last), "): that length is corrupt (short by ",
+          if (last_sound && !per_sequence && !per_document) {
+            last_length = absl::StrCat(", all after the last sequence ", last_sequence(),
+                                       ": that length is corrupt (short by ",
                                        Plural(extra / itemsize_, "token", "tokens"), "),");
           }
           return absl::StrCat(head, Plural(extra, "extra byte", "extra bytes"), " (",
@@ -526,17 +530,12 @@ class Checker {
                             "at its half; regenerate the dataset, or copy the .bin again");
       }
       const uint64_t missing = static_cast<uint64_t>(expected_bin_ - actual);
-      const uint64_t last = num_sequences_ - 1;
-      if (num_sequences_ > 0 && !Has("pointer") && !Has("length") &&
-          static_cast<__int128>(Pointer(last)) < actual) {
+      if (last_sound && static_cast<__int128>(Pointer(num_sequences_ - 1)) < actual) {
         // Only the last sequence runs past the end: the .bin cut inside it, or its length damaged
         // (2^31 - 1 in place of 3 reads the same), which the sizes cannot tell apart.
-        const uint64_t off = lengths_offset_ + 4 * last;
         return absl::StrCat(head, Plural(missing, "byte", "bytes"),
-                            " missing, all in the last sequence (", last, ", of length ",
-                            Length(last), " at ", idx_name_, " byte ", off, ", from .bin byte ",
-                            Pointer(last),
-                            "): the .bin is truncated inside it (an interrupted copy, "
+                            " missing, all in the last sequence ", last_sequence(),
+                            ": the .bin is truncated inside it (an interrupted copy, "
                             "download or write?) or that length is corrupt, and training would "
                             "read past the .bin's end; copy it again or regenerate it");
       }

@@ -445,14 +445,14 @@ struct Worker {
 
 absl::StatusOr<std::unique_ptr<ByteSource>> OpenFileSource(const std::string& path,
                                                            const FileSourceOptions& options) {
+  // An empty path (an unset variable in the caller's code) read as ": no such file", naming
+  // nothing.
+  if (path.empty()) return absl::InvalidArgumentError("OpenFileSource: the path is empty");
   // O_NONBLOCK, as internal::OpenForRead opens: a FIFO is opened without waiting for its writer
   // (open(2) of one waits until a writer opens it, and restarts after a signal's handler: a
   // signal's stop waited for a writer that may never come), and Read() polls until the writer
   // writes or closes, as for a pipe whose writer stalls. Taken off again for anything else, as
   // the file itself (not an earlier stat of its path) says.
-  // An empty path (an unset variable in the caller's code) read as ": no such file", naming
-  // nothing.
-  if (path.empty()) return absl::InvalidArgumentError("OpenFileSource: the path is empty");
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int err = errno;

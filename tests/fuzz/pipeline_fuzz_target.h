@@ -183,6 +183,19 @@ inline PipelineFuzzRun RunPipelineForFuzz(const std::string& input, InputFormat 
   return run;
 }
 
+// Whether `got`'s bad records are the first of `want`'s: line, kind and detail each.
+inline bool BadRecordsArePrefixForFuzz(const std::vector<BadRecord>& got,
+                                       const std::vector<BadRecord>& want) {
+  if (got.size() > want.size()) return false;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i].line != want[i].line || got[i].kind != want[i].kind ||
+        got[i].detail != want[i].detail) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // A run cancelled at a batch boundary did part of what the reference did, and published nothing
 // (RunPipelineForFuzz checks that).
 inline void ExpectCancelledPrefixForFuzz(const PipelineFuzzRun& got, const PipelineFuzzRun& want) {
@@ -202,11 +215,8 @@ inline void ExpectCancelledPrefixForFuzz(const PipelineFuzzRun& got, const Pipel
       a.replaced_lone_surrogates > b.replaced_lone_surrogates) {
     fail("counts beyond the reference's");
   }
-  if (a.bad_record_samples.size() > b.bad_record_samples.size()) fail("more bad records");
-  for (size_t i = 0; i < a.bad_record_samples.size(); ++i) {
-    const BadRecord& x = a.bad_record_samples[i];
-    const BadRecord& y = b.bad_record_samples[i];
-    if (x.line != y.line || x.kind != y.kind || x.detail != y.detail) fail("a bad record");
+  if (!BadRecordsArePrefixForFuzz(a.bad_record_samples, b.bad_record_samples)) {
+    fail("bad records not the reference's first");
   }
 }
 
@@ -228,10 +238,8 @@ inline void ExpectSameRunForFuzz(const PipelineFuzzRun& got, const PipelineFuzzR
     fail("counts");
   }
   if (a.bad_record_samples.size() != b.bad_record_samples.size()) fail("bad record samples");
-  for (size_t i = 0; i < a.bad_record_samples.size(); ++i) {
-    const BadRecord& x = a.bad_record_samples[i];
-    const BadRecord& y = b.bad_record_samples[i];
-    if (x.line != y.line || x.kind != y.kind || x.detail != y.detail) fail("a bad record");
+  if (!BadRecordsArePrefixForFuzz(a.bad_record_samples, b.bad_record_samples)) {
+    fail("a bad record");
   }
   if (got.status.ok() &&
       (a.bytes_in != b.bytes_in || a.bytes_decompressed != b.bytes_decompressed)) {

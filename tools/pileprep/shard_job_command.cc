@@ -681,8 +681,10 @@ bool PrintPlan(const std::vector<int>& files, const RankAssignment& a, const Job
       // made (the plan said "made" of a directory, exit 0, where the run fails it, exit 1).
       std::error_code ec;
       const bool local = job.source.kind == SourceKind::kLocalDirectory;
-      const bool absent = local && !std::filesystem::exists(input, ec);
-      if (local && (absent || std::filesystem::is_directory(input, ec))) {
+      const std::filesystem::file_status st =
+          local ? std::filesystem::status(input, ec) : std::filesystem::file_status();
+      const bool absent = local && !std::filesystem::exists(st);
+      if (local && (absent || std::filesystem::is_directory(st))) {
         const std::string missing =
             absl::StrCat(input, absent ? ": no such file" : ": is a directory, not a file");
         if (absl::StartsWith(state, "made") || absl::StartsWith(state, "incomplete")) {
