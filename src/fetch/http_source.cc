@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -215,12 +216,14 @@ class HttpSourceImpl final : public HttpSource {
     if (options_.cancel == nullptr) {
       cv_.wait(lock, ready);
     } else {
-      // Poll the external flag: a signal handler cannot notify a condition variable.
-      while (!cv_.wait_for(lock, std::chrono::milliseconds(100), ready)) {
-        if (options_.cancel->load(std::memory_order_relaxed)) {
-          return absl::CancelledError(absl::StrCat(name_, ": cancelled"));
-        }
+      // Poll the external flag: a signal handler cannot notify a condition variable. Asked on
+      // every Read, not only when one waits in vain: a download that keeps delivering would
+      // otherwise run to its end after the flag was set (RunPipeline asks it too, but an
+      // embedder reading the source directly may not).
+      const auto cancelled = [&] { return options_.cancel->load(std::memory_order_relaxed); };
+      while (!cancelled() && !cv_.wait_for(lock, std::chrono::milliseconds(100), ready)) {
       }
+      if (cancelled()) return absl::CancelledError(absl::StrCat(name_, ": cancelled"));
     }
     if (interrupted_) {
       return absl::CancelledError(absl::StrCat(name_, ": interrupted (the input failed)"));
@@ -890,6 +893,11 @@ class HttpSourceImpl final : public HttpSource {
               hint = absl::StrCat(" (the server redirected it to another host, ", host,
                                   ", which libcurl does not send the Authorization header to: "
                                   "give that host's URL, or one signed for it)");
+            } else if (HasAuthorizationHeader()) {
+              // One was sent: telling the user to send one reads as if it had been lost.
+              hint =
+                  " (the Authorization header given was refused: a wrong or expired token, "
+                  "or one without access to this file)";
             }
           }
           if (delivered_ > 0) {
@@ -1048,6 +1056,21 @@ std::string RedactUrl(const std::string& url) {
   if (const size_t scheme = out.find("://"); scheme != std::string::npos) {
     host_start = scheme + 3;
     out.erase(host_start, internal::UserinfoEnd(out, host_start) - host_start);
+  } else {
+    // Not a URL OpenHttpSource takes ("https:/user:pw@host/x", "user:pw@host/x"), but it is
+    // named in the refusal: its user:password@ goes too, after a scheme and the slashes that
+    // follow it, if any ("user:" is no scheme: no '/' follows it). Only a user:password@: a local
+    // directory may have an '@' in its name ("data@v2/train").
+    const size_t colon = out.find(':');
+    const bool scheme_like =
+        colon != std::string::npos && colon > 0 &&
+        std::isalpha(static_cast<unsigned char>(out[0])) &&
+        out.find_first_not_of(
+            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-") == colon &&
+        colon + 1 < out.size() && out[colon + 1] == '/';
+    if (scheme_like) host_start = std::min(out.find_first_not_of('/', colon + 1), out.size());
+    const size_t end = internal::UserinfoEnd(out, host_start);
+    if (out.find(':', host_start) < end) out.erase(host_start, end - host_start);
   }
   const size_t cut = out.find_first_of("?#", host_start);
   if (cut != std::string::npos) out.resize(cut);

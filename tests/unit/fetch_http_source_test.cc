@@ -700,6 +700,31 @@ TEST(HttpSource, CancelFlagEndsAReadBlockedOnAStalledDownload) {
   EXPECT_LT(waited, 5.0);
 }
 
+TEST(HttpSource, CancelFlagEndsReadsOfADownloadThatKeepsDelivering) {
+  // Bytes keep coming (200 kB/s: the file would take seconds more), so no Read waits in vain for
+  // 0.1 s: the flag was once asked only then, and the download ran to its end after it was set.
+  auto server = FaultServer::Start(kSamples, {"--rate", "200000"});
+  ASSERT_TRUE(server.ok());
+  std::atomic<bool> cancel{false};
+  FetchOptions o = FastOptions();
+  o.cancel = &cancel;
+  auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), o);
+  ASSERT_TRUE(source.ok());
+  std::vector<char> buf(1 << 16);
+  size_t got = 0;
+  while (got < 100000) {
+    auto n = (*source)->Read(buf.data(), buf.size());
+    ASSERT_TRUE(n.ok()) << n.status();
+    ASSERT_GT(*n, 0u);
+    got += *n;
+  }
+  cancel.store(true);
+  auto n = (*source)->Read(buf.data(), buf.size());
+  ASSERT_FALSE(n.ok()) << "read " << *n << " more bytes after the cancel flag was set";
+  EXPECT_EQ(n.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_LT((*source)->stats().bytes_delivered, ReadFile(kSamples + "/01.jsonl.zst").size());
+}
+
 TEST(HttpSource, PersistentServerErrorsGiveUpAfterMaxRetries) {
   FetchOptions o = FastOptions();
   o.max_retries = 2;
@@ -1058,6 +1083,17 @@ TEST(RedactUrl, DropsCredentialsAndQuery) {
             "https://host/pile/00.jsonl.zst");
   EXPECT_EQ(RedactUrl("https://bob:a/b/c@host/pile/"), "https://host/pile/");
   EXPECT_EQ(RedactUrl("http://alice:p?x/y@host/a"), "http://host/a");  // '?' then '/' in it
+  // Not URLs OpenHttpSource takes, but named in its refusal: no user:password@ there either.
+  EXPECT_EQ(RedactUrl("https:/user:pw@host/x"), "https:/host/x");
+  EXPECT_EQ(RedactUrl("user:pw@host/x?sig=S"), "host/x");
+  EXPECT_EQ(RedactUrl("host/a/00.jsonl.zst"), "host/a/00.jsonl.zst");
+  EXPECT_EQ(RedactUrl("file:/data/pile"), "file:/data/pile");
+  EXPECT_EQ(RedactUrl("data@v2/train"), "data@v2/train");  // a local directory, no password
+  for (const std::string url : {"https:/user:pw@host/x", "user:pw@host/x"}) {
+    auto refused = OpenHttpSource(url, FetchOptions{});
+    ASSERT_FALSE(refused.ok()) << url;
+    EXPECT_THAT(refused.status().message(), ::testing::Not(HasSubstr("pw"))) << url;
+  }
   // ... while a valid host[:port] keeps its path, '@' and all.
   EXPECT_EQ(RedactUrl("https://host:8443/a@b/c"), "https://host:8443/a@b/c");
   EXPECT_EQ(RedactUrl("https://host/a@b"), "https://host/a@b");
