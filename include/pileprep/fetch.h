@@ -47,7 +47,7 @@
 // thread at a time. The queue holds at most about `queue_bytes` (the socket is paused while it is
 // full), so opening the next shard's source early prefetches at most that much. Destroying the
 // source cancels the download and joins the thread. A FetchObserver is called on the download
-// thread.
+// thread (but see OnKeepDropped).
 #ifndef PILEPREP_FETCH_H_
 #define PILEPREP_FETCH_H_
 
@@ -93,16 +93,19 @@ struct FetchOptions {
 struct FetchStats {
   uint64_t bytes_delivered = 0;   // body bytes put into the queue (the resume offset)
   int64_t total_bytes = -1;       // Content-Length of the whole file when known
-  int requests = 0;               // HTTP requests made
+  int requests = 0;               // transfers started (the redirects each follows not counted)
   int retries = 0;                // requests after a failure (resumes included)
   int resumes = 0;                // ranged requests answered 206 from a non-zero offset
   int skipped_prefixes = 0;       // 200 answers to a ranged request whose delivered prefix was skipped
   uint64_t bytes_skipped = 0;     // body bytes received again in those answers and dropped
-  std::string last_error;         // the cause of the last failed attempt, "" if none
+  std::string last_error;         // the cause of the last attempt retried, "" if none (a failure
+                                  // that ends the download is Read()'s status)
   std::string keep_error;         // why the copy for cache_path was given up, "" if it was not
 };
 
-// Events for logs. Called on the download thread; must be cheap and thread-safe.
+// Events for logs. Called on the download thread (OnKeepDropped also from OpenHttpSource, on the
+// caller's, when the copy's temporary cannot be created); must be cheap and thread-safe, and must
+// not throw: an exception from the download thread ends the process (std::terminate).
 class FetchObserver {
  public:
   virtual ~FetchObserver() = default;
@@ -121,8 +124,9 @@ class HttpSource : public ByteSource {
 };
 
 // Starts downloading `url`. Fails at once (InvalidArgument) for a URL that is not http:// or
-// https:// and for a header that is not "Name: value"; anything else, a URL that libcurl then
-// refuses included, surfaces from Read(). `observer` (may be null) must outlive the source.
+// https://, for a header that is not "Name: value" and for a negative count, time or speed in
+// `options`; anything else, a URL that libcurl then refuses included, surfaces from Read().
+// `observer` (may be null) must outlive the source.
 absl::StatusOr<std::unique_ptr<HttpSource>> OpenHttpSource(const std::string& url,
                                                            const FetchOptions& options,
                                                            FetchObserver* observer = nullptr);

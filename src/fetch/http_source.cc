@@ -1108,6 +1108,17 @@ absl::StatusOr<std::unique_ptr<HttpSource>> OpenHttpSource(const std::string& ur
   for (const std::string& h : options.headers) {
     if (absl::Status s = CheckHeader(h); !s.ok()) return s;
   }
+  // A negative count or time was taken as it came: "gave up after -1 retries", a retry at once.
+  if (options.max_retries < 0 || !(options.backoff_initial_s >= 0) ||
+      !(options.backoff_max_s >= 0) || options.connect_timeout_s < 0 ||
+      options.low_speed_limit < 0 || options.low_speed_time_s < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(RedactUrl(url), ": FetchOptions: max_retries (", options.max_retries,
+                     "), backoff_initial_s (", options.backoff_initial_s, "), backoff_max_s (",
+                     options.backoff_max_s, "), connect_timeout_s (", options.connect_timeout_s,
+                     "), low_speed_limit (", options.low_speed_limit, ") and low_speed_time_s (",
+                     options.low_speed_time_s, ") must be 0 or more"));
+  }
   FetchOptions o = options;
   if (o.queue_bytes == 0) o.queue_bytes = 1;
   auto source = std::make_unique<HttpSourceImpl>(url, std::move(o), observer);

@@ -725,6 +725,20 @@ TEST(HttpSource, CancelFlagEndsReadsOfADownloadThatKeepsDelivering) {
   EXPECT_LT((*source)->stats().bytes_delivered, ReadFile(kSamples + "/01.jsonl.zst").size());
 }
 
+TEST(HttpSource, NegativeCountsOrTimesAreRefusedAtOnce) {
+  // max_retries -1 once gave "gave up after -1 retries"; a negative backoff retried at once.
+  for (int field = 0; field < 3; ++field) {
+    FetchOptions o = FastOptions();
+    if (field == 0) o.max_retries = -1;
+    if (field == 1) o.backoff_initial_s = -1;
+    if (field == 2) o.low_speed_time_s = -5;
+    auto source = OpenHttpSource("http://127.0.0.1:9/00.jsonl.zst", o);
+    ASSERT_FALSE(source.ok()) << field;
+    EXPECT_EQ(source.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(source.status().message(), HasSubstr("must be 0 or more"));
+  }
+}
+
 TEST(HttpSource, PersistentServerErrorsGiveUpAfterMaxRetries) {
   FetchOptions o = FastOptions();
   o.max_retries = 2;
