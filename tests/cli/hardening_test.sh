@@ -223,6 +223,21 @@ signal_test INT 130
 signal_test HUP 129  # a dropped ssh session
 grep -q "SIGHUP (the terminal or session went away)" "$work/err" && ok "SIGHUP: says what happened" \
   || bad "SIGHUP: no message"
+# A shard that FAILED before the signal is named as such in the last line: a rerun meets its cause
+# again ("Rerun to finish them" alone was all the line said).
+mkdir -p "$work/sigmixsrc"; rm -rf "$work/sigmix"
+printf 'not zstd at all\n' >"$work/sigmixsrc/00.jsonl.zst"
+ln -sf "$src/01.jsonl.zst" "$work/sigmixsrc/01.jsonl.zst"
+"$PILEPREP" --url "$work/sigmixsrc" --files 0-1 --output-dir "$work/sigmix" --threads 2 >"$work/out" 2>"$work/err" &
+pid=$!
+for _ in $(seq 1 600); do ls "$work/sigmix"/my-gpt3_01_* >/dev/null 2>&1 && break; sleep 0.05; done
+sleep 0.1
+kill -TERM "$pid"; wait "$pid"; rc=$?
+last=$(tail -n 1 "$work/err")
+[[ $rc -eq 143 && $last == *"1 shard(s) FAILED (see the errors above: fix the cause first)"* \
+   && $last == *"Rerun to finish them"* ]] \
+  && ok "SIGTERM after a FAILED shard: the last line names the failure" \
+  || bad "SIGTERM after a FAILED shard: exit $rc, last line: $last"
 # A signal during a name lookup that does not answer (the shim's getaddrinfo sleeps 30 s): the run
 # stops within seconds, as it does anywhere else; libcurl once joined the lookup's thread first.
 rm -rf "$work/dns"
