@@ -171,6 +171,20 @@ for ext in bin idx; do
 done
 grep -q "the file changed" "$work/err" || { bad "changed file not reported"; cat "$work/err"; }
 stop_server
+# The shard's seconds count every attempt, as its bytes_downloaded does: the first attempt here
+# takes 2.8 s or more (1,400,000 bytes at 500,000 B/s before the drop), the second 1.5 s or more.
+# The row showed the last attempt's alone.
+start_server --rate 500000 --plan 00.jsonl.zst=drop:1400000 --change "00.jsonl.zst=2:$work/new01"
+"$PILEPREP" --url "$url" --files 0 --output-dir "$work/e2" --retry-wait 0.05 -q 2>"$work/err" \
+  || bad "changed file, slow server: failed"
+/usr/bin/python3 - "$work/e2/pileprep-summary-rank0.json" <<'PY' || bad "restarted shard: seconds of the last attempt only"
+import json, sys
+shard = json.load(open(sys.argv[1]))["shards"][0]
+seconds = shard["seconds"]
+print("restarted shard:", shard["restarts"], "restart(s),", seconds, "s")
+sys.exit(0 if shard["restarts"] == 1 and seconds >= 4.0 else 1)
+PY
+stop_server
 
 # 5. --keep-downloads keeps complete compressed shards; a rerun with --force reads them, not the server.
 start_server --plan 01.jsonl.zst=drop:100000

@@ -1409,6 +1409,9 @@ int RunShardJob(int argc, char** argv, int first) {
       *next = OpenShard(job, shard_c, (*mine)[todo[t + 1]], &observer);
     }
     absl::Status status;
+    // The seconds of the attempts a restart threw away: the shard's row counts all its attempts'
+    // time, as bytes_downloaded counts all their bytes (it showed the last attempt's alone).
+    double earlier_seconds = 0;
     while (true) {
       if (!cur.status.ok()) {
         status = cur.status;
@@ -1425,6 +1428,8 @@ int RunShardJob(int argc, char** argv, int first) {
       count_download(cur);
       if (IsRestartRequired(status) && outcome.restarts < kMaxRestarts) {
         ++outcome.restarts;
+        earlier_seconds += outcome.stats.seconds;
+        outcome.stats.seconds = 0;  // a next attempt that cannot open has none of its own
         if (!c.console.quiet) {
           std::fprintf(stderr, "%s; restart %d of %d\n", std::string(status.message()).c_str(),
                        outcome.restarts, kMaxRestarts);
@@ -1449,6 +1454,7 @@ int RunShardJob(int argc, char** argv, int first) {
       }
       break;
     }
+    outcome.stats.seconds += earlier_seconds;
     outcome.source = cur.input;
     // A kept download whose bytes turn out damaged (a close-delimited answer cut short passes for
     // complete when the server sent no length) must not be read again by every rerun: it goes, and
