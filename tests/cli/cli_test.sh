@@ -414,6 +414,18 @@ done
 # Summary table at the end.
 expect "summary table" 0 "shard            status" -- \
   "$PILEPREP" --url "$root/data/samples" --files 1 --output-dir "$work/s"
+# A row named after a long input file keeps its columns under the header's: the first column is as
+# wide as the longest name (it was 16, and such a row pushed every column three places right).
+cp "$work/plain.jsonl" "$work/a-rather-long-input-name.jsonl"
+"$PILEPREP" preprocess --input "$work/a-rather-long-input-name.jsonl" --output-prefix "$work/long" \
+  --append-eod -q >/dev/null 2>"$work/err"
+header=$(grep '^shard ' "$work/err"); row=$(grep '^a-rather-long-input-name.jsonl ' "$work/err")
+hpre=${header%%status*}; rpre=${row%%done*}
+if [[ -n $row && ${#hpre} -eq ${#rpre} && ${#header} -eq ${#row} ]]; then
+  echo "ok: summary table: a long name keeps the columns aligned"
+else
+  echo "FAIL: summary table: a long name shifts the columns"; printf '%s\n%s\n' "$header" "$row"; fail=1
+fi
 
 # preprocess and merge publish under a shard job's names without a record: they remove its record
 # first, so that it never vouches for their bytes (a record listing the same sizes would).

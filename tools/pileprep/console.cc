@@ -244,8 +244,20 @@ void ConsoleFetchObserver::OnKeepDropped(const std::string& url, const std::stri
 }
 
 std::string SummaryTable(const std::vector<ShardOutcome>& outcomes, int threads) {
+  // The first column as wide as the longest name (preprocess names a row after its input file),
+  // at least 16: a longer name pushed every column of its row off the header's. Counted in
+  // characters, not bytes, for a UTF-8 name.
+  size_t name_width = 16;
+  auto characters = [](const std::string& s) {
+    return static_cast<size_t>(std::count_if(
+        s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+  };
+  for (const ShardOutcome& o : outcomes) name_width = std::max(name_width, characters(o.name));
+  auto name = [&](const std::string& s) {
+    return absl::StrCat(s, std::string(name_width - std::min(name_width, characters(s)), ' '));
+  };
   std::string out =
-      absl::StrFormat("%-16s %-9s %11s %11s %14s %6s %7s %9s %10s\n", "shard", "status", "input",
+      absl::StrFormat("%s %-9s %11s %11s %14s %6s %7s %9s %10s\n", name("shard"), "status", "input",
                       "documents", "tokens", "bad", "retries", "seconds", "MB/s/core");
   int total_retries = 0;
   ShardStats total;
@@ -255,7 +267,7 @@ std::string SummaryTable(const std::vector<ShardOutcome>& outcomes, int threads)
     const int cores = std::max(1, o.threads > 0 ? o.threads : threads);
     const double per_core = s.seconds > 0 ? s.bytes_decompressed / 1e6 / s.seconds / cores : 0;
     core_seconds += s.seconds * cores;
-    absl::StrAppendFormat(&out, "%-16s %-9s %11s %11d %14d %6d %7d %9.1f %10.2f\n", o.name,
+    absl::StrAppendFormat(&out, "%s %-9s %11s %11d %14d %6d %7d %9.1f %10.2f\n", name(o.name),
                           o.status, HumanBytes(s.bytes_in), s.documents, s.tokens, s.bad_records,
                           o.retries, s.seconds, per_core);
     total_retries += o.retries;
@@ -268,7 +280,7 @@ std::string SummaryTable(const std::vector<ShardOutcome>& outcomes, int threads)
   }
   if (outcomes.size() > 1) {
     const double per_core = core_seconds > 0 ? total.bytes_decompressed / 1e6 / core_seconds : 0;
-    absl::StrAppendFormat(&out, "%-16s %-9s %11s %11d %14d %6d %7d %9.1f %10.2f\n", "total", "",
+    absl::StrAppendFormat(&out, "%s %-9s %11s %11d %14d %6d %7d %9.1f %10.2f\n", name("total"), "",
                           HumanBytes(total.bytes_in), total.documents, total.tokens,
                           total.bad_records, total_retries, total.seconds, per_core);
   }
