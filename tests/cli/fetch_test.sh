@@ -127,6 +127,52 @@ n_waiting=$(grep -Ec '(no batch finished for|waiting for the first batch,) [0-9]
 same_outputs "progress" "$work/p2" 00
 stop_server
 
+# A shard whose download began ahead (01, 1.5 MB, while 00, 0.75 MB, was made; at 200 kB/s) is
+# processed fast while its head start lasts: its ETA must still cover the bytes to come at the rate
+# they come in ("downloaded 1.1 MB / 3.0 MB, 36% processed, ETA 2s, 196.6 kB/s in" once promised 2 s
+# for 9.5 s of download).
+mkdir -p "$work/src_ahead"
+cp "$root/data/samples/01.jsonl.zst" "$work/src_ahead/00.jsonl.zst"
+cp "$root/data/samples/00.jsonl.zst" "$work/src_ahead/01.jsonl.zst"
+start_server --root "$work/src_ahead" --rate 200000
+"$PILEPREP" --url "$url" --files 0,1 --output-dir "$work/p3" --progress-interval 1 >"$work/out" 2>"$work/err" ||
+  { bad "progress: slow download ahead failed"; cat "$work/err"; }
+/usr/bin/python3 - "$work/err" <<'PY' || { bad "progress: the ETA of a shard downloaded ahead ignores the bytes still to come"; cat "$work/err"; }
+import re, sys
+unit = {"B": 1, "kB": 1e3, "MB": 1e6, "GB": 1e9}
+def secs(s):
+    m = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", s)
+    h, mi, se = (int(x or 0) for x in m.groups())
+    return h * 3600 + mi * 60 + se
+checked = 0
+for line in open(sys.argv[1]):
+    m = re.match(r"01\.jsonl\.zst: downloaded ([0-9.]+) (B|kB|MB) / ([0-9.]+) (B|kB|MB), [0-9]+% processed, "
+                 r"ETA ([0-9hms]+), ([0-9.]+) (B|kB|MB)/s in", line)
+    if not m:
+        continue
+    got, total = float(m[1]) * unit[m[2]], float(m[3]) * unit[m[4]]
+    rate = float(m[6]) * unit[m[7]]
+    if rate <= 0:
+        continue
+    left = (total - got) / rate  # what the line's own figures say is left to download
+    if left < 2:
+        continue
+    checked += 1
+    eta = secs(m[5])
+    # The byte counts are printed to 0.1 MB (0.5 s at 200 kB/s), the ETA to the second.
+    if eta < 0.8 * left - 1:
+        print("ETA", eta, "s with", left, "s of download left:", line.strip())
+        sys.exit(1)
+print("progress lines of 01 checked:", checked)
+sys.exit(0 if checked > 0 else 1)
+PY
+for ext in bin idx; do
+  cmp -s "$work/ref/my-gpt3_01_text_document.$ext" "$work/p3/my-gpt3_00_text_document.$ext" &&
+    cmp -s "$work/ref/my-gpt3_00_text_document.$ext" "$work/p3/my-gpt3_01_text_document.$ext" ||
+    bad "slow download ahead: .$ext differs"
+done
+stop_server
+
 # 2. 404 on one shard: named, nothing published for it, the others complete, exit 1.
 start_server
 "$PILEPREP" --url "$url" --files 0,5,1 --output-dir "$work/b" --retry-wait 0.05 >"$work/out" 2>"$work/err"

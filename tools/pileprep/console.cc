@@ -88,14 +88,21 @@ std::vector<ProgressField> ConsoleProgress::Fields(const Snapshot& s) const {
     }
   }
   fields.push_back({std::move(head), 0});
-  if (frac > 0.001) {
-    fields.push_back({absl::StrCat(", ETA ", HumanDuration(seconds * (1 - frac) / frac)), 2});
-  }
   // Bytes downloaded per second since this line began.
+  const double got = download_ && fetch.bytes_delivered > download_baseline_
+                         ? static_cast<double>(fetch.bytes_delivered - download_baseline_)
+                         : 0;
+  double eta = frac > 0.001 ? seconds * (1 - frac) / frac : -1;
+  // A shard whose download began ahead (while the shard before it was made) is processed fast
+  // while its head start lasts: the processed share alone promised an end seconds before the
+  // bytes still to come could arrive at the rate they come in.
+  if (download_ && elapsed > 0 && got > 0 && size > 0 &&
+      static_cast<double>(fetch.bytes_delivered) < static_cast<double>(size)) {
+    eta = std::max(eta, (static_cast<double>(size) - static_cast<double>(fetch.bytes_delivered)) /
+                            (got / elapsed));
+  }
+  if (eta >= 0) fields.push_back({absl::StrCat(", ETA ", HumanDuration(eta)), 2});
   if (download_ && elapsed > 0) {
-    const double got = fetch.bytes_delivered > download_baseline_
-                           ? static_cast<double>(fetch.bytes_delivered - download_baseline_)
-                           : 0;
     fields.push_back({absl::StrCat(", ", HumanBytes(got / elapsed), "/s in"), 4});
   }
   fields.push_back({absl::StrCat(", ", HumanBytes(rate), "/s of JSON"), 3});
