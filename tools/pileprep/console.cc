@@ -35,6 +35,11 @@ std::string HumanDuration(double s) {
   return absl::StrFormat("%lldh%02lldm", t / 3600, (t % 3600) / 60);
 }
 
+std::mutex& ConsoleMutex() {
+  static std::mutex mu;
+  return mu;
+}
+
 ConsoleProgress::ConsoleProgress(ConsoleOptions options, std::string label)
     : options_(options), label_(std::move(label)) {
   const auto now = std::chrono::steady_clock::now();
@@ -167,6 +172,8 @@ std::string FitProgressLine(std::vector<ProgressField> fields, size_t width) {
 }
 
 void ConsoleProgress::Print(std::vector<ProgressField> fields) {
+  // Under mu_, then the console's: a report takes only the console's, so no order is reversed.
+  std::lock_guard<std::mutex> console(ConsoleMutex());
   if (options_.tty) {
     // Fit to the terminal's width: a line that wraps leaves its first rows behind at every redraw
     // (\r and \033[K reach only the last row), and the screen scrolls five times a second. Fields
@@ -228,7 +235,10 @@ void ConsoleProgress::Finish() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
-    if (drew_) std::fprintf(stderr, "\r\033[K");
+    if (drew_) {
+      std::lock_guard<std::mutex> console(ConsoleMutex());
+      std::fprintf(stderr, "\r\033[K");
+    }
     drew_ = false;
   }
   wake_.notify_all();
@@ -238,6 +248,7 @@ void ConsoleProgress::Finish() {
 void ConsoleFetchObserver::OnRetry(const std::string& url, int attempt, double delay_s,
                                    uint64_t resume_from, const std::string& cause) {
   if (options_.quiet) return;
+  std::lock_guard<std::mutex> console(ConsoleMutex());
   std::fprintf(stderr, "%s%s: %s; retry %d in %.1fs%s\n", options_.tty ? "\r\033[K" : "",
                url.c_str(), cause.c_str(), attempt, delay_s,
                resume_from > 0 ? absl::StrCat(" from byte ", resume_from, " (Range)").c_str() : "");
@@ -245,6 +256,7 @@ void ConsoleFetchObserver::OnRetry(const std::string& url, int attempt, double d
 }
 
 void ConsoleFetchObserver::OnKeepDropped(const std::string& url, const std::string& cause) {
+  std::lock_guard<std::mutex> console(ConsoleMutex());
   std::fprintf(stderr, "%s%s: not keeping a copy (%s); the download goes on\n",
                options_.tty ? "\r\033[K" : "", url.c_str(), cause.c_str());
   std::fflush(stderr);

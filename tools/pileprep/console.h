@@ -25,6 +25,11 @@ struct ConsoleOptions {
   double log_interval_s = 30;   // seconds between plain progress lines when not a TTY
 };
 
+// Held while anything of several lines, or a line that must not fall inside one, goes to stderr: a
+// shard's report (its bad records listed under its name) and, from other shards' threads under
+// --shards-at-once, their progress and retry lines, which once landed inside such a list.
+std::mutex& ConsoleMutex();
+
 // Thread model: OnProgress comes from the pipeline's in-order stage, one batch at a time; a thread
 // of its own (unless quiet) prints the line again when no batch has come for a while (a slow or
 // stalled download, a long document), every log_interval_s in batch logs and every second on a

@@ -1327,7 +1327,6 @@ int RunShardJob(int argc, char** argv, int first) {
   }
 
   ConsoleFetchObserver observer(shard_c.console);
-  std::mutex report_mu;
   // Processes todo[t] (opened already when `cur` holds it), restarting a download that must start
   // over; with one shard at a time the next shard's download is opened here too, so that it fills
   // its bounded queue while this one is processed.
@@ -1475,7 +1474,8 @@ int RunShardJob(int argc, char** argv, int first) {
             : DamagedCopy::kNone;
     cache_lock.reset();
     cur = OpenedSource{};
-    std::lock_guard<std::mutex> lock(report_mu);  // a shard's report stays in one piece
+    // A shard's report stays in one piece: other shards' reports, progress and retry lines wait.
+    std::lock_guard<std::mutex> lock(ConsoleMutex());
     ReportOutcome(outcome.name, input, std::move(status), prefixes, shard_c, &outcome);
     if (outcome.status == "done") {
       // Published: each pending record becomes the record (the older one goes by the rename).
