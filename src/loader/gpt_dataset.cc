@@ -608,11 +608,16 @@ bool LoadCachedBlend(const std::string& dir, const std::string& key, int64_t siz
   if (!dataset || !sample) return false;
   const auto* d = static_cast<const int16_t*>(dataset->data());
   const auto* s = static_cast<const int64_t*>(sample->data());
+  // Both builders (BuildBlendingIndices, BuildExhaustiveBlendingIndices, as Megatron's) give each
+  // pick of a dataset the next of its samples: a running count per dataset. A cache that breaks
+  // it is damaged (a zeroed page of either file was read as a hit, every later open giving other
+  // samples than Megatron's), and in range it is never past a dataset's samples either.
+  std::vector<int64_t> next(lengths.size(), 0);
   for (size_t i = 0; i < static_cast<size_t>(size); ++i) {
-    if (d[i] < 0 || static_cast<size_t>(d[i]) >= lengths.size() || s[i] < 0 ||
-        s[i] >= lengths[static_cast<size_t>(d[i])]) {
-      return false;
-    }
+    if (d[i] < 0 || static_cast<size_t>(d[i]) >= lengths.size()) return false;
+    int64_t& want = next[static_cast<size_t>(d[i])];
+    if (s[i] != want || s[i] >= lengths[static_cast<size_t>(d[i])]) return false;
+    ++want;
   }
   out->dataset_index = *std::move(dataset);
   out->dataset_sample_index = *std::move(sample);

@@ -748,6 +748,24 @@ TEST(GptDataset, BlendIndicesAreCachedAndMapped) {
   ExpectSameArray((*rebuilt)->blending().dataset_sample_index,
                   (*built)->blending().dataset_sample_index);
 
+  // A sample index in range but not its dataset's next sample (a zeroed page), or a pick of the
+  // other dataset, is a miss too: both builders give each pick its dataset's running count.
+  const size_t last = (*built)->blending().dataset_sample_index.size() - 1;
+  ASSERT_GT(static_cast<const int64_t*>((*built)->blending().dataset_sample_index.data())[last], 0);
+  RewriteCachedValue(o.cache_dir, "-blend-dataset_sample_index.npy", last, 0);
+  auto zeroed = GptDataset::Open(blend, o);
+  ASSERT_TRUE(zeroed.ok()) << zeroed.status();
+  EXPECT_FALSE((*zeroed)->blending_from_cache())
+      << "a sample index of 0 at the last pick was a hit";
+  ExpectSameArray((*zeroed)->blending().dataset_sample_index,
+                  (*built)->blending().dataset_sample_index);
+  const int16_t first = static_cast<const int16_t*>((*built)->blending().dataset_index.data())[0];
+  RewriteCachedValue(o.cache_dir, "-blend-dataset_index.npy", 0, 1 - first);
+  auto swapped = GptDataset::Open(blend, o);
+  ASSERT_TRUE(swapped.ok()) << swapped.status();
+  EXPECT_FALSE((*swapped)->blending_from_cache()) << "a pick of the other dataset was a hit";
+  ExpectSameArray((*swapped)->blending().dataset_index, (*built)->blending().dataset_index);
+
   // Rewritten in place after a cached open (every pick's sample past its dataset): DataLoss where a
   // sample uses it, not a stray read.
   auto mapped = GptDataset::Open(blend, o);
