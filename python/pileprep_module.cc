@@ -364,12 +364,20 @@ PyGptDataset OpenGptDataset(py::object data_path, int64_t seq_length,
   // handler runs here (on the main thread; elsewhere PyErr_CheckSignals does nothing), and the
   // exception it raised (KeyboardInterrupt) is raised once Open has given up. The wait ignored
   // Ctrl-C until the other rank let go.
+  //
+  // Only on the main thread: elsewhere there is nothing to ask, and taking the GIL every 0.1 s is
+  // harmful, as a daemon thread waiting on a lock that takes it while the interpreter finalizes is
+  // ended by pthread_exit through these frames: std::terminate, SIGABRT at the process's exit.
+  // Without it the wait is one blocking flock.
   bool raised = false;
-  o.interrupted = [&raised] {
-    py::gil_scoped_acquire acquire;
-    raised = PyErr_CheckSignals() != 0;
-    return raised;
-  };
+  const py::module_ threading = py::module_::import("threading");
+  if (threading.attr("current_thread")().is(threading.attr("main_thread")())) {
+    o.interrupted = [&raised] {
+      py::gil_scoped_acquire acquire;
+      raised = PyErr_CheckSignals() != 0;
+      return raised;
+    };
+  }
   absl::StatusOr<Blend> blend;
   std::vector<std::string> items;
   // bytes as str (a path may be given either way, as to open()); any other iterable: a list.

@@ -951,6 +951,25 @@ def test_ctrl_c_ends_a_wait_for_another_ranks_build(pileprep, writer, tmp):
         timer.join()
         check(interrupted, "interrupt: no KeyboardInterrupt")
         check(waited < 10, f"interrupt: raised after {waited:.1f} s, when the holder let go")
+        # A daemon thread waiting on the lock while the main thread ends: the process exits with
+        # its own status. The wait took the GIL every 0.1 s on any thread, to ask for signals, and
+        # a thread taking it during finalization ended in std::terminate (SIGABRT).
+        child = subprocess.run(
+            [sys.executable, "-c",
+             "import sys, threading, time\n"
+             "sys.path.insert(0, sys.argv[1])\n"
+             "import pileprep\n"
+             "class Slow:\n"
+             "    def __del__(self): time.sleep(1)  # a global slow to finalize\n"
+             "slow = Slow()\n"
+             "kw = dict(seq_length=7, num_samples=50, seed=3, cache_dir=sys.argv[3])\n"
+             "threading.Thread(target=lambda: pileprep.GPTDataset(sys.argv[2], **kw), daemon=True).start()\n"
+             "time.sleep(0.3)\n",
+             os.path.dirname(os.path.dirname(pileprep.__file__)), prefix, cache],
+            capture_output=True, text=True, timeout=60)
+        check(child.returncode == 0,
+              f"interrupt: a daemon thread waiting on the lock at exit: exit {child.returncode}, "
+              f"{child.stderr.strip()[-200:]}")
     finally:
         holder.kill()
         holder.wait()
