@@ -378,9 +378,14 @@ class HttpSourceImpl final : public HttpSource {
     return !to.empty() && to != host_of(url_) ? Printable(to) : "";
   }
 
+  // One with a value: libcurl sends no header for "Authorization:" with nothing after it (a
+  // script's --header "Authorization: $TOKEN" with TOKEN unset), so none was refused.
   bool HasAuthorizationHeader() const {
     for (const std::string& h : options_.headers) {
-      if (absl::StartsWithIgnoreCase(h, "authorization:")) return true;
+      if (absl::StartsWithIgnoreCase(h, "authorization:") &&
+          !absl::StripAsciiWhitespace(absl::string_view(h).substr(14)).empty()) {
+        return true;
+      }
     }
     return false;
   }
@@ -1056,21 +1061,6 @@ std::string RedactUrl(const std::string& url) {
   if (const size_t scheme = out.find("://"); scheme != std::string::npos) {
     host_start = scheme + 3;
     out.erase(host_start, internal::UserinfoEnd(out, host_start) - host_start);
-  } else {
-    // Not a URL OpenHttpSource takes ("https:/user:pw@host/x", "user:pw@host/x"), but it is
-    // named in the refusal: its user:password@ goes too, after a scheme and the slashes that
-    // follow it, if any ("user:" is no scheme: no '/' follows it). Only a user:password@: a local
-    // directory may have an '@' in its name ("data@v2/train").
-    const size_t colon = out.find(':');
-    const bool scheme_like =
-        colon != std::string::npos && colon > 0 &&
-        std::isalpha(static_cast<unsigned char>(out[0])) &&
-        out.find_first_not_of(
-            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-") == colon &&
-        colon + 1 < out.size() && out[colon + 1] == '/';
-    if (scheme_like) host_start = std::min(out.find_first_not_of('/', colon + 1), out.size());
-    const size_t end = internal::UserinfoEnd(out, host_start);
-    if (out.find(':', host_start) < end) out.erase(host_start, end - host_start);
   }
   const size_t cut = out.find_first_of("?#", host_start);
   if (cut != std::string::npos) out.resize(cut);
@@ -1102,8 +1092,10 @@ absl::StatusOr<std::unique_ptr<HttpSource>> OpenHttpSource(const std::string& ur
   GlobalInit();
   const std::string lower = absl::AsciiStrToLower(url.substr(0, 8));
   if (!absl::StartsWith(lower, "http://") && !absl::StartsWith(lower, "https://")) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(RedactUrl(url), ": not an http:// or https:// URL"));
+    // Not a URL ("https:/user:pw@host/x"): RedactUrl finds no user info to drop, so the password
+    // of one is masked as a refused --url's is.
+    std::string shown = internal::MaskNonUrlPassword(RedactUrl(url));
+    return absl::InvalidArgumentError(absl::StrCat(shown, ": not an http:// or https:// URL"));
   }
   for (const std::string& h : options.headers) {
     if (absl::Status s = CheckHeader(h); !s.ok()) return s;

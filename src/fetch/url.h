@@ -4,7 +4,9 @@
 #ifndef PILEPREP_SRC_FETCH_URL_H_
 #define PILEPREP_SRC_FETCH_URL_H_
 
+#include <algorithm>
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 namespace pileprep::internal {
@@ -41,6 +43,31 @@ inline size_t UserinfoEnd(std::string_view url, size_t host_start) {
   if (first_at == std::string_view::npos) return host_start;
   const size_t path = url.find('/', first_at);
   return url.rfind('@', path == std::string_view::npos ? url.size() : path) + 1;
+}
+
+// A string printed where it was refused as a URL or as a local directory (OpenHttpSource's
+// "not an http:// or https:// URL", the shard job's "--url X: no such directory"), which may be a
+// URL mistyped without "://" ("https:/alice:pw@host/x", "alice:pw@host/pile"): the password of a
+// user:password@ before the first '/', after a scheme and its slashes if any ("alice:" is no
+// scheme: no '/' follows it), becomes "...". The rest is kept, so that a directory name that only
+// looks so ("run-10:00@node1") is still recognisable; one with no ':' before its '@' is unchanged.
+inline std::string MaskNonUrlPassword(std::string_view s) {
+  std::string out(s);
+  size_t start = 0;
+  const size_t colon = out.find(':');
+  constexpr std::string_view kSchemeChars =
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-";
+  if (colon != std::string::npos && colon > 0 && kSchemeChars.find(out[0]) < 52 &&
+      out.find_first_not_of(kSchemeChars) == colon && colon + 1 < out.size() &&
+      out[colon + 1] == '/') {
+    start = std::min(out.find_first_not_of('/', colon + 1), out.size());
+  }
+  const size_t slash = out.find('/', start);
+  const size_t at = out.rfind('@', slash);  // the last '@' before the first '/' (npos: anywhere)
+  if (at == std::string::npos || at < start) return out;
+  const size_t pw = out.find(':', start);
+  if (pw != std::string::npos && pw < at) out.replace(pw + 1, at - pw - 1, "...");
+  return out;
 }
 
 }  // namespace pileprep::internal

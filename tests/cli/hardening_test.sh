@@ -174,6 +174,13 @@ for url in 'http://alice:pw?hunter2pw@127.0.0.1:9/train/' 'http://alice:pw#hunte
 done
 grep -qF '(a URL needs "://" after its scheme)' "$work/err" && ok "a mistyped scheme is named as one" ||
   bad "a mistyped scheme is not named as one: $(cat "$work/err")"
+# A URL without its scheme is read as a directory that is not there: its password is not printed,
+# and the rest is, so that a directory name that only looks so stays recognisable.
+"$PILEPREP" --url 'alice:hunter2pw@127.0.0.1/pile' --files 0 --output-dir "$work/sec3" >"$work/out" 2>"$work/err"
+rc=$?
+[[ $rc -eq 2 ]] && ! grep -q hunter2pw "$work/err" && grep -qF -- '--url alice:...@127.0.0.1/pile: no such directory' "$work/err" \
+  && ok "a URL without its scheme: its password is masked in the error" \
+  || bad "a URL without its scheme: exit $rc, $(cat "$work/err")"
 expect "a failed download with credentials" 1 "" -- \
   "$PILEPREP" --url 'http://user:hunter2pw@127.0.0.1:9/train/?token=qsecret77' --files 0 \
   --output-dir "$work/sec" --header "Authorization: Bearer hdrsecret55" --retries 0 \

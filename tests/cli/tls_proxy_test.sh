@@ -178,7 +178,7 @@ same_as_local "HTTPS redirected to HTTPS: outputs identical to the local run" "$
 
 # A 401/403 from another host that a redirect led to: libcurl does not send the Authorization header
 # there (as browsers do not), so the message says that, where it asked for the header already given.
-start gated fault_server.py --root "$work/src" --log "$work/gated.log" --plan 00.jsonl.zst=403,403,403
+start gated fault_server.py --root "$work/src" --log "$work/gated.log" --plan 00.jsonl.zst=403,403,403,403
 gated_port=$port
 start away fault_server.py --root "$work/src" --log "$work/away.log" \
   --redirect-to "http://localhost:$gated_port/"
@@ -193,6 +193,11 @@ grep -q "a gated dataset needs" "$work/err" && bad "a 403 to the header given: a
 expect "a 403 without a header asks for one" 1 \
   "00\.jsonl\.zst: HTTP 403 .*\(a gated dataset needs --header" -- \
   "${run[@]}" --url "http://127.0.0.1:$gated_port/" --output-dir "$work/r5"
+# "Authorization:" with nothing after it (a script's $TOKEN unset) sends no header (libcurl's rule):
+# nothing was refused, so the message asks for one.
+expect "a 403 to an empty Authorization header asks for one" 1 \
+  "00\.jsonl\.zst: HTTP 403 .*\(a gated dataset needs --header" -- \
+  "${run[@]}" --url "http://127.0.0.1:$gated_port/" --output-dir "$work/r6" --header "Authorization: "
 
 # ---------------------------------------------------------------- proxies (libcurl reads the environment)
 # libcurl does not exempt 127.0.0.1 from a proxy unless no_proxy says so: these go through it.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "fetch/url.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pileprep/fetch.h"
@@ -1097,12 +1098,16 @@ TEST(RedactUrl, DropsCredentialsAndQuery) {
             "https://host/pile/00.jsonl.zst");
   EXPECT_EQ(RedactUrl("https://bob:a/b/c@host/pile/"), "https://host/pile/");
   EXPECT_EQ(RedactUrl("http://alice:p?x/y@host/a"), "http://host/a");  // '?' then '/' in it
-  // Not URLs OpenHttpSource takes, but named in its refusal: no user:password@ there either.
-  EXPECT_EQ(RedactUrl("https:/user:pw@host/x"), "https:/host/x");
-  EXPECT_EQ(RedactUrl("user:pw@host/x?sig=S"), "host/x");
-  EXPECT_EQ(RedactUrl("host/a/00.jsonl.zst"), "host/a/00.jsonl.zst");
-  EXPECT_EQ(RedactUrl("file:/data/pile"), "file:/data/pile");
-  EXPECT_EQ(RedactUrl("data@v2/train"), "data@v2/train");  // a local directory, no password
+  // Not URLs: local paths are shown as they are (summaries, plans), an '@' and a ':' included.
+  EXPECT_EQ(RedactUrl("run-10:00@node1/pile"), "run-10:00@node1/pile");
+  EXPECT_EQ(RedactUrl("data@v2/train"), "data@v2/train");
+  // Where such a string is refused as a URL or a directory, a password in it is masked.
+  EXPECT_EQ(internal::MaskNonUrlPassword("https:/user:pw@host/x"), "https:/user:...@host/x");
+  EXPECT_EQ(internal::MaskNonUrlPassword("user:pw@host/x?sig=S"), "user:...@host/x?sig=S");
+  EXPECT_EQ(internal::MaskNonUrlPassword("run-10:00@node1"), "run-10:...@node1");
+  EXPECT_EQ(internal::MaskNonUrlPassword("data@v2/train"), "data@v2/train");
+  EXPECT_EQ(internal::MaskNonUrlPassword("host/a:b@c"), "host/a:b@c");  // '@' past the first '/'
+  EXPECT_EQ(internal::MaskNonUrlPassword("file:/data/pile"), "file:/data/pile");
   for (const std::string url : {"https:/user:pw@host/x", "user:pw@host/x"}) {
     auto refused = OpenHttpSource(url, FetchOptions{});
     ASSERT_FALSE(refused.ok()) << url;

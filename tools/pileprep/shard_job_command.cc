@@ -41,6 +41,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common.h"
+#include "fetch/url.h"
 #include "format/file_util.h"
 #include "oneapi/tbb/info.h"
 #include "path_lock.h"
@@ -466,6 +467,7 @@ OpenedSource OpenShard(const JobConfig& job, const Common& c, int n, FetchObserv
           return o;
         }
         if (!o.keeps && !c.console.quiet) {
+          std::lock_guard<std::mutex> console(ConsoleMutex());  // not inside another's report
           if (!error.empty()) {
             std::fprintf(stderr,
                          "%s: cannot open the lock of its kept copy (%s); this run reads it "
@@ -484,6 +486,7 @@ OpenedSource OpenShard(const JobConfig& job, const Common& c, int n, FetchObserv
           // the run is killed; this download's copy replaces it once complete.
           const bool stale = std::filesystem::exists(cache, ec);
           if (stale && !c.console.quiet) {
+            std::lock_guard<std::mutex> console(ConsoleMutex());
             std::fprintf(stderr,
                          "%s: the copy kept in %s is not known to come from %s: downloading it "
                          "again\n",
@@ -498,6 +501,7 @@ OpenedSource OpenShard(const JobConfig& job, const Common& c, int n, FetchObserv
             // Reading on without keeping loses nothing but the copy.
             o.keeps = false;
             o.cache_lock.reset();
+            std::lock_guard<std::mutex> console(ConsoleMutex());
             std::fprintf(stderr, "%s: not keeping a copy (%s)\n", ShardFileName(n).c_str(),
                          std::string(stamped.message()).c_str());
           }
@@ -970,6 +974,9 @@ int RunShardJob(int argc, char** argv, int first) {
       // Redacted as the URL it was meant to be (user:password@ too), then shown as typed.
       shown = RedactUrl(shown.substr(0, colon) + "://" + shown.substr(colon + 2));
       shown.replace(colon, 3, ":/");
+    } else {
+      // Or a URL without its scheme ("alice:pw@host/pile"): a password in it is not printed.
+      shown = internal::MaskNonUrlPassword(shown);
     }
     if (const size_t q = shown.find('?'); q != std::string::npos)
       shown.replace(q, std::string::npos, "?...");
@@ -1430,6 +1437,7 @@ int RunShardJob(int argc, char** argv, int first) {
         earlier_seconds += outcome.stats.seconds;
         outcome.stats.seconds = 0;  // a next attempt that cannot open has none of its own
         if (!c.console.quiet) {
+          std::lock_guard<std::mutex> console(ConsoleMutex());
           std::fprintf(stderr, "%s; restart %d of %d\n", std::string(status.message()).c_str(),
                        outcome.restarts, kMaxRestarts);
         }
