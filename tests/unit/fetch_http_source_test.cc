@@ -48,6 +48,17 @@ absl::StatusOr<std::string> Drain(ByteSource& source) {
   }
 }
 
+// Reads `bytes` or a few more, each Read delivering some.
+void ReadAtLeast(ByteSource& source, size_t bytes) {
+  std::vector<char> buf(1 << 16);
+  for (size_t got = 0; got < bytes;) {
+    auto n = source.Read(buf.data(), buf.size());
+    ASSERT_TRUE(n.ok()) << n.status();
+    ASSERT_GT(*n, 0u);
+    got += *n;
+  }
+}
+
 int CountIn(const std::vector<std::string>& log, const std::string& needle) {
   int n = 0;
   for (const std::string& line : log) n += line.find(needle) != std::string::npos;
@@ -679,14 +690,8 @@ TEST(HttpSource, CancelFlagEndsAReadBlockedOnAStalledDownload) {
   o.cancel = &cancel;
   auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), o);
   ASSERT_TRUE(source.ok());
+  ASSERT_NO_FATAL_FAILURE(ReadAtLeast(**source, 100000));
   std::vector<char> buf(1 << 16);
-  size_t got = 0;
-  while (got < 100000) {
-    auto n = (*source)->Read(buf.data(), buf.size());
-    ASSERT_TRUE(n.ok()) << n.status();
-    ASSERT_GT(*n, 0u);
-    got += *n;
-  }
   std::thread canceller([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     cancel.store(true);
@@ -711,14 +716,8 @@ TEST(HttpSource, CancelFlagEndsReadsOfADownloadThatKeepsDelivering) {
   o.cancel = &cancel;
   auto source = OpenHttpSource((*server)->Url("01.jsonl.zst"), o);
   ASSERT_TRUE(source.ok());
+  ASSERT_NO_FATAL_FAILURE(ReadAtLeast(**source, 100000));
   std::vector<char> buf(1 << 16);
-  size_t got = 0;
-  while (got < 100000) {
-    auto n = (*source)->Read(buf.data(), buf.size());
-    ASSERT_TRUE(n.ok()) << n.status();
-    ASSERT_GT(*n, 0u);
-    got += *n;
-  }
   cancel.store(true);
   auto n = (*source)->Read(buf.data(), buf.size());
   ASSERT_FALSE(n.ok()) << "read " << *n << " more bytes after the cancel flag was set";
