@@ -1655,17 +1655,16 @@ int RunShardJob(int argc, char** argv, int first) {
   if (cancel_exit != 0) {
     // Shards that FAILED before or beside the signal are not the signal's: a rerun meets their
     // cause again, which "Rerun to finish them" alone did not say.
-    if (const int not_cancelled = failed - cancelled; not_cancelled > 0) {
-      std::fprintf(stderr,
-                   "pileprep: stopped by a signal; completed shards are in place, %d shard(s) "
-                   "FAILED (see the errors above: fix the cause first), the rest (marked "
-                   "cancelled) were not made by this run. Rerun to finish them.\n",
-                   not_cancelled);
-    } else {
-      std::fprintf(stderr,
-                   "pileprep: stopped by a signal; completed shards are in place, the rest "
-                   "(marked cancelled) were not made by this run. Rerun to finish them.\n");
-    }
+    const int not_cancelled = failed - cancelled;
+    const std::string failed_note =
+        not_cancelled > 0
+            ? absl::StrCat(not_cancelled,
+                           " shard(s) FAILED (see the errors above: fix the cause first), ")
+            : "";
+    std::fprintf(stderr,
+                 "pileprep: stopped by a signal; completed shards are in place, %sthe rest "
+                 "(marked cancelled) were not made by this run. Rerun to finish them.\n",
+                 failed_note.c_str());
     return cancel_exit;
   }
   // Read again: a signal may have come since signal_exit was (the summary's writing takes moments).
